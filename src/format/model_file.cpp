@@ -1,0 +1,71 @@
+#include "format/model_file.h"
+
+#include <fmt/format.h>
+
+#include <regex>
+
+namespace deltafin {
+
+SourceOpener local_file_opener(FileSourceOptions opts) {
+  return [opts](const std::string& path) { return open_file_source(path, opts); };
+}
+
+bool split_part_path(const std::string& path, int part, int count, std::string* out) {
+  static const std::regex re(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
+  std::smatch m;
+  if (!std::regex_match(path, m, re)) return false;
+  *out = fmt::format("{}-{:05d}-of-{:05d}.gguf", m[1].str(), part, count);
+  return true;
+}
+
+const TensorRef* ModelFile::tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+uint64_t ModelFile::total_bytes() const {
+  uint64_t n = 0;
+  for (auto& s : sources_) n += s->size();
+  return n;
+}
+
+Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, const SourceOpener& opener) {
+  auto mf = std::make_unique<ModelFile>();
+  mf->path_ = path;
+  DF_ASSIGN(auto first, opener(path));
+  DF_ASSIGN(GGUFFile meta, parse_gguf(*first));
+  int count = int(meta.int_or("split.count", 1));
+  int no = int(meta.int_or("split.no", 0));
+  if (count < 1 || count > 9999) return make_error("{}: split.count {} is out of range", path, count);
+  if (count > 1 && no != 0)
+    return make_error("{} is part {} of a split model; open the first part (…-00001-of-{:05d}.gguf)",
+                      path, no + 1, count);
+  mf->sources_.push_back(std::move(first));
+  mf->shards_.push_back(std::move(meta));
+  for (int k = 1; k < count; ++k) {
+    std::string part;
+    if (!split_part_path(path, k + 1, count, &part))
+      return make_error("{}: split.count is {} but the name does not follow NAME-00001-of-{:05d}.gguf",
+                        path, count, count);
+    DF_ASSIGN(auto src, opener(part));
+    DF_ASSIGN(GGUFFile m, parse_gguf(*src));
+    if (m.int_or("split.no", -1) != k)
+      return make_error("{}: expected split.no = {}, found {}", part, k, m.int_or("split.no", -1));
+    mf->sources_.push_back(std::move(src));
+    mf->shards_.push_back(std::move(m));
+  }
+  for (int s = 0; s < count; ++s) {
+    for (const auto& t : mf->shards_[s].tensors) {
+      TensorRef ref{&t, s, mf->shards_[s].data_offset + t.offset};
+      if (!mf->tensors_.emplace(t.name, ref).second)
+        return make_error("{}: tensor '{}' appears in more than one part", path, t.name);
+    }
+  }
+  int64_t expect = mf->meta().int_or("split.tensors.count", -1);
+  if (expect >= 0 && uint64_t(expect) != mf->tensors_.size())
+    return make_error("{}: split.tensors.count says {} tensors, the parts hold {}", path, expect,
+                      mf->tensors_.size());
+  return mf;
+}
+
+}  // namespace deltafin

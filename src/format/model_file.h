@@ -1,0 +1,51 @@
+// A model as one or more GGUF shards (split models: NAME-00001-of-0000N.gguf), with
+// one merged tensor directory. Metadata comes from the first shard. Bytes are read
+// through ByteSources made by a caller-supplied opener (local file now, HTTP later).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "io/byte_source.h"
+
+namespace deltafin {
+
+struct TensorRef {
+  const GGUFTensorInfo* info = nullptr;
+  int shard = 0;
+  uint64_t file_offset = 0;  // absolute offset in the shard's file
+};
+
+using SourceOpener = std::function<Result<std::unique_ptr<ByteSource>>(const std::string& path)>;
+SourceOpener local_file_opener(FileSourceOptions opts = {});
+
+class ModelFile {
+ public:
+  // Opens `path`; if it is the first part of a split model, opens every part.
+  static Result<std::unique_ptr<ModelFile>> open(const std::string& path, const SourceOpener& opener);
+
+  const GGUFFile& meta() const { return shards_[0]; }
+  const TensorRef* tensor(const std::string& name) const;
+  const std::map<std::string, TensorRef>& tensors() const { return tensors_; }
+  ByteSource& source(int shard) { return *sources_[shard]; }
+  int shard_count() const { return int(sources_.size()); }
+  const std::string& path() const { return path_; }
+  uint64_t total_bytes() const;
+  // Reads a whole tensor's bytes.
+  Status read_tensor(const TensorRef& t, void* dst) { return sources_[t.shard]->read_at(t.file_offset, dst, t.info->bytes); }
+
+ private:
+  std::string path_;
+  std::vector<std::unique_ptr<ByteSource>> sources_;
+  std::vector<GGUFFile> shards_;
+  std::map<std::string, TensorRef> tensors_;
+};
+
+// "dir/name-00002-of-00005.gguf" for part 2 of 5 given any part's path; returns
+// false if the path does not follow the split naming.
+bool split_part_path(const std::string& path, int part, int count, std::string* out);
+
+}  // namespace deltafin

@@ -1,0 +1,43 @@
+// Internal: the scalar reference kernels and the per-ISA installers that
+// types.cpp assembles into the traits tables.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/types.h"
+
+namespace deltafin::kern {
+
+#define DF_DECLARE_REF(name)                                                   \
+  void to_float_##name##_ref(const void* src, float* dst, int64_t n);          \
+  void from_float_##name##_ref(const float* src, void* dst, int64_t n);        \
+  void vec_dot_##name##_ref(int64_t n, float* out, const void* w, const void* x);
+
+DF_DECLARE_REF(f32)
+DF_DECLARE_REF(f16)
+DF_DECLARE_REF(bf16)
+DF_DECLARE_REF(q8_0)
+DF_DECLARE_REF(q4_0)
+DF_DECLARE_REF(mxfp4)
+DF_DECLARE_REF(q8_k)
+DF_DECLARE_REF(q2_k)
+DF_DECLARE_REF(q3_k)
+DF_DECLARE_REF(q4_k)
+DF_DECLARE_REF(q5_k)
+DF_DECLARE_REF(q6_k)
+#undef DF_DECLARE_REF
+
+// A table indexed by DType id (kDTypeCount rows; rows with block_elems == 0 unused).
+// Each installer overwrites the kernels it has and sets the row's isa.
+void install_avx2(TypeTraits* table);
+void install_avx512(TypeTraits* table);
+void install_neon(TypeTraits* table);
+
+// Helper for rows without a dedicated x4 kernel.
+template <VecDotFn F>
+void vec_dot_x4_by_one(int64_t n, float* out, const void* w, const void* x, size_t x_stride) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int k = 0; k < 4; ++k) F(n, out + k, w, xb + k * x_stride);
+}
+
+}  // namespace deltafin::kern

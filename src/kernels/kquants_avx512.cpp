@@ -1,0 +1,278 @@
+// AVX-512 (BW + VNNI) dot products of the K-quants against Q8_K, for one or four
+// activation rows. Same arithmetic as kquants_avx2.cpp, on 64-byte vectors: each
+// vector covers 64 consecutive values of the super-block, so the activations load
+// straight from Q8_K; maddubs forms pair products (int16) and vpdpwssd multiplies
+// them by the sub-block scales and accumulates in one instruction.
+#include "kernels/kernels_impl.h"
+#include "kernels/x86_common.h"
+
+namespace deltafin::kern {
+namespace {
+
+template <int NT>
+struct Rows {
+  const BlockQ8_K* b[NT];
+  Rows(const void* x, size_t xs) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
+  }
+};
+
+inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
+inline __m512i mask8x64(int v) { return _mm512_set1_epi8(char(v)); }
+
+// [v | f(v)] as one 512-bit vector.
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// Permutation index for the int16 scales: lane l (of 32) takes scale first + l / per,
+// the scale of the sub-block that lane's values belong to.
+inline __m512i scale_index(int first, int per) {
+  alignas(64) int16_t idx[32];
+  for (int l = 0; l < 32; ++l) idx[l] = int16_t(first + l / per);
+  return _mm512_load_si512(idx);
+}
+
+inline float hsum4(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// sc[j] - 32 (j < 16) of a Q3_K super-block.
+inline __m128i q3k_scales(const uint8_t* s) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  uint32_t w0 = (u[0] & 0x0f0f0f0fu) | ((u[2] << 4) & 0x30303030u);
+  uint32_t w1 = (u[1] & 0x0f0f0f0fu) | ((u[2] << 2) & 0x30303030u);
+  uint32_t w2 = ((u[0] >> 4) & 0x0f0f0f0fu) | (u[2] & 0x30303030u);
+  uint32_t w3 = ((u[1] >> 4) & 0x0f0f0f0fu) | ((u[2] >> 2) & 0x30303030u);
+  return _mm_sub_epi8(_mm_setr_epi32(int(w0), int(w1), int(w2), int(w3)), _mm_set1_epi8(32));
+}
+
+template <int Bits, int NT>
+void dot_q45k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
+  const auto* a = static_cast<const Block*>(w);
+  Rows<NT> y(x, xs);
+  __m512i idx[4];
+  DF_UNROLL
+  for (int c = 0; c < 4; ++c) idx[c] = scale_index(2 * c, 16);  // chunk c: sub-blocks 2c, 2c + 1
+  __m512 acc[NT];
+  __m128 accm[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), accm[t] = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const Block& blk = a[i];
+    __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));  // int16 sc[0..7] | m[0..7]
+    __m128i mins = _mm256_extracti128_si256(scm, 1);
+    __m512i sc512 = _mm512_castsi256_si512(scm);
+    float da = h2f(blk.d), dm = h2f(blk.dmin);
+    __m512i sumi[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& b = y.b[t][i];
+      __m256i bs = loadu256(b.bsums);
+      __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * b.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), accm[t]);
+      sumi[t] = _mm512_setzero_si512();
+    }
+    __m512i hx;
+    if constexpr (Bits == 5) {
+      __m256i hb = loadu256(blk.qh);
+      hx = join(hb, _mm256_srli_epi16(hb, 1));  // bit 2c of [qh | qh >> 1]: the fifth bits of chunk c
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      __m256i q = loadu256(blk.qs + 32 * c);
+      __m512i qv = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), mask8x64(15));
+      if constexpr (Bits == 5) {
+        qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_slli_epi16(hx, 4), mask8x64(16)));
+        hx = _mm512_srli_epi16(hx, 2);
+      }
+      __m512i sv = _mm512_permutexvar_epi16(idx[c], sc512);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) {
+        __m512i p = _mm512_maddubs_epi16(qv, loadu512(y.b[t][i].qs + 64 * c));
+        sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, sv);
+      }
+    }
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum4(accm[t]);
+}
+
+// Shared frame of Q6_K, Q3_K, Q2_K: 16 sub-blocks of 16, four 64-value groups, each
+// group's codes (unsigned, offset applied later) produced by Unpack.
+template <int NT, class Unpack>
+inline void dot_k16_groups(const Unpack& unpack, __m512i sc512, const __m512i* idx, const Rows<NT>& y, int64_t i,
+                           __m512i* sumi) {
+  DF_UNROLL
+  for (int g = 0; g < 4; ++g) {
+    __m512i qv = unpack(g);
+    __m512i sv = _mm512_permutexvar_epi16(idx[g], sc512);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      __m512i p = _mm512_maddubs_epi16(qv, loadu512(y.b[t][i].qs + 64 * g));
+      sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, sv);
+    }
+  }
+}
+
+inline void group_indices(__m512i* idx) {
+  DF_UNROLL
+  for (int g = 0; g < 4; ++g) idx[g] = scale_index(4 * g, 8);  // group g: sub-blocks 4g .. 4g + 3
+}
+
+template <int NT>
+void dot_q6k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  const auto* a = static_cast<const BlockQ6_K*>(w);
+  Rows<NT> y(x, xs);
+  __m512i idx[4];
+  group_indices(idx);
+  __m512 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const BlockQ6_K& blk = a[i];
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    __m512i sumi[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {  // the -32 offset: -32 * sum_j sc[j] * bsums[j]
+      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y.b[t][i].bsums)), 5);
+      sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+    }
+    __m512i ql = _mm512_setzero_si512(), hx = ql;
+    auto unpack = [&](int g) {
+      if ((g & 1) == 0) {  // groups 2h, 2h+1 share ql[64h..], qh[32h..]
+        ql = loadu512(blk.ql + 32 * g);
+        __m256i qh = loadu256(blk.qh + 16 * g);
+        hx = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: codes of k = 0 | k = 1; bits 4-5: k = 2 | k = 3
+        return _mm512_or_si512(_mm512_and_si512(ql, mask8x64(15)), _mm512_and_si512(_mm512_slli_epi16(hx, 4), mask8x64(0x30)));
+      }
+      return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask8x64(15)), _mm512_and_si512(hx, mask8x64(0x30)));
+    };
+    dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
+    float da = h2f(blk.d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+template <int NT>
+void dot_q3k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  const auto* a = static_cast<const BlockQ3_K*>(w);
+  Rows<NT> y(x, xs);
+  __m512i idx[4];
+  group_indices(idx);
+  __m512 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const BlockQ3_K& blk = a[i];
+    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(blk.scales));
+    __m512i sumi[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {  // the -4 offset: -4 * sum_j sc[j] * bsums[j]
+      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y.b[t][i].bsums)), 2);
+      sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+    }
+    __m256i hm = loadu256(blk.hmask);
+    __m512i hx = join(hm, _mm256_srli_epi16(hm, 1));  // bit 2g: third bits of group g
+    __m512i qx = _mm512_setzero_si512();
+    auto unpack = [&](int g) {
+      __m512i lo;
+      if ((g & 1) == 0) {
+        __m256i q = loadu256(blk.qs + 16 * g);
+        qx = join(q, _mm256_srli_epi16(q, 2));
+        lo = _mm512_and_si512(qx, mask8x64(3));
+      } else {
+        lo = _mm512_and_si512(_mm512_srli_epi16(qx, 4), mask8x64(3));
+      }
+      __m512i hb = _mm512_and_si512(_mm512_slli_epi16(hx, 2), mask8x64(4));
+      hx = _mm512_srli_epi16(hx, 2);
+      return _mm512_or_si512(lo, hb);
+    };
+    dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
+    float da = h2f(blk.d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+template <int NT>
+void dot_q2k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  const auto* a = static_cast<const BlockQ2_K*>(w);
+  Rows<NT> y(x, xs);
+  __m512i idx[4];
+  group_indices(idx);
+  __m512 acc[NT];
+  __m256 accm[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), accm[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const BlockQ2_K& blk = a[i];
+    __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(15)));
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
+    float da = h2f(blk.d), dm = h2f(blk.dmin);
+    __m512i sumi[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& b = y.b[t][i];
+      __m256i msum = _mm256_madd_epi16(mins, loadu256(b.bsums));
+      accm[t] = _mm256_fmadd_ps(_mm256_set1_ps(dm * b.d), _mm256_cvtepi32_ps(msum), accm[t]);
+      sumi[t] = _mm512_setzero_si512();
+    }
+    __m512i qx = _mm512_setzero_si512();
+    auto unpack = [&](int g) {
+      if ((g & 1) == 0) {
+        __m256i q = loadu256(blk.qs + 16 * g);
+        qx = join(q, _mm256_srli_epi16(q, 2));
+        return _mm512_and_si512(qx, mask8x64(3));
+      }
+      return _mm512_and_si512(_mm512_srli_epi16(qx, 4), mask8x64(3));
+    };
+    dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum8(accm[t]);
+}
+
+template <void (*F)(int64_t, float*, const void*, const void*, size_t)>
+void one(int64_t n, float* out, const void* w, const void* x) {
+  F(n, out, w, x, 0);
+}
+
+}  // namespace
+
+void install_kquants_avx512(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.vec_dot = dot;
+    r.vec_dot_x4 = dot4;
+    r.isa = Isa::AVX512;
+  };
+  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot_q45k<4, 4>);
+  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot_q45k<5, 4>);
+  set(DType::Q6_K, one<dot_q6k<1>>, dot_q6k<4>);
+  set(DType::Q2_K, one<dot_q2k<1>>, dot_q2k<4>);
+  set(DType::Q3_K, one<dot_q3k<1>>, dot_q3k<4>);
+}
+
+}  // namespace deltafin::kern

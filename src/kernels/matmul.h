@@ -1,0 +1,58 @@
+// Matrix products with quantized weights: y = W x (decode) and Y = W X (batches).
+//
+// Shapes: W is `rows` x `cols` of type wtype, row-major (ggml ne0 = cols contiguous),
+// row r at W + r * dtype_row_bytes(wtype, cols). X holds n_tok rows of `cols` floats
+// (row t at X + t * x_stride); Y[t * y_stride + r] = dot(W row r, X row t).
+// cols must be a multiple of the block size of wtype and of its activation type.
+//
+// As in ggml, activations are first converted to the weight type's vec_dot_type
+// (Q8_0, Q8_K, F16, BF16 or F32). QuantizedActs holds that conversion so it can be
+// done once and reused for every matrix that takes the same input (gate and up of
+// many experts).
+//
+// Threading: pool == nullptr runs in the calling thread, so callers can parallelize
+// over experts themselves; otherwise work is split over the pool's threads by row
+// tiles. Results do not depend on the thread count.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace deltafin {
+
+class ThreadPool;
+
+struct QuantizedActs {
+  DType type = DType::F32;  // the vec_dot_type these rows are stored as
+  int64_t cols = 0, n_tok = 0;
+  size_t row_bytes = 0;     // bytes per token row
+  std::vector<uint8_t> data;  // n_tok * row_bytes
+  const void* row(int64_t t) const { return data.data() + size_t(t) * row_bytes; }
+};
+
+// The activation type dot products with `wtype` weights need.
+DType acts_type_for(DType wtype);
+
+// Converts X to acts_type_for(wtype) into *out (reusing its buffer).
+void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok, int64_t cols,
+                   int64_t x_stride, QuantizedActs* out);
+
+// Y[t * y_stride + r] = dot(W row r, acts row t), r < rows, t < acts.n_tok.
+// acts.type must equal acts_type_for(wtype) and acts.cols == cols.
+void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
+              const QuantizedActs& acts, float* Y, int64_t y_stride);
+
+// The same for rows [row_begin, row_end) only, in the calling thread: for callers
+// that partition work themselves.
+void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, int64_t row_end,
+                   const QuantizedActs& acts, float* Y, int64_t y_stride);
+
+// Conveniences that quantize the activations themselves (allocating a buffer).
+void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,
+            float* y);
+void matmul(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* X,
+            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride);
+
+}  // namespace deltafin

@@ -1,0 +1,137 @@
+// AVX2 kernels: the float types, the 32-value block types (x86_common.h) and the
+// activation quantizers; install_avx2 also pulls in the K-quants (kquants_avx2.cpp).
+#include "kernels/kernels_impl.h"
+#include "kernels/x86_common.h"
+
+namespace deltafin::kern {
+
+void install_kquants_avx2(TypeTraits* table);
+
+namespace {
+
+// Loads eight values of each float type as f32.
+inline __m256 load8_f32(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16(const uint16_t* p) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+// out[t] = dot(w, x_t) over n values; 4 independent accumulators per row for NT == 1.
+template <class T, __m256 (*Load)(const T*), float (*Scalar)(T), int NT>
+void dot_float(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  const T* a = static_cast<const T*>(w);
+  const T* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(x) + t * xs);
+  constexpr int U = NT == 1 ? 4 : 1;
+  __m256 acc[NT][U];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t)
+    DF_UNROLL
+    for (int u = 0; u < U; ++u) acc[t][u] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 * U <= n; i += 8 * U) {
+    DF_UNROLL
+    for (int u = 0; u < U; ++u) {
+      __m256 va = Load(a + i + 8 * u);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) acc[t][u] = _mm256_fmadd_ps(va, Load(b[t] + i + 8 * u), acc[t][u]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 va = Load(a + i);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) acc[t][0] = _mm256_fmadd_ps(va, Load(b[t] + i), acc[t][0]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    for (int u = 1; u < U; ++u) acc[t][0] = _mm256_add_ps(acc[t][0], acc[t][u]);
+    float s = hsum8(acc[t][0]);
+    for (int64_t j = i; j < n; ++j) s += Scalar(a[j]) * Scalar(b[t][j]);
+    out[t] = s;
+  }
+}
+
+inline float id_f32(float v) { return v; }
+inline float f16_scalar(uint16_t v) { return h2f(v); }
+inline float bf16_scalar(uint16_t v) { return bf16_to_f32(v); }
+
+template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
+void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_float<T, Load, Scalar, 1>(n, out, w, x, 0);
+}
+template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
+void dot_float_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  dot_float<T, Load, Scalar, 4>(n, out, w, x, xs);
+}
+
+void to_f16_avx2(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = f32_to_fp16(x[i]);
+}
+
+void from_f16_avx2(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load8_f16(x + i));
+  for (; i < n; ++i) y[i] = h2f(x[i]);
+}
+
+// Round to nearest even as f32_to_bf16; NaN lanes become quiet NaNs.
+void to_bf16_avx2(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256i u = _mm256_castps_si256(v);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    r = _mm256_blendv_epi8(r, qnan, nan);
+    __m256i p = _mm256_packus_epi32(r, r);  // per lane: r0..3 r0..3 | r4..7 r4..7
+    p = _mm256_permute4x64_epi64(p, 0x08);  // qwords 0, 2
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_castsi256_si128(p));
+  }
+  for (; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+}
+
+void from_bf16_avx2(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load8_bf16(x + i));
+  for (; i < n; ++i) y[i] = bf16_to_f32(x[i]);
+}
+
+}  // namespace
+
+void install_avx2(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.vec_dot = dot;
+    r.vec_dot_x4 = dot4;
+    r.isa = Isa::AVX2;
+  };
+  set(DType::F32, dot_float_1<float, load8_f32, id_f32>, dot_float_4<float, load8_f32, id_f32>);
+  set(DType::F16, dot_float_1<uint16_t, load8_f16, f16_scalar>, dot_float_4<uint16_t, load8_f16, f16_scalar>);
+  set(DType::BF16, dot_float_1<uint16_t, load8_bf16, bf16_scalar>, dot_float_4<uint16_t, load8_bf16, bf16_scalar>);
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
+  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
+  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);
+  t[uint32_t(DType::F16)].from_float = to_f16_avx2;
+  t[uint32_t(DType::F16)].to_float = from_f16_avx2;
+  t[uint32_t(DType::BF16)].from_float = to_bf16_avx2;
+  t[uint32_t(DType::BF16)].to_float = from_bf16_avx2;
+  t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_x86;
+  t[uint32_t(DType::Q8_K)].from_float = quantize_q8_k_x86;
+  install_kquants_avx2(t);
+}
+
+}  // namespace deltafin::kern

@@ -1,0 +1,261 @@
+// AVX-512 (F, BW, VL, DQ, VNNI) kernels: the float types with 512-bit vectors, the
+// 32-value block types with vpdpbusd (x86_common.h), the activation quantizers;
+// install_avx512 also pulls in the K-quants (kquants_avx512.cpp). Rows it does not
+// set keep their AVX2 kernels.
+#include "kernels/kernels_impl.h"
+#include "kernels/x86_common.h"
+
+namespace deltafin::kern {
+
+void install_kquants_avx512(TypeTraits* table);
+
+namespace {
+
+inline __m512 load16_f32(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16_f16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load16_bf16(const uint16_t* p) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline float id_f32(float v) { return v; }
+inline float f16_scalar(uint16_t v) { return h2f(v); }
+inline float bf16_scalar(uint16_t v) { return bf16_to_f32(v); }
+
+// out[t] = dot(w, x_t) over n values; 4 accumulators per row for NT == 1.
+template <class T, __m512 (*Load)(const T*), float (*Scalar)(T), int NT>
+void dot_float(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  const T* a = static_cast<const T*>(w);
+  const T* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(x) + t * xs);
+  constexpr int U = NT == 1 ? 4 : 1;
+  __m512 acc[NT][U];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t)
+    DF_UNROLL
+    for (int u = 0; u < U; ++u) acc[t][u] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 * U <= n; i += 16 * U) {
+    DF_UNROLL
+    for (int u = 0; u < U; ++u) {
+      __m512 va = Load(a + i + 16 * u);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) acc[t][u] = _mm512_fmadd_ps(va, Load(b[t] + i + 16 * u), acc[t][u]);
+    }
+  }
+  for (; i + 16 <= n; i += 16) {
+    __m512 va = Load(a + i);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) acc[t][0] = _mm512_fmadd_ps(va, Load(b[t] + i), acc[t][0]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    for (int u = 1; u < U; ++u) acc[t][0] = _mm512_add_ps(acc[t][0], acc[t][u]);
+    float s = _mm512_reduce_add_ps(acc[t][0]);
+    for (int64_t j = i; j < n; ++j) s += Scalar(a[j]) * Scalar(b[t][j]);
+    out[t] = s;
+  }
+}
+
+template <class T, __m512 (*Load)(const T*), float (*Scalar)(T)>
+void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_float<T, Load, Scalar, 1>(n, out, w, x, 0);
+}
+template <class T, __m512 (*Load)(const T*), float (*Scalar)(T)>
+void dot_float_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  dot_float<T, Load, Scalar, 4>(n, out, w, x, xs);
+}
+
+// ---- 32-value blocks, two per 512-bit vector -------------------------------------------
+
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// Two blocks of 16 packed nibbles -> 64 bytes: block 0 low nibbles, block 0 high
+// nibbles, block 1 low, block 1 high (each block's values in element order).
+inline __m512i unpack_nibbles_pair(const uint8_t* p0, const uint8_t* p1) {
+  __m256i raw = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0)));
+  __m512i x = _mm512_shuffle_i64x2(_mm512_castsi256_si512(raw), _mm512_castsi256_si512(raw), 0x50);  // lanes 0 0 1 1
+  x = _mm512_mask_srli_epi16(x, 0xff00ff00u, x, 4);  // 128-bit lanes 1 and 3: high nibbles
+  return _mm512_and_si512(x, _mm512_set1_epi8(15));
+}
+
+// Two fp16 scales -> floats in lanes 0, 1.
+inline __m128 h2f_pair(uint16_t a, uint16_t b) { return _mm_cvtph_ps(_mm_cvtsi32_si128(int(a | (uint32_t(b) << 16)))); }
+
+// The fp16 scales of 16 consecutive blocks of `stride` bytes (d at offset 0).
+inline __m512 gather_fp16_scales(const void* first, int stride) {
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(stride));
+  __m512i raw = _mm512_i32gather_epi32(idx, first, 1);  // 4 bytes from each block start
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+}
+
+struct Pair8_0 {
+  using Block = BlockQ8_0;
+  static __m512i q(const Block& a, const Block& b) { return join(loadu256(a.qs), loadu256(b.qs)); }
+  static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
+  static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
+};
+struct Pair4_0 {
+  using Block = BlockQ4_0;
+  static __m512i q(const Block& a, const Block& b) {
+    return _mm512_sub_epi8(unpack_nibbles_pair(a.qs, b.qs), _mm512_set1_epi8(8));
+  }
+  static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
+  static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
+};
+struct PairMXFP4 {
+  using Block = BlockMXFP4;
+  static __m512i q(const Block& a, const Block& b) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+  }
+  static __m128 d(const Block& a, const Block& b) { return _mm_setr_ps(e8m0_half_to_f32(a.e), e8m0_half_to_f32(b.e), 0, 0); }
+  static __m512 d16(const Block* a) {  // 2^(e - 128), exact (scalef keeps the subnormals of e < 2)
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(int(sizeof(Block))));
+    __m512i e = _mm512_and_si512(_mm512_i32gather_epi32(idx, a, 1), _mm512_set1_epi32(0xff));
+    return _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
+  }
+};
+
+// out[t] = dot(w, x_t) against NT rows of Q8_0. The weight's sign moves onto the
+// activations (masked negate) so vpdpbusd's unsigned x signed form applies; lanes
+// 0..7 of each product belong to the first block of the pair, 8..15 to the second.
+// Scales are gathered 16 blocks at a time (one vector product for all of them), as
+// per-block scalar scale handling would cost as much as the dot itself.
+template <class Pair, int NT>
+inline void pair_step(const typename Pair::Block* a, const BlockQ8_0* const* b, int64_t i, const __m512* d, __m512* acc) {
+  __m512i qa = Pair::q(a[i], a[i + 1]);
+  __mmask64 neg = _mm512_movepi8_mask(qa);
+  __m512i ua = _mm512_abs_epi8(qa);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    __m512i y = join(loadu256(b[t][i].qs), loadu256(b[t][i + 1].qs));
+    __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, sy);
+    acc[t] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(p), acc[t]);
+  }
+}
+
+template <class Pair, class Single, int NT>
+void dot_q32_pairs(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  using Block = typename Pair::Block;
+  const auto* a = static_cast<const Block*>(w);
+  const BlockQ8_0* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
+  const int64_t nb = n / kQ32;
+  __m512 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    __m512 da = Pair::d16(a + i);
+    __m512 d16[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) d16[t] = _mm512_mul_ps(da, gather_fp16_scales(b[t] + i, sizeof(BlockQ8_0)));
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                              2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k);
+      __m512 d[NT];
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) d[t] = _mm512_permutexvar_ps(spread, d16[t]);
+      pair_step<Pair, NT>(a, b, i + 2 * k, d, acc);
+    }
+  }
+  const __m512i spread01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (; i + 1 < nb; i += 2) {
+    __m128 da = Pair::d(a[i], a[i + 1]);
+    __m512 d[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      __m128 dd = _mm_mul_ps(da, h2f_pair(b[t][i].d, b[t][i + 1].d));
+      d[t] = _mm512_permutexvar_ps(spread01, _mm512_castps128_ps512(dd));
+    }
+    pair_step<Pair, NT>(a, b, i, d, acc);
+  }
+  float tail[NT] = {};
+  if (i < nb) dot_q32<Single, NT>(kQ32, tail, a + i, b[0] + i, xs);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) + tail[t];
+}
+
+template <class Pair, class Single>
+void dot_q32_pairs_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_q32_pairs<Pair, Single, 1>(n, out, w, x, 0);
+}
+template <class Pair, class Single>
+void dot_q32_pairs_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  dot_q32_pairs<Pair, Single, 4>(n, out, w, x, xs);
+}
+
+void to_f16_avx512(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) y[i] = f32_to_fp16(x[i]);
+}
+
+void from_f16_avx512(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load16_f16(x + i));
+  for (; i < n; ++i) y[i] = h2f(x[i]);
+}
+
+// Round to nearest even as f32_to_bf16; NaN lanes become quiet NaNs.
+void to_bf16_avx512(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    __m512i u = _mm512_castps_si512(v);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_cvtepi32_epi16(r));
+  }
+  for (; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+}
+
+void from_bf16_avx512(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load16_bf16(x + i));
+  for (; i < n; ++i) y[i] = bf16_to_f32(x[i]);
+}
+
+}  // namespace
+
+void install_avx512(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.vec_dot = dot;
+    r.vec_dot_x4 = dot4;
+    r.isa = Isa::AVX512;
+  };
+  set(DType::F32, dot_float_1<float, load16_f32, id_f32>, dot_float_4<float, load16_f32, id_f32>);
+  set(DType::F16, dot_float_1<uint16_t, load16_f16, f16_scalar>, dot_float_4<uint16_t, load16_f16, f16_scalar>);
+  set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
+  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
+  set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>);
+  set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>);
+  t[uint32_t(DType::F16)].from_float = to_f16_avx512;
+  t[uint32_t(DType::F16)].to_float = from_f16_avx512;
+  t[uint32_t(DType::BF16)].from_float = to_bf16_avx512;
+  t[uint32_t(DType::BF16)].to_float = from_bf16_avx512;
+  t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_x86;
+  t[uint32_t(DType::Q8_K)].from_float = quantize_q8_k_x86;
+  install_kquants_avx512(t);
+}
+
+}  // namespace deltafin::kern

@@ -1,0 +1,218 @@
+// Random block generators. Every type draws its quant codes uniformly and picks block
+// scales so that E[x^2] = stddev^2; a random sign on symmetric-scale blocks cancels
+// the -0.5 bias of the asymmetric code ranges, and mins offset the positive codes of
+// Q2_K/Q4_K/Q5_K.
+#include "kernels/random_fill.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "kernels/blocks.h"
+#include "kernels/types.h"
+
+namespace deltafin {
+namespace {
+
+using namespace kern;
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256**.
+struct Rng {
+  uint64_t s[4];
+  explicit Rng(uint64_t seed) {
+    for (auto& v : s) v = splitmix64(seed);
+  }
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t next() {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3];
+    s[2] ^= t, s[3] = rotl(s[3], 45);
+    return r;
+  }
+  void bytes(void* dst, size_t n) {  // n a multiple of 8
+    auto* p = static_cast<uint8_t*>(dst);
+    for (size_t i = 0; i < n; i += 8) {
+      uint64_t v = next();
+      std::memcpy(p + i, &v, 8);
+    }
+  }
+  float uniform() { return float(next() >> 40) * 0x1p-24f; }  // [0, 1)
+  int range(int lo, int hi) { return lo + int((next() >> 32) * uint64_t(hi - lo + 1) >> 32); }  // [lo, hi]
+  float sign() { return (next() >> 63) ? -1.0f : 1.0f; }
+  // Approximately normal (sum of four uniforms), unit variance, |v| < 3.5.
+  float normal() {
+    uint64_t v = next();
+    int s = int(v & 0xffff) + int((v >> 16) & 0xffff) + int((v >> 32) & 0xffff) + int(v >> 48) - 2 * 65535;
+    return float(s) * (1.0f / 37837.23f);
+  }
+};
+
+// fp16 of a positive scale, never rounded to zero or infinity.
+uint16_t scale_fp16(float v) { return f32_to_fp16(std::clamp(v, 0x1p-24f, 65504.0f)); }
+
+// Uniform int8 in -127..127 (no -128: the SIMD dots rely on it); std ~73.6.
+void random_i8(Rng& r, int8_t* q, int n) {
+  r.bytes(q, size_t(n));
+  for (int i = 0; i < n; ++i) q[i] = q[i] == -128 ? int8_t(-127) : q[i];
+}
+
+constexpr float kStdI8 = 73.61f;       // uniform -127..127
+constexpr float kStdU4 = 4.6098f;      // uniform over 16 codes
+constexpr float kStdU5 = 9.2331f;      // uniform over 32 codes
+constexpr float kStdU6 = 18.473f;      // uniform over 64 codes
+constexpr float kStdU2 = 1.1180f;      // uniform over 4 codes
+constexpr float kStdU3 = 2.2913f;      // uniform over 8 codes
+constexpr float kRmsMxfp4 = 5.8523f;   // rms of kMxfp4Values over the 16 codes
+
+void fill_block(DType t, Rng& r, float sd, uint8_t* out) {
+  switch (t) {
+    case DType::F32: {
+      float v = sd * r.normal();
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case DType::F16: {
+      uint16_t v = f32_to_fp16(sd * r.normal());
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DType::BF16: {
+      uint16_t v = f32_to_bf16(sd * r.normal());
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case DType::Q8_0: {
+      BlockQ8_0 b;
+      b.d = scale_fp16(sd / kStdI8);
+      random_i8(r, b.qs, 32);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::Q4_0: {
+      BlockQ4_0 b;
+      b.d = f32_to_fp16(r.sign() * fp16_to_f32(scale_fp16(sd / kStdU4)));
+      r.bytes(b.qs, 16);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::MXFP4: {
+      // Scale 2^(e-128) ~ sd / rms; between two exponents pick the larger with the
+      // probability that makes E[scale^2] exact.
+      float s = sd / kRmsMxfp4;
+      int k = int(std::floor(std::log2(s)));
+      float lo = std::ldexp(1.0f, k), p = (s * s / (lo * lo) - 1.0f) / 3.0f;
+      int e = std::clamp(k + 128 + (r.uniform() < p ? 1 : 0), 1, 254);
+      BlockMXFP4 b;
+      b.e = uint8_t(e);
+      r.bytes(b.qs, 16);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::Q8_K: {
+      BlockQ8_K b;
+      b.d = sd / kStdI8;
+      random_i8(r, b.qs, 256);
+      for (int j = 0; j < 16; ++j) {
+        int s = 0;
+        for (int e = 0; e < 16; ++e) s += b.qs[16 * j + e];
+        b.bsums[j] = int16_t(s);
+      }
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::Q2_K: {  // sc in 8..15, dmin = 2d, m = 0.75 sc: mean ~0
+      BlockQ2_K b;
+      float d = sd / (kStdU2 * 11.726f);  // sqrt(E[sc^2]) = 11.726
+      b.d = scale_fp16(d);
+      b.dmin = scale_fp16(2 * d);
+      for (int j = 0; j < 16; ++j) {
+        int sc = r.range(8, 15);
+        b.scales[j] = uint8_t(sc | (int(std::lround(sc * 0.75f)) << 4));
+      }
+      r.bytes(b.qs, 64);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::Q3_K: {  // |sc| in 16..31, random sign
+      BlockQ3_K b;
+      b.d = scale_fp16(sd / (kStdU3 * 23.948f));  // sqrt(E[sc^2]) = 23.948
+      int8_t sc[16];
+      for (auto& v : sc) v = int8_t(r.sign() * float(r.range(16, 31)));
+      pack_scales_q3k(sc, b.scales);
+      r.bytes(b.hmask, 32);
+      r.bytes(b.qs, 64);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    case DType::Q4_K:
+    case DType::Q5_K: {  // sc in 32..63, dmin = (levels / 2) d, m = sc * (levels - 1) / levels
+      const bool five = t == DType::Q5_K;
+      const float half = five ? 16.0f : 8.0f;
+      float d = sd / ((five ? kStdU5 : kStdU4) * 48.389f);  // sqrt(E[sc^2]) = 48.389
+      uint8_t sc[8], m[8];
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = uint8_t(r.range(32, 63));
+        m[j] = uint8_t(std::lround(sc[j] * (half - 0.5f) / half));
+      }
+      if (five) {
+        BlockQ5_K b;
+        b.d = scale_fp16(d), b.dmin = scale_fp16(half * d);
+        pack_scales_k4(sc, m, b.scales);
+        r.bytes(b.qh, 32);
+        r.bytes(b.qs, 128);
+        std::memcpy(out, &b, sizeof b);
+      } else {
+        BlockQ4_K b;
+        b.d = scale_fp16(d), b.dmin = scale_fp16(half * d);
+        pack_scales_k4(sc, m, b.scales);
+        r.bytes(b.qs, 128);
+        std::memcpy(out, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q6_K: {  // |sc| in 64..127, random sign
+      BlockQ6_K b;
+      b.d = scale_fp16(sd / (kStdU6 * 97.270f));  // sqrt(E[sc^2]) = 97.270
+      for (auto& v : b.scales) v = int8_t(r.sign() * float(r.range(64, 127)));
+      r.bytes(b.ql, 128);
+      r.bytes(b.qh, 64);
+      std::memcpy(out, &b, sizeof b);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+bool fill_random(DType t, uint64_t seed, int64_t n_elems, float stddev, void* dst, ThreadPool* pool) {
+  const TypeTraits* tt = type_traits_ref(t);
+  if (tt == nullptr || n_elems < 0 || n_elems % tt->block_elems != 0) return false;
+  const int64_t nblocks = n_elems / tt->block_elems;
+  // Fixed chunks, each with its own stream, so the output ignores the thread count.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(1) << 16) / tt->block_elems);
+  const int64_t nchunks = (nblocks + chunk - 1) / chunk;
+  auto* out = static_cast<uint8_t*>(dst);
+  auto body = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      uint64_t s = seed ^ (uint64_t(c) * 0xd1342543de82ef95ULL);
+      Rng r(splitmix64(s) ^ uint64_t(t));
+      const int64_t b1 = std::min(nblocks, (c + 1) * chunk);
+      for (int64_t b = c * chunk; b < b1; ++b) fill_block(t, r, stddev, out + size_t(b) * tt->block_bytes);
+    }
+  };
+  if (pool != nullptr) pool->parallel_for(nchunks, 1, body);
+  else body(0, nchunks);
+  return true;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,110 @@
+// Assembles the traits tables: the scalar reference, then one table per instruction
+// set built on top of the next lower one, so a row always has every kernel.
+#include "kernels/types.h"
+
+#include <array>
+
+#include "kernels/kernels_impl.h"
+
+namespace deltafin {
+namespace {
+
+using namespace kern;
+using Table = std::array<TypeTraits, kDTypeCount>;
+
+#define DF_REF_ROW(T, name, vdt)                                                      \
+  t[uint32_t(DType::T)] = TypeTraits{DType::T,                                        \
+                                     block_geometry(DType::T).block_elems,           \
+                                     block_geometry(DType::T).block_bytes,           \
+                                     DType::vdt,                                     \
+                                     to_float_##name##_ref,                          \
+                                     from_float_##name##_ref,                        \
+                                     vec_dot_##name##_ref,                           \
+                                     vec_dot_x4_by_one<vec_dot_##name##_ref>,        \
+                                     Isa::Scalar};
+
+Table make_ref_table() {
+  Table t{};
+  DF_REF_ROW(F32, f32, F32)
+  DF_REF_ROW(F16, f16, F16)
+  DF_REF_ROW(BF16, bf16, BF16)
+  DF_REF_ROW(Q8_0, q8_0, Q8_0)
+  DF_REF_ROW(Q4_0, q4_0, Q8_0)
+  DF_REF_ROW(MXFP4, mxfp4, Q8_0)
+  DF_REF_ROW(Q8_K, q8_k, Q8_K)
+  DF_REF_ROW(Q2_K, q2_k, Q8_K)
+  DF_REF_ROW(Q3_K, q3_k, Q8_K)
+  DF_REF_ROW(Q4_K, q4_k, Q8_K)
+  DF_REF_ROW(Q5_K, q5_k, Q8_K)
+  DF_REF_ROW(Q6_K, q6_k, Q8_K)
+  return t;
+}
+#undef DF_REF_ROW
+
+struct Tables {
+  Table ref, avx2, avx512, neon;
+  bool has_avx2 = false, has_avx512 = false, has_neon = false;
+  Isa best = Isa::Scalar;
+
+  Tables() {
+    ref = make_ref_table();
+    avx2 = avx512 = neon = ref;
+#if defined(DELTAFIN_X86)
+    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vnni");
+    install_avx2(avx2.data());
+    avx512 = avx2;
+    install_avx512(avx512.data());
+    best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
+#elif defined(DELTAFIN_ARM)
+    has_neon = true;  // Advanced SIMD is mandatory on aarch64
+    install_neon(neon.data());
+    best = Isa::NEON;
+#endif
+  }
+
+  const Table* get(Isa isa) const {
+    switch (isa) {
+      case Isa::Scalar: return &ref;
+      case Isa::AVX2: return has_avx2 ? &avx2 : nullptr;
+      case Isa::AVX512: return has_avx512 ? &avx512 : nullptr;
+      case Isa::NEON: return has_neon ? &neon : nullptr;
+    }
+    return nullptr;
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;
+  return t;
+}
+
+const TypeTraits* row(const Table* table, DType t) {
+  auto i = uint32_t(t);
+  if (table == nullptr || i >= kDTypeCount || (*table)[i].block_elems == 0) return nullptr;
+  return &(*table)[i];
+}
+
+}  // namespace
+
+const TypeTraits* type_traits(DType t) { return row(tables().get(tables().best), t); }
+const TypeTraits* type_traits_ref(DType t) { return row(&tables().ref, t); }
+const TypeTraits* type_traits_isa(DType t, Isa isa) { return row(tables().get(isa), t); }
+
+bool isa_supported(Isa isa) { return tables().get(isa) != nullptr; }
+Isa best_isa() { return tables().best; }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::AVX2: return "avx2";
+    case Isa::AVX512: return "avx512";
+    case Isa::NEON: return "neon";
+  }
+  return "unknown";
+}
+
+}  // namespace deltafin

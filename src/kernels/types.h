@@ -1,0 +1,58 @@
+// The type-traits table: one row per tensor element type that deltafin computes
+// with, holding the block geometry, conversions and the dot-product kernel.
+//
+// vec_dot(n, out, w, x): *out = dot(w, x) over n values, where w is a row of `type`
+// and x a row of `vec_dot_type` (the type activations are quantized to before a
+// matmul, as ggml's CPU backend does: Q8_0 for Q4_0/Q8_0/MXFP4, Q8_K for the
+// K-quants, F16 for F16, BF16 for BF16, F32 for F32). n must be a multiple of the
+// block size of both types. Results match ggml's up to float summation order.
+//
+// vec_dot_x4(n, out, w, x, x_stride): out[k] = dot(w, x + k * x_stride) for k < 4,
+// one weight row against four activation rows (the batched matmul's inner kernel;
+// the weight is unpacked once). Never null: rows without a dedicated kernel call
+// vec_dot four times.
+//
+// from_float is a valid quantizer (round to nearest with simple scale selection, no
+// importance matrix); to_float dequantizes. All functions are thread-safe and
+// allocate nothing.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace deltafin {
+
+using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
+using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
+using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* x);
+using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* x, size_t x_stride);
+
+// Instruction sets a kernel can be built for; each table row records the best one
+// among its kernels.
+enum class Isa : uint8_t { Scalar = 0, AVX2 = 1, AVX512 = 2, NEON = 3 };
+
+struct TypeTraits {
+  DType type;
+  uint32_t block_elems, block_bytes;
+  DType vec_dot_type;
+  ToFloatFn to_float;
+  FromFloatFn from_float;
+  VecDotFn vec_dot;
+  VecDotX4Fn vec_dot_x4;
+  Isa isa;
+};
+
+// Kernels for the best instruction set of this CPU; nullptr if `t` has no kernels.
+const TypeTraits* type_traits(DType t);
+// Scalar reference kernels (the definition of every other row).
+const TypeTraits* type_traits_ref(DType t);
+// Kernels for one instruction set (rows fall back to the next lower set where that
+// set has no kernel of its own); nullptr if the set was not built or this CPU lacks it.
+const TypeTraits* type_traits_isa(DType t, Isa isa);
+
+bool isa_supported(Isa isa);
+Isa best_isa();
+const char* isa_name(Isa isa);
+
+}  // namespace deltafin

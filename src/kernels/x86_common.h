@@ -1,0 +1,203 @@
+// x86 SIMD kernels shared by the AVX2 and AVX-512 translation units: included only
+// from *_avx2.cpp / *_avx512.cpp, and everything here has internal linkage so the
+// two builds (different -m flags) never merge into one symbol.
+//
+// Contents: helpers, the 32-value block dots (Q8_0, Q4_0, MXFP4 against Q8_0) for 1
+// or 4 activation rows, and the activation quantizers to Q8_0 and Q8_K. Built with
+// AVX512-VNNI the signed 8-bit dot uses vpdpbusd, otherwise maddubs + madd.
+#pragma once
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm512_undefined_*().
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/blocks.h"
+
+// Fully unrolls the small fixed loops over rows (t < NT), chunks and accumulators:
+// GCC at -O2 would otherwise keep the accumulator arrays in memory.
+#define DF_UNROLL _Pragma("GCC unroll 16")
+
+namespace deltafin::kern {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum8_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float hmax8(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Eight int32 sums of four products a[i] * b[i] (signed bytes; a != -128). The sign
+// of a moves onto b so the unsigned x signed instructions apply.
+inline __m256i dot_i8(__m256i a, __m256i b) {
+  __m256i ua = _mm256_sign_epi8(a, a), sb = _mm256_sign_epi8(b, a);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ua, sb);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ua, sb), _mm256_set1_epi16(1));
+#endif
+}
+
+// 16 packed nibbles -> 32 bytes: low nibbles first (elements 0..15), then high.
+inline __m256i unpack_nibbles16(const uint8_t* p) {
+  __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+  return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// sc[0..7] then m[0..7] of a Q4_K / Q5_K super-block (layout in blocks.h), unpacked
+// in vector registers from the 12 scale bytes. Reads 16 bytes at s: the 4 bytes past
+// the scales belong to the same block.
+inline __m128i k4_scales(const uint8_t* s) {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));  // u0 u1 u2 (u3 unused)
+  __m128i a = _mm_shuffle_epi32(v, 0x98);                            // u0 u2 u1 u2
+  a = _mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4));                // u0 u2 u1 u2>>4
+  __m128i low = _mm_and_si128(a, _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+  __m128i b = _mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 2);        // u0 u0 u1 u1, >> 2
+  __m128i high = _mm_and_si128(b, _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+  return _mm_or_si128(low, high);
+}
+
+// Decoders of a 32-value weight block: signed int8 values (never -128) and the scale.
+struct DecodeQ8_0 {
+  using Block = BlockQ8_0;
+  static __m256i q(const Block& b) { return loadu256(b.qs); }
+  static float d(const Block& b) { return h2f(b.d); }
+};
+struct DecodeQ4_0 {
+  using Block = BlockQ4_0;
+  static __m256i q(const Block& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
+  static float d(const Block& b) { return h2f(b.d); }
+};
+struct DecodeMXFP4 {
+  using Block = BlockMXFP4;
+  static __m256i q(const Block& b) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
+    return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
+  }
+  static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
+};
+
+// out[t] = dot(w, x_t) for NT rows x_t = x + t * xs of Q8_0. Two accumulators per row
+// so the FMA latency chain does not limit the single-row (decode) case.
+template <class Dec, int NT>
+void dot_q32(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  using Block = typename Dec::Block;
+  const auto* a = static_cast<const Block*>(w);
+  const BlockQ8_0* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
+  const int64_t nb = n / kQ32;
+  __m256 acc[NT][2];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  auto step = [&](int64_t i, int u) {
+    __m256i qa = Dec::q(a[i]);
+    float da = Dec::d(a[i]);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      __m256i p = dot_i8(qa, loadu256(b[t][i].qs));
+      __m256 d = _mm256_set1_ps(da * h2f(b[t][i].d));
+      acc[t][u] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t][u]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    step(i, 0);
+    step(i + 1, 1);
+  }
+  if (i < nb) step(i, 0);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+}
+
+template <class Dec>
+void dot_q32_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_q32<Dec, 1>(n, out, w, x, 0);
+}
+template <class Dec>
+void dot_q32_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+  dot_q32<Dec, 4>(n, out, w, x, xs);
+}
+
+// Four vectors of eight int32 (32 values) -> 32 saturated int8 in element order.
+inline __m256i pack_i32x32_to_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3) {
+  __m256i p01 = _mm256_packs_epi32(i0, i1);    // per 128-bit lane: i0[0..3] i1[0..3] | i0[4..7] i1[4..7]
+  __m256i p23 = _mm256_packs_epi32(i2, i3);
+  __m256i p = _mm256_packs_epi16(p01, p23);   // lane-interleaved dwords
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
+
+// Same float operations as from_float_q8_0_ref (cvtps rounds to nearest even, as
+// nearbyint does), hence identical bytes.
+inline void quantize_q8_0_x86(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(v0), abs_ps(v1)), _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
+    float d = hmax8(m) / 127.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    __m256 s = _mm256_set1_ps(id);
+    __m256i q = pack_i32x32_to_i8(_mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, s)),
+                                  _mm256_cvtps_epi32(_mm256_mul_ps(v2, s)), _mm256_cvtps_epi32(_mm256_mul_ps(v3, s)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), q);
+  }
+}
+
+// Same float operations as from_float_q8_k_ref.
+inline void quantize_q8_k_x86(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    __m256 m = _mm256_setzero_ps();
+    for (int e = 0; e < kQK; e += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + e)));
+    float amax = hmax8(m);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float iscale = 127.0f / amax;
+    __m256 s = _mm256_set1_ps(iscale);
+    for (int g = 0; g < kQK; g += 32) {
+      __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + g), s));
+      __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + g + 8), s));
+      __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + g + 16), s));
+      __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + g + 24), s));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + g), pack_i32x32_to_i8(i0, i1, i2, i3));
+      y[i].bsums[g / 16] = int16_t(hsum8_i32(_mm256_add_epi32(i0, i1)));
+      y[i].bsums[g / 16 + 1] = int16_t(hsum8_i32(_mm256_add_epi32(i2, i3)));
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+}  // namespace
+}  // namespace deltafin::kern

@@ -1,0 +1,42 @@
+// Causal multi-head attention with grouped KV heads over an F16 KV cache, computed
+// as llama.cpp computes it without flash attention: K and V stored as F16, Q rounded
+// to F16 for the KQ product, softmax in F32 with double accumulation, and the
+// probabilities rounded to F16 for the product with V.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+
+namespace deltafin {
+
+// One layer's cache: rows are positions; a row holds n_kv_head * head_dim values.
+struct KVLayer {
+  int64_t k_row = 0, v_row = 0;  // values per position
+  // Values rounded through F16 (what llama.cpp's F16 cache holds), kept as floats so
+  // the dot products need no conversion.
+  std::vector<float> k, v;       // capacity n_ctx rows
+  void init(int n_ctx, int64_t k_values, int64_t v_values) {
+    k_row = k_values;
+    v_row = v_values;
+    k.assign(size_t(n_ctx) * size_t(k_values), 0);
+    v.assign(size_t(n_ctx) * size_t(v_values), 0);
+  }
+  int capacity() const { return k_row ? int(k.size() / size_t(k_row)) : 0; }
+  // Stores rows for positions [pos0, pos0 + n) from floats.
+  void store(int pos0, int n, const float* kv_k, const float* kv_v);
+};
+
+struct AttentionShape {
+  int n_head = 0, n_head_kv = 0;
+  int head_dim_k = 0, head_dim_v = 0;
+  float scale = 1.0f;       // applied to QK before the softmax
+  float softcap = 0.0f;     // tanh soft-capping of scores (0: none)
+};
+
+// q: [n_tok, n_head, head_dim_k] for positions pos0..pos0+n_tok-1 whose K/V are
+// already stored in `cache`; out: [n_tok, n_head, head_dim_v].
+void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, int pos0, int n_tok,
+               const float* q, float* out);
+
+}  // namespace deltafin

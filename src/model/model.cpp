@@ -1,0 +1,101 @@
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "model/arch.h"
+
+namespace deltafin {
+
+namespace {
+struct ArchEntry {
+  const char* name;
+  Result<std::unique_ptr<Model>> (*load)(ModelFile&, LoadOptions&);
+};
+const std::vector<ArchEntry>& arch_table() {
+  static const std::vector<ArchEntry> t = {
+      {"qwen3moe", load_qwen3moe},
+  };
+  return t;
+}
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> v;
+  for (auto& a : arch_table()) v.push_back(a.name);
+  return v;
+}
+
+Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts) {
+  DF_ASSIGN(std::string arch, file.meta().get_string("general.architecture"));
+  for (auto& a : arch_table())
+    if (arch == a.name) return a.load(file, opts);
+  std::string list;
+  for (auto& a : arch_table()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
+  return make_error("{}: architecture '{}' is not supported by deltafin (supported: {})", file.path(), arch,
+                    list);
+}
+
+std::vector<ExpertLayerInfo> find_expert_layers(const ModelFile& file) {
+  static const std::regex re(R"(blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight)");
+  std::map<int, ExpertLayerInfo> layers;
+  for (const auto& [name, ref] : file.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(name, m, re)) continue;
+    int il = std::stoi(m[1].str());
+    ExpertLayerInfo& l = layers[il];
+    l.layer = il;
+    l.n_expert = int(ref.info->ne[2]);
+    const std::string kind = m[2].str();
+    (kind == "gate" ? l.gate_name : kind == "up" ? l.up_name : l.down_name) = name;
+  }
+  std::vector<ExpertLayerInfo> out;
+  for (auto& [il, l] : layers) out.push_back(l);
+  return out;
+}
+
+Status check_tokens(const int32_t* tokens, int n, int64_t n_vocab, const SeqState& st) {
+  if (n <= 0) return make_error("no tokens to evaluate");
+  if (st.n_past + n > st.n_ctx)
+    return make_error("context is full: {} cached + {} new tokens exceed the context size {} "
+                      "(raise -c/--ctx-size or shorten the prompt)", st.n_past, n, st.n_ctx);
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab)
+      return make_error("token id {} at position {} is out of range (vocabulary has {} tokens)", tokens[i],
+                        i, n_vocab);
+  return {};
+}
+
+void output_logits(ThreadPool* pool, const float* x, int n, int64_t n_embd, const float* norm_w,
+                   float eps, const Tensor& output, bool all_logits, float* logits) {
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  std::vector<float> h(size_t(rows) * size_t(n_embd));
+  rms_norm_rows(x + int64_t(first) * n_embd, norm_w, n_embd, rows, eps, h.data());
+  linear(pool, output, h.data(), rows, logits);
+}
+
+Status attach_experts(ModelFile& file, LoadOptions& opts, std::unique_ptr<ExpertStore>* out,
+                      ModelInfo* info) {
+  std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
+  info->n_moe_layers = int(layers.size());
+  info->expert_bytes = 0;
+  info->bytes_per_expert = 0;
+  for (const auto& l : layers) {
+    uint64_t per = 0;
+    for (const std::string* nm : {&l.gate_name, &l.up_name, &l.down_name}) {
+      if (nm->empty()) continue;
+      const TensorRef* r = file.tensor(*nm);
+      info->expert_bytes += r->info->bytes;
+      per += r->info->bytes / uint64_t(r->info->ne[2]);
+    }
+    info->bytes_per_expert = std::max(info->bytes_per_expert, per);
+  }
+  if (opts.experts) {
+    *out = std::move(opts.experts);
+    return {};
+  }
+  DF_ASSIGN(*out, make_resident_expert_store(file, layers));
+  return {};
+}
+
+}  // namespace deltafin

@@ -1,0 +1,67 @@
+// A loaded model: the resident core weights of one architecture plus an
+// ExpertStore for the routed experts, and its forward pass. One implementation per
+// architecture (src/model/<arch>.cpp), created through load_model().
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "format/model_file.h"
+#include "store/expert_store.h"
+
+namespace deltafin {
+
+struct ModelInfo {
+  std::string arch;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int n_layer = 0;
+  int n_ctx_train = 0;
+  int n_expert = 0;
+  int n_expert_used = 0;
+  uint64_t core_bytes = 0;     // resident non-expert weights
+  uint64_t expert_bytes = 0;   // all routed experts
+  uint64_t bytes_per_expert = 0;  // gate+up+down of one expert (largest layer)
+  int n_moe_layers = 0;
+};
+
+// Per-sequence state: KV caches and recurrent states. n_past tokens are cached.
+class SeqState {
+ public:
+  virtual ~SeqState() = default;
+  int n_past = 0;
+  int n_ctx = 0;
+  // Drops cached positions >= n (rollback after rejected speculation).
+  virtual Status truncate(int n) = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelInfo& info() const = 0;
+  virtual std::unique_ptr<SeqState> new_state(int n_ctx) const = 0;
+  // Evaluates `n` tokens at positions state.n_past.. and appends them to the state.
+  // logits: [n, n_vocab] when all_logits, else [n_vocab] for the last token.
+  virtual Status forward(SeqState& state, const int32_t* tokens, int n, float* logits,
+                         bool all_logits) = 0;
+};
+
+struct LoadOptions {
+  ThreadPool* pool = nullptr;
+  // Expert store to use; when null, experts are loaded resident.
+  std::unique_ptr<ExpertStore> experts;
+};
+
+// The stacked expert tensors of a model (for building an expert store) — every
+// architecture uses the blk.N.ffn_{gate,up,down}_exps.weight names.
+std::vector<ExpertLayerInfo> find_expert_layers(const ModelFile& file);
+
+Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts);
+
+// Supported architectures (general.architecture values).
+std::vector<std::string> supported_architectures();
+
+}  // namespace deltafin

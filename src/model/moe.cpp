@@ -1,0 +1,139 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "model/linear.h"
+#include "model/ops.h"
+
+namespace deltafin {
+
+namespace {
+// Indices of the k largest values, largest first (ties: lower index first).
+void top_k(const float* v, int n, int k, int32_t* out) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  });
+  std::copy(idx.begin(), idx.begin() + k, out);
+}
+}  // namespace
+
+void route(const RouterConfig& rc, float* logits, int n_tok, int32_t* sel, float* w) {
+  const int E = rc.n_expert, K = rc.n_used;
+  std::vector<float> select(static_cast<size_t>(E));
+  for (int t = 0; t < n_tok; ++t) {
+    float* probs = logits + int64_t(t) * E;
+    if (rc.gating == Gating::Softmax) {
+      softmax_inplace(probs, E);
+    } else {
+      for (int e = 0; e < E; ++e) probs[e] = sigmoid(probs[e]);
+    }
+    for (int e = 0; e < E; ++e) select[size_t(e)] = probs[e] + (rc.score_bias ? rc.score_bias[e] : 0.0f);
+    if (rc.n_group > 1) {
+      // Score each group by the sum of its two best experts; keep the best groups.
+      const int per = E / rc.n_group;
+      std::vector<float> gscore(static_cast<size_t>(rc.n_group));
+      for (int g = 0; g < rc.n_group; ++g) {
+        int32_t best[2];
+        top_k(&select[size_t(g * per)], per, 2, best);
+        gscore[size_t(g)] = select[size_t(g * per + best[0])] + select[size_t(g * per + best[1])];
+      }
+      std::vector<int32_t> keep(static_cast<size_t>(rc.n_group_used));
+      top_k(gscore.data(), rc.n_group, rc.n_group_used, keep.data());
+      std::vector<bool> kept(size_t(rc.n_group), false);
+      for (int32_t g : keep) kept[size_t(g)] = true;
+      for (int e = 0; e < E; ++e)
+        if (!kept[size_t(e / per)]) select[size_t(e)] = -INFINITY;
+    }
+    int32_t* s = sel + int64_t(t) * K;
+    float* wt = w + int64_t(t) * K;
+    top_k(select.data(), E, K, s);
+    for (int k = 0; k < K; ++k) wt[k] = probs[s[k]];
+    if (rc.norm_weights) {
+      float sum = 0;
+      for (int k = 0; k < K; ++k) sum += wt[k];
+      sum = std::max(sum, 6.103515625e-5f);
+      for (int k = 0; k < K; ++k) wt[k] /= sum;
+    }
+    if (rc.weights_scale != 0.0f && rc.weights_scale != 1.0f)
+      for (int k = 0; k < K; ++k) wt[k] *= rc.weights_scale;
+  }
+}
+
+void glu_activate(const FfnActParams& a, float* gate, const float* up, int64_t n) {
+  if (a.act == FfnAct::SwiGLU) {
+    for (int64_t i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
+    return;
+  }
+  // SiTU: beta*tanh(g/beta)*sigmoid(g) * (lb > 0 ? lb*tanh(u/lb) : u)
+  const float b = a.situ_beta, lb = a.situ_linear_beta;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    float act = (std::tanh(g * (1.0f / b)) * b) * sigmoid(g);
+    float u = up[i];
+    if (lb > 0.0f) u = std::tanh(u * (1.0f / lb)) * lb;
+    gate[i] = act * u;
+  }
+}
+
+Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, int n_tok,
+               int64_t n_in, int64_t n_out, int n_used, const int32_t* sel, const float* w,
+               const FfnActParams& act, float* out) {
+  // Union of experts, each with the (token, slot) pairs routed to it.
+  std::map<int32_t, std::vector<int>> routed;  // expert -> list of t*n_used+k
+  for (int t = 0; t < n_tok; ++t)
+    for (int k = 0; k < n_used; ++k) routed[sel[t * n_used + k]].push_back(t * n_used + k);
+
+  // Per (token, slot) results, summed in slot order at the end.
+  std::vector<float> slot_out(size_t(n_tok) * size_t(n_used) * size_t(n_out));
+  std::vector<float> xs, g, u, d;
+  for (auto& [e, slots] : routed) {
+    DF_ASSIGN(ExpertWeights ew, store.acquire(layer, e));
+    const int m = int(slots.size());
+    const int64_t n_ff = ew.up.rows();
+    xs.resize(size_t(m) * size_t(n_in));
+    for (int i = 0; i < m; ++i)
+      std::copy_n(x + int64_t(slots[size_t(i)] / n_used) * n_in, n_in, xs.begin() + int64_t(i) * n_in);
+    g.resize(size_t(m) * size_t(n_ff));
+    u.resize(size_t(m) * size_t(n_ff));
+    d.resize(size_t(m) * size_t(n_out));
+    linear(pool, ew.up, xs.data(), m, u.data());
+    linear(pool, ew.gate, xs.data(), m, g.data());
+    glu_activate(act, g.data(), u.data(), int64_t(m) * n_ff);
+    linear(pool, ew.down, g.data(), m, d.data());
+    store.release(layer, e);
+    for (int i = 0; i < m; ++i) {
+      const int slot = slots[size_t(i)];
+      const float wk = w[slot];
+      float* dst = &slot_out[size_t(slot) * size_t(n_out)];
+      const float* src = &d[size_t(i) * size_t(n_out)];
+      for (int64_t j = 0; j < n_out; ++j) dst[j] = src[j] * wk;
+    }
+  }
+  for (int t = 0; t < n_tok; ++t) {
+    float* o = out + int64_t(t) * n_out;
+    const float* s0 = &slot_out[size_t(t) * size_t(n_used) * size_t(n_out)];
+    std::copy_n(s0, n_out, o);
+    for (int k = 1; k < n_used; ++k) {
+      const float* sk = s0 + int64_t(k) * n_out;
+      for (int64_t j = 0; j < n_out; ++j) o[j] += sk[j];
+    }
+  }
+  return {};
+}
+
+void dense_ffn(ThreadPool* pool, const Tensor& gate, const Tensor& up, const Tensor& down,
+               const float* x, int n_tok, const FfnActParams& act, float* out) {
+  const int64_t n_ff = up.rows();
+  std::vector<float> g(size_t(n_tok) * size_t(n_ff)), u(size_t(n_tok) * size_t(n_ff));
+  linear(pool, up, x, n_tok, u.data());
+  linear(pool, gate, x, n_tok, g.data());
+  glu_activate(act, g.data(), u.data(), int64_t(n_tok) * n_ff);
+  linear(pool, down, g.data(), n_tok, out);
+}
+
+}  // namespace deltafin

@@ -1,0 +1,149 @@
+#include "model/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/types.h"
+
+namespace deltafin {
+
+float fp16_to_fp32(uint16_t h) {
+  _Float16 v;
+  std::memcpy(&v, &h, 2);
+  return static_cast<float>(v);
+}
+uint16_t fp32_to_fp16(float f) {
+  _Float16 v = static_cast<_Float16>(f);
+  uint16_t h;
+  std::memcpy(&h, &v, 2);
+  return h;
+}
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float mean = float(sum / double(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rms_norm_rows(const float* x, const float* w, int64_t n, int64_t rows, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * n, w, n, eps, y + r * n);
+}
+
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* y) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = float(sum / double(n));
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float d = x[i] - mean;
+    y[i] = d;
+    var += double(d * d);
+  }
+  const float scale = 1.0f / std::sqrt(float(var / double(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = y[i] * scale;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
+void softmax_inplace(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float e = (x[i] == -INFINITY) ? 0.0f : std::exp(x[i] - mx);
+    x[i] = e;
+    sum += double(e);
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void get_row(const Tensor& t, int64_t row, float* out) {
+  const char* p = static_cast<const char*>(t.data) + uint64_t(row) * t.row_bytes();
+  if (t.type == DType::F32) {
+    std::memcpy(out, p, sizeof(float) * size_t(t.ne[0]));
+    return;
+  }
+  type_traits(t.type)->to_float(p, out, t.ne[0]);
+}
+
+std::vector<float> to_f32(const Tensor& t) {
+  int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
+  std::vector<float> v(static_cast<size_t>(n));
+  if (t.type == DType::F32) {
+    std::memcpy(v.data(), t.data, sizeof(float) * size_t(n));
+  } else {
+    type_traits(t.type)->to_float(t.data, v.data(), n);
+  }
+  return v;
+}
+
+namespace {
+// YaRN helpers, as ggml defines them: the dimension at which the rotation count
+// over the original context equals n_rot.
+float rope_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  return float(n_dims) * std::log(float(n_ctx_orig) / (n_rot * 2.0f * float(M_PI))) / (2.0f * std::log(base));
+}
+float rope_ramp(float low, float high, int i0) {
+  float y = (float(i0) / 2.0f - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+}  // namespace
+
+void rope_cache(const RopeParams& p, float pos, float* cache) {
+  const int n_dims = p.n_rot;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / float(n_dims));
+  float corr0 = 0, corr1 = 0;
+  if (p.n_ctx_orig > 0) {
+    corr0 = std::max(0.0f, std::floor(rope_corr_dim(n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    corr1 = std::min(float(n_dims - 1),
+                     std::ceil(rope_corr_dim(n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+  }
+  float theta_extrap = pos;
+  for (int i0 = 0; i0 < n_dims; i0 += 2) {
+    float theta_interp = p.freq_scale * theta_extrap;
+    float theta = theta_interp;
+    float mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      float ramp_mix = rope_ramp(corr0, corr1, i0) * p.ext_factor;
+      theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cache[i0] = std::cos(theta) * mscale;
+    cache[i0 + 1] = std::sin(theta) * mscale;
+    theta_extrap *= theta_scale;
+  }
+}
+
+void rope_apply(const RopeParams& p, const float* cache, float* x, int n_heads, int head_dim) {
+  const int n_dims = p.n_rot;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + int64_t(h) * head_dim;
+    for (int i0 = 0; i0 < n_dims; i0 += 2) {
+      const float c = cache[i0], s = cache[i0 + 1];
+      int a, b;
+      if (p.neox) {
+        a = i0 / 2;
+        b = i0 / 2 + n_dims / 2;
+      } else {
+        a = i0;
+        b = i0 + 1;
+      }
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace deltafin

@@ -1,0 +1,52 @@
+// Elementwise and small ops of the forward pass, computed the way ggml's CPU
+// backend computes them (same accumulation precision and order where it matters
+// for matching llama.cpp's logits). All take row-major float buffers.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/tensor.h"
+
+namespace deltafin {
+
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);
+// Round a float through fp16 (what a copy into an F16 buffer does).
+inline float round_fp16(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
+
+// y = x / sqrt(mean(x^2) + eps) * w  (w may be null: no weight). In place allowed.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y);
+// Row-wise: `rows` rows of n.
+void rms_norm_rows(const float* x, const float* w, int64_t n, int64_t rows, float eps, float* y);
+// Layer norm with optional weight and bias.
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* y);
+
+// Softmax of n values in place (max-subtracted, double accumulation like ggml).
+void softmax_inplace(float* x, int64_t n);
+inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
+
+// Reads row `row` of a 2-D table tensor (any type) into `out` as floats.
+void get_row(const Tensor& t, int64_t row, float* out);
+// Converts a whole small tensor (norm weights, biases) to floats.
+std::vector<float> to_f32(const Tensor& t);
+
+// Rotary position embedding parameters (ggml_rope_ext arguments).
+struct RopeParams {
+  int n_rot = 0;             // dims rotated per head (from the start of the head)
+  bool neox = false;         // NEOX pairs (i, i + n_rot/2); otherwise adjacent pairs
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;
+  int n_ctx_orig = 0;        // YaRN: original training context
+  float ext_factor = 0.f;    // YaRN: > 0 enables the extrapolation mix
+  float attn_factor = 1.f;
+  float beta_fast = 32.f;
+  float beta_slow = 1.f;
+};
+
+// cos/sin table for one position: cache[2*i] = cos, cache[2*i+1] = sin for i < n_rot/2.
+void rope_cache(const RopeParams& p, float pos, float* cache);
+// Rotates `n_heads` heads of size head_dim stored back to back, in place.
+void rope_apply(const RopeParams& p, const float* cache, float* x, int n_heads, int head_dim);
+
+}  // namespace deltafin

@@ -1,0 +1,181 @@
+// qwen3moe: Qwen3-MoE (30B-A3B, 235B-A22B).
+//   x = embed(tokens)
+//   per layer: h = rms(x) -> GQA attention with per-head RMS-normed q and k, NEOX rope
+//              x = x + attn;  h = rms(x) -> softmax router, top-k, weights normalised
+//              x = x + sum_k w_k * down_k(silu(gate_k h) * up_k h)
+//   logits = output(rms(x))   (output falls back to the token embedding)
+#include <cmath>
+
+#include "model/arch.h"
+
+namespace deltafin {
+namespace {
+
+struct Config {
+  int n_layer = 0, n_ctx_train = 0;
+  int64_t n_embd = 0, n_vocab = 0, n_ff_exp = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int n_expert = 0, n_used = 0;
+  float eps = 1e-6f;
+  RopeParams rope;
+};
+
+struct Layer {
+  std::vector<float> attn_norm, q_norm, k_norm, ffn_norm;
+  Tensor wq, wk, wv, wo, gate_inp;
+};
+
+class State final : public SeqState {
+ public:
+  std::vector<KVLayer> kv;
+  Status truncate(int n) override {
+    n_past = std::min(n_past, n);
+    return {};
+  }
+};
+
+class Qwen3Moe final : public Model {
+ public:
+  Status load(ModelFile& file, LoadOptions& opts) {
+    pool_ = opts.pool;
+    const GGUFFile& m = file.meta();
+    HParams hp(m, "qwen3moe", file.path());
+    c_.n_layer = int(hp.req_int("block_count"));
+    c_.n_ctx_train = int(hp.req_int("context_length"));
+    c_.n_embd = hp.req_int("embedding_length");
+    c_.n_head = int(hp.req_int("attention.head_count"));
+    c_.n_head_kv = int(hp.int_or("attention.head_count_kv", c_.n_head));
+    c_.n_expert = int(hp.req_int("expert_count"));
+    c_.n_used = int(hp.req_int("expert_used_count"));
+    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    DF_TRY(hp.finish());
+    c_.head_dim = int(hp.int_or("attention.key_length", c_.n_embd / std::max(1, c_.n_head)));
+    c_.n_ff_exp = hp.int_or("expert_feed_forward_length", 0);
+    if (c_.n_ff_exp == 0) c_.n_ff_exp = hp.int_or("feed_forward_length", 0) / std::max(1, c_.n_used);
+    int n_rot = int(hp.int_or("rope.dimension_count", c_.head_dim));
+    if (n_rot != c_.head_dim) hp.fail("rope.dimension_count must equal the head size for qwen3moe");
+    if (hp.int_or("attention.value_length", c_.head_dim) != c_.head_dim)
+      hp.fail("attention.value_length must equal attention.key_length for qwen3moe");
+    if (c_.n_expert <= 0 || c_.n_used <= 0 || c_.n_used > c_.n_expert)
+      hp.fail("expert_count and expert_used_count must satisfy 0 < used <= count");
+    if (c_.n_head_kv <= 0 || c_.n_head % c_.n_head_kv != 0)
+      hp.fail("attention.head_count must be a multiple of attention.head_count_kv");
+    c_.rope = hp.rope(n_rot, /*neox=*/true, c_.n_ctx_train);
+    DF_TRY(hp.finish());
+
+    WeightLoader w(file);
+    const int64_t E = c_.n_embd, HD = c_.head_dim;
+    c_.n_vocab = w.dim("token_embd.weight", 1);
+    tok_embd_ = w.require("token_embd.weight", {E, c_.n_vocab});
+    output_norm_ = to_f32(w.require("output_norm.weight", {E}));
+    output_ = w.optional("output.weight", {E, c_.n_vocab});
+    if (!output_.valid()) output_ = tok_embd_;
+    layers_.resize(size_t(c_.n_layer));
+    for (int il = 0; il < c_.n_layer; ++il) {
+      Layer& L = layers_[size_t(il)];
+      auto n = [&](const char* s) { return layer_name(il, s); };
+      L.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
+      L.wq = w.require(n("attn_q.weight"), {E, HD * c_.n_head});
+      L.wk = w.require(n("attn_k.weight"), {E, HD * c_.n_head_kv});
+      L.wv = w.require(n("attn_v.weight"), {E, HD * c_.n_head_kv});
+      L.wo = w.require(n("attn_output.weight"), {HD * c_.n_head, E});
+      L.q_norm = to_f32(w.require(n("attn_q_norm.weight"), {HD}));
+      L.k_norm = to_f32(w.require(n("attn_k_norm.weight"), {HD}));
+      L.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
+      L.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, c_.n_expert});
+      w.expect_shape(n("ffn_gate_exps.weight"), {E, c_.n_ff_exp, c_.n_expert});
+      w.expect_shape(n("ffn_up_exps.weight"), {E, c_.n_ff_exp, c_.n_expert});
+      w.expect_shape(n("ffn_down_exps.weight"), {c_.n_ff_exp, E, c_.n_expert});
+    }
+    DF_TRY(w.finish());
+    info_.core_bytes = w.bytes_loaded();
+    buffers_ = w.take_buffers();
+    DF_TRY(attach_experts(file, opts, &experts_, &info_));
+
+    info_.arch = "qwen3moe";
+    info_.n_vocab = c_.n_vocab;
+    info_.n_embd = c_.n_embd;
+    info_.n_layer = c_.n_layer;
+    info_.n_ctx_train = c_.n_ctx_train;
+    info_.n_expert = c_.n_expert;
+    info_.n_expert_used = c_.n_used;
+    return {};
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::unique_ptr<SeqState> new_state(int n_ctx) const override {
+    auto s = std::make_unique<State>();
+    s->n_ctx = n_ctx;
+    s->kv.resize(size_t(c_.n_layer));
+    for (auto& kv : s->kv) kv.init(n_ctx, int64_t(c_.n_head_kv) * c_.head_dim, int64_t(c_.n_head_kv) * c_.head_dim);
+    return s;
+  }
+
+  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    State& st = static_cast<State&>(base);
+    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+    const int64_t E = c_.n_embd, HD = c_.head_dim;
+    const int pos0 = st.n_past;
+    const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv;
+    std::vector<float> x(static_cast<size_t>(n * E)), h(size_t(n * E)), q(size_t(n * q_w)), k(size_t(n * kv_w)),
+        v(size_t(n * kv_w)), att(size_t(n * q_w)), o(size_t(n * E)), rl(size_t(n) * size_t(c_.n_expert)),
+        rw(size_t(n) * size_t(c_.n_used)), rope_c(static_cast<size_t>(HD));
+    std::vector<int32_t> sel(size_t(n) * size_t(c_.n_used));
+    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t * E)]);
+
+    AttentionShape as{c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f};
+    RouterConfig rc;
+    rc.gating = Gating::Softmax;
+    rc.n_expert = c_.n_expert;
+    rc.n_used = c_.n_used;
+    rc.norm_weights = true;
+    for (int il = 0; il < c_.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      linear(pool_, L.wq, h.data(), n, q.data());
+      linear(pool_, L.wk, h.data(), n, k.data());
+      linear(pool_, L.wv, h.data(), n, v.data());
+      rms_norm_rows(q.data(), L.q_norm.data(), HD, int64_t(n) * c_.n_head, c_.eps, q.data());
+      rms_norm_rows(k.data(), L.k_norm.data(), HD, int64_t(n) * c_.n_head_kv, c_.eps, k.data());
+      for (int t = 0; t < n; ++t) {
+        rope_cache(c_.rope, float(pos0 + t), rope_c.data());
+        rope_apply(c_.rope, rope_c.data(), &q[size_t(t * q_w)], c_.n_head, int(HD));
+        rope_apply(c_.rope, rope_c.data(), &k[size_t(t * kv_w)], c_.n_head_kv, int(HD));
+      }
+      st.kv[size_t(il)].store(pos0, n, k.data(), v.data());
+      attention(pool_, as, st.kv[size_t(il)], pos0, n, q.data(), att.data());
+      linear(pool_, L.wo, att.data(), n, o.data());
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+      rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      linear(pool_, L.gate_inp, h.data(), n, rl.data());
+      route(rc, rl.data(), n, sel.data(), rw.data());
+      DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data()));
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    }
+    st.n_past += n;
+    output_logits(pool_, x.data(), n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    return {};
+  }
+
+ private:
+  Config c_;
+  ModelInfo info_;
+  ThreadPool* pool_ = nullptr;
+  Tensor tok_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<Layer> layers_;
+  std::vector<AlignedBuffer> buffers_;
+  std::unique_ptr<ExpertStore> experts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_qwen3moe(ModelFile& file, LoadOptions& opts) {
+  auto m = std::make_unique<Qwen3Moe>();
+  DF_TRY(m->load(file, opts));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace deltafin

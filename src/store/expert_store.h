@@ -1,0 +1,45 @@
+// The expert path. An MoE layer asks the store for the experts its tokens were
+// routed to; the store hands back pinned views of their gate/up/down weights and
+// the caller releases them when done. Where the bytes come from (resident RAM, a
+// RAM cache over SSD, a disk cache over an HTTP origin) is the store's business.
+//
+// Thread safety: acquire/release may be called from any thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/result.h"
+#include "model/tensor.h"
+
+namespace deltafin {
+
+class ModelFile;
+
+// One expert's weights: 2-D views (gate/up: [n_embd, n_ff], down: [n_ff, n_embd]).
+// `gate` is invalid for architectures without a gate.
+struct ExpertWeights {
+  Tensor gate, up, down;
+};
+
+// Where a layer's stacked expert tensors live in the model file.
+struct ExpertLayerInfo {
+  int layer = -1;
+  int n_expert = 0;
+  std::string gate_name, up_name, down_name;  // gate_name empty if none
+};
+
+class ExpertStore {
+ public:
+  virtual ~ExpertStore() = default;
+  // Returns the weights of (layer, expert), pinned until release(). Blocks until the
+  // bytes are in memory.
+  virtual Result<ExpertWeights> acquire(int layer, int expert) = 0;
+  virtual void release(int layer, int expert) = 0;
+};
+
+// Everything resident: reads each layer's stacked expert tensors into RAM at load.
+Result<std::unique_ptr<ExpertStore>> make_resident_expert_store(
+    ModelFile& file, const std::vector<ExpertLayerInfo>& layers);
+
+}  // namespace deltafin

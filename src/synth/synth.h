@@ -1,0 +1,102 @@
+// Synthetic models: valid GGUF files with random weights for every supported
+// architecture and tensor type, shaped like the real models (presets) or as the
+// flags say. Used by tests (tiny models), benchmarks (multi-GB models) and the
+// README's first run.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "format/gguf.h"
+
+namespace deltafin {
+
+struct SynthSpec {
+  std::string arch = "qwen3moe";
+  int n_layer = 2;
+  int64_t n_embd = 256;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int head_dim = 64;
+  int n_expert = 8;
+  int n_used = 2;
+  int64_t n_ff_exp = 256;   // expert width
+  int64_t n_ff = 512;       // dense FFN width (leading dense layers, shared experts x n_shared)
+  int n_ctx = 4096;
+  DType type = DType::F32;         // 2-D core matrices
+  DType expert_type = DType::F32;  // routed experts
+  uint64_t seed = 1;
+  // Routing skew: 0 = uniform; s > 0 makes expert popularity roughly Zipf(s).
+  float skew = 0.0f;
+  // Tokenizer: copied from this GGUF's tokenizer.* keys, or a small built-in
+  // byte-level BPE vocabulary when empty.
+  std::string vocab_path;
+  // DeepSeek2 / Kimi shapes.
+  int n_dense_lead = 1;       // leading dense layers
+  int n_shared = 1;           // shared experts
+  int q_lora_rank = 0;        // 0: no q compression
+  int kv_lora_rank = 128;
+  int rope_dim = 32;          // qk_rope_head_dim
+  int nope_dim = 64;          // qk_nope_head_dim
+  int v_head_dim = 64;
+  int n_group = 1, n_group_used = 1;
+  bool mla_split_kv_b = false;  // write wk_b/wv_b instead of wkv_b
+  // Kimi K3.
+  int kda_period = 4;         // every kda_period-th layer is MLA, the rest KDA
+  int64_t moe_latent = 0;     // latent MoE width (0: off)
+  // Target total size: when > 0, the expert count is raised to reach it.
+  uint64_t target_bytes = 0;
+  std::string name = "synthetic";
+};
+
+// Named presets: "tiny" (per architecture), "qwen3-moe-mini", "kimi-k2-mini",
+// "kimi-k3-mini", "mixtral-mini". Returns false if unknown.
+bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec* out);
+std::vector<std::string> synth_preset_names();
+
+struct SynthReport {
+  uint64_t bytes = 0;
+  uint64_t expert_bytes = 0;
+  int n_expert = 0;
+  double seconds = 0;
+};
+
+Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& pool, SynthReport* report);
+
+// --- internals shared by the per-architecture planners ---
+
+// How a tensor's values are drawn.
+enum class Init { Normal, NormWeight, Zero, Bias };
+struct TensorPlan {
+  std::string name;
+  DType type;
+  std::vector<int64_t> shape;
+  Init init = Init::Normal;
+  float std = 0.02f;
+  bool expert = false;  // stacked expert tensor (generated per expert)
+  // Skew: add dir_scale[i] * u to row i (router rows) or dir to every row (embedding).
+  std::vector<float> row_dir;
+  bool add_dir_all_rows = false;
+};
+
+struct SynthPlan {
+  GGUFFile meta;  // keys (tensors filled from `tensors`)
+  std::vector<TensorPlan> tensors;
+};
+
+Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p);
+Status plan_deepseek2(const SynthSpec& s, SynthPlan* p);
+Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p);
+Status plan_llama(const SynthSpec& s, SynthPlan* p);
+
+// Tokenizer metadata into `meta`; returns the vocabulary size.
+Result<int64_t> synth_vocab(const std::string& vocab_path, GGUFFile* meta);
+// Zipf-like router offsets for skewed routing (empty when skew == 0).
+std::vector<float> synth_router_skew(const SynthSpec& s, int n_expert);
+// A matrix type for a tensor of `cols` columns: `want` if its block fits, else F32.
+DType fit_type(DType want, int64_t cols);
+
+}  // namespace deltafin

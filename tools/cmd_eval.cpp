@@ -1,0 +1,71 @@
+// deltafin eval: evaluate a token sequence (teacher forcing) and print the top-K
+// logits after each position as JSON lines {"pos": i, "top": [[id, logit], ...]}.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "commands.h"
+#include "runtime/engine.h"
+#include "tool_common.h"
+
+namespace deltafin::tools {
+
+Command add_eval(CLI::App& app) {
+  struct Opts {
+    std::string model, ids, prompt;
+    int top = 10, batch = 0, threads = 0, ctx = 0;
+    bool all = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("eval", "Evaluate a token sequence and print top-K logits as JSON lines");
+  sub->add_option("-m,--model", o->model, "Model .gguf")->required();
+  sub->add_option("--ids", o->ids, "Comma-separated token ids");
+  sub->add_option("-p,--prompt", o->prompt, "Text to tokenize and evaluate");
+  sub->add_option("--top", o->top, "Logits to print per position")->capture_default_str();
+  sub->add_flag("--all-positions", o->all, "Print every position, not only the last");
+  sub->add_option("-b,--batch", o->batch, "Tokens per forward pass (default: all at once; 1 = one by one)");
+  sub->add_option("-t,--threads", o->threads, "Threads");
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size (default: the sequence length)");
+  return {sub, [o] {
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, {o->threads, nullptr}));
+            std::vector<int32_t> ids;
+            if (!o->ids.empty()) {
+              DF_ASSIGN_OR_EXIT(ids, parse_ids(o->ids));
+            } else if (!o->prompt.empty()) {
+              DF_ASSIGN_OR_EXIT(ids, tokenize_prompt(engine->file(), o->prompt));
+            } else {
+              fmt::print(stderr, "error: give --ids or -p\n");
+              return 2;
+            }
+            Model& m = engine->model();
+            const int64_t V = m.info().n_vocab;
+            const int n = int(ids.size());
+            auto st = m.new_state(o->ctx > 0 ? o->ctx : n);
+            const int batch = o->batch > 0 ? o->batch : n;
+            std::vector<float> logits;
+            for (int i = 0; i < n; i += batch) {
+              const int b = std::min(batch, n - i);
+              logits.resize(size_t(b) * size_t(V));
+              DF_CHECK_OR_EXIT(m.forward(*st, &ids[size_t(i)], b, logits.data(), true));
+              for (int j = 0; j < b; ++j) {
+                const int pos = i + j;
+                if (!o->all && pos != n - 1) continue;
+                const float* l = &logits[size_t(j) * size_t(V)];
+                std::vector<int32_t> idx(static_cast<size_t>(V));
+                std::iota(idx.begin(), idx.end(), 0);
+                const int k = int(std::min<int64_t>(o->top, V));
+                std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                                  [&](int32_t a, int32_t c) { return l[a] > l[c] || (l[a] == l[c] && a < c); });
+                std::string line = fmt::format("{{\"pos\":{},\"top\":[", pos);
+                for (int t = 0; t < k; ++t)
+                  line += fmt::format("{}[{},{:.7g}]", t ? "," : "", idx[size_t(t)], l[idx[size_t(t)]]);
+                line += "]}\n";
+                std::fputs(line.c_str(), stdout);
+              }
+            }
+            return 0;
+          }};
+}
+
+}  // namespace deltafin::tools

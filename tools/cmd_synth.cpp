@@ -1,0 +1,77 @@
+// deltafin synth: write a synthetic GGUF model with random weights.
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "synth/synth.h"
+
+namespace deltafin::tools {
+
+Command add_synth(CLI::App& app) {
+  struct Opts {
+    std::string preset = "tiny", arch, out, type, expert_type, vocab, size;
+    int layers = 0, experts = 0, used = 0, threads = 0;
+    int64_t expert_width = 0, embd = 0;
+    uint64_t seed = 1;
+    float skew = -1;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("synth", "Write a synthetic GGUF model with random weights");
+  std::string presets;
+  for (auto& p : synth_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
+  sub->add_option("--preset", o->preset, "Shape preset: " + presets)->capture_default_str();
+  sub->add_option("--arch", o->arch, "Architecture for 'tiny': qwen3moe, deepseek2, kimi-k3, llama");
+  sub->add_option("-o,--output", o->out, "Output .gguf path")->required();
+  sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");
+  sub->add_option("--expert-type", o->expert_type, "Type of the routed experts (default: --type, or the preset's)");
+  sub->add_option("--layers", o->layers, "Number of layers");
+  sub->add_option("--experts", o->experts, "Routed experts per MoE layer");
+  sub->add_option("--experts-used", o->used, "Experts chosen per token");
+  sub->add_option("--expert-width", o->expert_width, "Expert FFN width");
+  sub->add_option("--embd", o->embd, "Hidden size");
+  sub->add_option("--size", o->size, "Target total size (e.g. 8G): raises the expert count to reach it");
+  sub->add_option("--skew", o->skew, "Routing skew: 0 uniform; s > 0 ~ Zipf(s) expert popularity");
+  sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
+  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  return {sub, [o] {
+            SynthSpec s;
+            if (!synth_preset(o->preset, o->arch, &s)) {
+              fmt::print(stderr, "error: unknown preset '{}'\n", o->preset);
+              return 2;
+            }
+            auto type_opt = [](const std::string& name, DType* t) {
+              if (name.empty()) return true;
+              if (dtype_from_name(name, t)) return true;
+              fmt::print(stderr, "error: unknown tensor type '{}'\n", name);
+              return false;
+            };
+            if (!type_opt(o->type, &s.type)) return 2;
+            if (!o->type.empty()) s.expert_type = s.type;
+            if (!type_opt(o->expert_type, &s.expert_type)) return 2;
+            if (o->layers) s.n_layer = o->layers;
+            if (o->experts) s.n_expert = o->experts;
+            if (o->used) s.n_used = o->used;
+            if (o->expert_width) s.n_ff_exp = o->expert_width;
+            if (o->embd) s.n_embd = o->embd;
+            if (o->skew >= 0) s.skew = o->skew;
+            s.seed = o->seed;
+            s.vocab_path = o->vocab;
+            if (!o->size.empty() && !parse_size(o->size, &s.target_bytes)) {
+              fmt::print(stderr, "error: bad --size '{}'\n", o->size);
+              return 2;
+            }
+            ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
+            SynthReport r;
+            Status st = synth_model(s, o->out, pool, &r);
+            if (!st.ok()) {
+              fmt::print(stderr, "error: {}\n", st.error().message);
+              return 1;
+            }
+            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MB, experts {:.1f} MB) in {:.2f} s, {:.0f} MB/s\n",
+                       o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1e6, r.expert_bytes / 1e6,
+                       r.seconds, r.bytes / 1e6 / std::max(r.seconds, 1e-9));
+            return 0;
+          }};
+}
+
+}  // namespace deltafin::tools

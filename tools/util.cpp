@@ -1,0 +1,62 @@
+#include <cctype>
+#include <cmath>
+
+#include "commands.h"
+
+namespace deltafin::tools {
+
+bool parse_size(const std::string& s, uint64_t* out) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    return false;
+  }
+  if (v < 0 || !std::isfinite(v)) return false;
+  std::string unit;
+  for (size_t i = pos; i < s.size(); ++i) unit += char(std::toupper(static_cast<unsigned char>(s[i])));
+  double mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") mul = 1024.0 * 1024 * 1024 * 1024;
+  else return false;
+  *out = static_cast<uint64_t>(v * mul);
+  return true;
+}
+
+}  // namespace deltafin::tools
+
+#include "tool_common.h"
+
+namespace deltafin::tools {
+
+Result<std::vector<int32_t>> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find_first_of(", ", i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) {
+      try {
+        size_t used = 0;
+        long v = std::stol(s.substr(i, j - i), &used);
+        if (used != j - i || v < 0 || v > INT32_MAX) throw std::invalid_argument("");
+        ids.push_back(int32_t(v));
+      } catch (...) {
+        return make_error("bad token id '{}' in --ids", s.substr(i, j - i));
+      }
+    }
+    i = j + 1;
+  }
+  if (ids.empty()) return make_error("--ids is empty");
+  return ids;
+}
+
+Result<std::vector<int32_t>> tokenize_prompt(const ModelFile&, const std::string&) {
+  return make_error("text prompts need the tokenizer, which is not built yet; pass --ids");
+}
+
+}  // namespace deltafin::tools
