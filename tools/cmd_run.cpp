@@ -1,10 +1,90 @@
+// deltafin run: complete a prompt. The generated text goes to stdout (no prompt
+// echo); logs and --stats go to stderr.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
 #include "commands.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "tool_common.h"
 
 namespace deltafin::tools {
 
 Command add_run(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("run", "(not implemented yet)");
-  return {sub, [] { std::fprintf(stderr, "error: 'run' is not implemented yet\n"); return 2; }};
+  struct Opts {
+    std::string model, prompt, file;
+    int n = 128, ctx = 4096, threads = 0, batch = 512;
+    bool stats = false, ignore_eos = false;
+    std::vector<std::string> stop;
+    SamplingParams sp;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
+  sub->add_option("-m,--model", o->model, "Model .gguf")->required();
+  sub->add_option("-p,--prompt", o->prompt, "Prompt text");
+  sub->add_option("-f,--file", o->file, "Read the prompt from a file");
+  sub->add_option("-n,--n-predict", o->n, "Tokens to generate (-1: until end of text)")->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("--temp", o->sp.temperature, "Temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", o->sp.top_k, "Top-k (0: off)")->capture_default_str();
+  sub->add_option("--top-p", o->sp.top_p, "Top-p (1: off)")->capture_default_str();
+  sub->add_option("--min-p", o->sp.min_p, "Min-p (0: off)")->capture_default_str();
+  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  sub->add_option("--repeat-last-n", o->sp.penalty_last_n, "Tokens the penalties look back")->capture_default_str();
+  sub->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty");
+  sub->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty");
+  sub->add_option("-s,--seed", o->sp.seed, "Random seed");
+  sub->add_option("--stop", o->stop, "Stop string (repeatable)");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-text");
+  sub->add_flag("--stats", o->stats, "Print timing statistics to stderr");
+  return {sub, [o] {
+            std::string prompt = o->prompt;
+            if (!o->file.empty()) {
+              std::ifstream f(o->file, std::ios::binary);
+              if (!f) {
+                fmt::print(stderr, "error: cannot read prompt file '{}'\n", o->file);
+                return 1;
+              }
+              std::stringstream ss;
+              ss << f.rdbuf();
+              prompt = ss.str();
+            }
+            if (prompt.empty()) {
+              fmt::print(stderr, "error: give a prompt with -p TEXT or -f FILE\n");
+              return 2;
+            }
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, {o->threads, nullptr}));
+            DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            std::vector<int32_t> ids = tok.encode(prompt, true, true);
+            auto state = engine->model().new_state(o->ctx);
+            GenerateParams gp;
+            gp.n_predict = o->n;
+            gp.n_batch = o->batch;
+            gp.sampling = o->sp;
+            gp.stop = o->stop;
+            gp.ignore_eos = o->ignore_eos;
+            GenerateStats st;
+            DF_CHECK_OR_EXIT(generate(engine->model(), *state, tok, ids, gp,
+                                      [](const std::string& s) {
+                                        std::fwrite(s.data(), 1, s.size(), stdout);
+                                        std::fflush(stdout);
+                                        return true;
+                                      },
+                                      &st));
+            std::fputc('\n', stdout);
+            if (o->stats) {
+              fmt::print(stderr, "\nprompt: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_prompt, st.prefill_s,
+                         st.n_prompt / std::max(st.prefill_s, 1e-9));
+              fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,
+                         st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
+              fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
+            }
+            return 0;
+          }};
 }
 
 }  // namespace deltafin::tools

@@ -29,6 +29,7 @@ bool parse_size(const std::string& s, uint64_t* out) {
 
 }  // namespace deltafin::tools
 
+#include "tokenizer/tokenizer.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
@@ -55,8 +56,9 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-Result<std::vector<int32_t>> tokenize_prompt(const ModelFile&, const std::string&) {
-  return make_error("text prompts need the tokenizer, which is not built yet; pass --ids");
+Result<std::vector<int32_t>> tokenize_prompt(const ModelFile& file, const std::string& text) {
+  DF_ASSIGN(Tokenizer tok, Tokenizer::from_gguf(file.meta()));
+  return tok.encode(text, true, true);
 }
 
 }  // namespace deltafin::tools

@@ -14,6 +14,9 @@ struct ArchEntry {
 const std::vector<ArchEntry>& arch_table() {
   static const std::vector<ArchEntry> t = {
       {"qwen3moe", load_qwen3moe},
+      {"deepseek2", load_deepseek2},
+      {"kimi-k3", load_kimi_k3},
+      {"llama", load_llama},
   };
   return t;
 }

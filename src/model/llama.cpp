@@ -1,0 +1,400 @@
+// llama: Llama 1/2/3 (dense) and Mixtral 8x7B / 8x22B (routed experts), as
+// llama.cpp's `llama` architecture computes them.
+//   x = embed(tokens)
+//   per layer: h = rms(x) -> GQA attention, NORM rope (adjacent pairs: the GGUF
+//              converter permuted q/k), optional rope_freqs frequency factors
+//              x = x + attn (+ attn_output.bias)
+//              h = rms(x) -> dense:  down(silu(gate h) * up h)
+//                            MoE:    softmax router, top-k, weights renormalised over
+//                                    the chosen k (= Mixtral's softmax over the top-k
+//                                    logits), sum_k w_k * down_k(silu(gate_k h) * up_k h)
+//              x = x + ffn
+//   logits = output(rms(x))   (output falls back to the token embedding)
+//
+// llama.cpp ignores these keys for `llama`, and so do we: expert_feed_forward_length
+// (the expert width is feed_forward_length), expert_weights_norm/scale,
+// expert_gating_func, attention.scale, expert_shared_*.
+//
+// Not supported (with an error naming the file): the pre-2024 Mixtral layout with one
+// tensor per expert (blk.N.ffn_gate.E.weight; llama.cpp no longer loads it either),
+// experts without ffn_gate_exps, longrope scaling, per-layer head counts.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "model/arch.h"
+
+namespace deltafin {
+namespace {
+
+struct Config {
+  int n_layer = 0, n_ctx_train = 0;
+  int64_t n_embd = 0, n_vocab = 0;
+  int64_t n_ff = 0;  // dense FFN width, or each expert's width (Mixtral: 14336)
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int n_expert = 0, n_used = 0;  // n_expert == 0: dense
+  float eps = 1e-5f;
+  RopeParams rope;  // NORM pairing, n_rot == head_dim
+};
+
+struct Layer {
+  std::vector<float> attn_norm, ffn_norm;
+  Tensor wq, wk, wv, wqkv, wo;            // either wq/wk/wv or the fused wqkv [q | k | v]
+  std::vector<float> bq, bk, bv, bqkv, bo;  // optional biases (empty: none)
+  Tensor gate_inp;                          // MoE router [n_embd, n_expert]
+  Tensor ffn_gate, ffn_up, ffn_down;        // dense FFN
+  std::vector<float> b_gate, b_up, b_down;  // optional dense FFN biases
+};
+
+class State final : public SeqState {
+ public:
+  std::vector<KVLayer> kv;
+  Status truncate(int n) override {
+    n_past = std::min(n_past, n);
+    return {};
+  }
+};
+
+// rope_cache() with llama-3 frequency factors: pair k's angle is theta_k / ff[k]
+// before the frequency scaling and YaRN mix (ggml_rope_cache_init). ff: [n_rot/2].
+void rope_cache_ff(const RopeParams& p, const std::vector<float>& ff, float pos, float* cache) {
+  if (ff.empty()) {
+    rope_cache(p, pos, cache);
+    return;
+  }
+  const int n_dims = p.n_rot;
+  const float theta_scale = std::pow(p.freq_base, -2.0f / float(n_dims));
+  auto corr_dim = [&](float n_rot) {
+    return float(n_dims) * std::log(float(p.n_ctx_orig) / (n_rot * 2.0f * float(M_PI))) /
+           (2.0f * std::log(p.freq_base));
+  };
+  float low = 0, high = 0;
+  if (p.ext_factor != 0.0f) {
+    low = std::max(0.0f, std::floor(corr_dim(p.beta_fast)));
+    high = std::min(float(n_dims - 1), std::ceil(corr_dim(p.beta_slow)));
+  }
+  float theta_base = pos;  // iterated product, as ggml's CPU backend does
+  for (int i0 = 0; i0 < n_dims; i0 += 2) {
+    const float theta_extrap = theta_base / ff[size_t(i0 / 2)];
+    const float theta_interp = p.freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float y = (float(i0) / 2.0f - low) / std::max(0.001f, high - low);
+      const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
+      theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cache[i0] = std::cos(theta) * mscale;
+    cache[i0 + 1] = std::sin(theta) * mscale;
+    theta_base *= theta_scale;
+  }
+}
+
+// y[t] += b for every token row (b empty: nothing).
+void add_bias(float* y, int n_tok, const std::vector<float>& b) {
+  if (b.empty()) return;
+  const size_t w = b.size();
+  for (int t = 0; t < n_tok; ++t)
+    for (size_t i = 0; i < w; ++i) y[size_t(t) * w + i] += b[i];
+}
+
+class Llama final : public Model {
+ public:
+  Status load(ModelFile& file, LoadOptions& opts) {
+    pool_ = opts.pool;
+    DF_TRY(check_layout(file));
+    DF_TRY(load_config(file));
+    DF_TRY(bind_weights(file));
+    DF_TRY(attach_experts(file, opts, &experts_, &info_));
+    info_.arch = "llama";
+    info_.n_vocab = c_.n_vocab;
+    info_.n_embd = c_.n_embd;
+    info_.n_layer = c_.n_layer;
+    info_.n_ctx_train = c_.n_ctx_train;
+    info_.n_expert = c_.n_expert;
+    info_.n_expert_used = c_.n_used;
+    return {};
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::unique_ptr<SeqState> new_state(int n_ctx) const override {
+    auto s = std::make_unique<State>();
+    s->n_ctx = n_ctx;
+    s->kv.resize(size_t(c_.n_layer));
+    const int64_t kv_w = int64_t(c_.n_head_kv) * c_.head_dim;
+    for (auto& kv : s->kv) kv.init(n_ctx, kv_w, kv_w);
+    return s;
+  }
+
+  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    State& st = static_cast<State&>(base);
+    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+    const int64_t E = c_.n_embd, HD = c_.head_dim;
+    const int pos0 = st.n_past;
+    const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv, qkv_w = q_w + 2 * kv_w;
+    const size_t N = size_t(n);
+    std::vector<float> x(N * size_t(E)), h(N * size_t(E)), q(N * size_t(q_w)), k(N * size_t(kv_w)),
+        v(N * size_t(kv_w)), att(N * size_t(q_w)), o(N * size_t(E)), rope_c(size_t(HD));
+    std::vector<float> qkv, rl, rw;
+    std::vector<int32_t> sel;
+    if (c_.n_expert > 0) {
+      rl.resize(N * size_t(c_.n_expert));
+      rw.resize(N * size_t(c_.n_used));
+      sel.resize(N * size_t(c_.n_used));
+    }
+    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t) * size_t(E)]);
+
+    const AttentionShape as{c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f};
+    RouterConfig rc;
+    rc.gating = Gating::Softmax;
+    rc.n_expert = c_.n_expert;
+    rc.n_used = c_.n_used;
+    rc.norm_weights = true;  // hard-coded in llama.cpp's llama graph
+    for (int il = 0; il < c_.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      if (L.wqkv.valid()) {
+        qkv.resize(N * size_t(qkv_w));
+        linear(pool_, L.wqkv, h.data(), n, qkv.data());
+        add_bias(qkv.data(), n, L.bqkv);
+        for (size_t t = 0; t < N; ++t) {
+          const float* r = &qkv[t * size_t(qkv_w)];
+          std::copy_n(r, q_w, &q[t * size_t(q_w)]);
+          std::copy_n(r + q_w, kv_w, &k[t * size_t(kv_w)]);
+          std::copy_n(r + q_w + kv_w, kv_w, &v[t * size_t(kv_w)]);
+        }
+      } else {
+        linear(pool_, L.wq, h.data(), n, q.data());
+        linear(pool_, L.wk, h.data(), n, k.data());
+        linear(pool_, L.wv, h.data(), n, v.data());
+      }
+      add_bias(q.data(), n, L.bq);
+      add_bias(k.data(), n, L.bk);
+      add_bias(v.data(), n, L.bv);
+      for (int t = 0; t < n; ++t) {
+        rope_cache_ff(c_.rope, rope_freqs_, float(pos0 + t), rope_c.data());
+        rope_apply(c_.rope, rope_c.data(), &q[size_t(t) * size_t(q_w)], c_.n_head, int(HD));
+        rope_apply(c_.rope, rope_c.data(), &k[size_t(t) * size_t(kv_w)], c_.n_head_kv, int(HD));
+      }
+      st.kv[size_t(il)].store(pos0, n, k.data(), v.data());
+      attention(pool_, as, st.kv[size_t(il)], pos0, n, q.data(), att.data());
+      linear(pool_, L.wo, att.data(), n, o.data());
+      add_bias(o.data(), n, L.bo);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+      rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      if (c_.n_expert > 0) {
+        linear(pool_, L.gate_inp, h.data(), n, rl.data());
+        route(rc, rl.data(), n, sel.data(), rw.data());
+        DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data()));
+      } else {
+        dense(L, h.data(), n, o.data());
+      }
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    }
+    st.n_past += n;
+    output_logits(pool_, x.data(), n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    return {};
+  }
+
+ private:
+  // Refuses layouts llama.cpp's llama loader does not read, before anything else
+  // reports them as a pile of missing tensors.
+  static Status check_layout(ModelFile& file) {
+    static const std::regex per_expert(R"(blk\.\d+\.ffn_(gate|up|down)\.\d+\.weight)");
+    for (const auto& [name, ref] : file.tensors()) {
+      if (std::regex_match(name, per_expert))
+        return make_error(
+            "{}: tensor '{}' is in the old per-expert Mixtral layout (one tensor per expert), which "
+            "deltafin does not support and current llama.cpp no longer loads; re-convert the model with "
+            "a current convert_hf_to_gguf.py to get stacked blk.N.ffn_{{gate,up,down}}_exps.weight tensors",
+            file.path(), name);
+    }
+    return {};
+  }
+
+  Status load_config(ModelFile& file) {
+    HParams hp(file.meta(), "llama", file.path());
+    c_.n_layer = int(hp.req_int("block_count"));
+    c_.n_ctx_train = int(hp.req_int("context_length"));
+    c_.n_embd = hp.req_int("embedding_length");
+    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    if (!hp.has("attention.head_count")) hp.fail("missing key 'llama.attention.head_count'");
+    DF_TRY(hp.finish());
+    if (c_.n_layer <= 0) return make_error("{}: llama.block_count must be > 0", file.path());
+
+    // Per-layer-capable keys (scalar or one value per layer). llama.cpp sizes every
+    // layer from layer 0's value; differing heads would need per-layer KV shapes.
+    auto uniform = [&](const char* name, int64_t def) {
+      std::vector<int64_t> v = hp.per_layer_int(name, c_.n_layer, def);
+      if (v.empty()) return def;
+      for (int64_t x : v)
+        if (x != v[0]) hp.fail(fmt::format("per-layer values of 'llama.{}' differ; not supported", name));
+      return v[0];
+    };
+    c_.n_head = int(uniform("attention.head_count", 0));
+    c_.n_head_kv = int(uniform("attention.head_count_kv", c_.n_head));
+    c_.n_ff = uniform("feed_forward_length", 0);
+    c_.n_expert = int(hp.int_or("expert_count", 0));
+    c_.n_used = int(uniform("expert_used_count", 0));
+    if (c_.n_head <= 0) hp.fail("llama.attention.head_count must be > 0");
+    if (c_.n_head_kv <= 0 || (c_.n_head > 0 && c_.n_head % c_.n_head_kv != 0))
+      hp.fail("llama.attention.head_count must be a multiple of llama.attention.head_count_kv");
+    if (c_.n_ff <= 0) hp.fail("llama.feed_forward_length must be > 0 (the FFN or expert width)");
+    if (c_.n_expert < 0 || c_.n_used < 0) hp.fail("expert counts must not be negative");
+    if (c_.n_expert > 0 && (c_.n_used <= 0 || c_.n_used > c_.n_expert))
+      hp.fail(fmt::format("llama.expert_used_count ({}) must be in 1..llama.expert_count ({})", c_.n_used,
+                          c_.n_expert));
+    if (c_.n_expert == 0 && c_.n_used != 0)
+      hp.fail("llama.expert_used_count is set but llama.expert_count is 0");
+    DF_TRY(hp.finish());
+
+    c_.head_dim = int(hp.int_or("attention.key_length", c_.n_embd / c_.n_head));
+    const int64_t head_v = hp.int_or("attention.value_length", c_.n_embd / c_.n_head);
+    const int64_t n_rot = hp.int_or("rope.dimension_count", c_.head_dim);
+    if (c_.head_dim <= 0 || c_.head_dim % 2 != 0) hp.fail("the head size must be a positive even number");
+    if (head_v != c_.head_dim)
+      hp.fail(fmt::format("attention.value_length ({}) must equal the key length ({})", head_v, c_.head_dim));
+    if (n_rot != c_.head_dim)
+      hp.fail(fmt::format("rope.dimension_count ({}) must equal the head size ({}) for llama", n_rot,
+                          c_.head_dim));
+    c_.rope = hp.rope(c_.head_dim, /*neox=*/false, c_.n_ctx_train);
+    return hp.finish();
+  }
+
+  Status bind_weights(ModelFile& file) {
+    WeightLoader w(file);
+    std::set<std::string> bound;  // every name asked for, present or not
+    auto req = [&](const std::string& nm, std::initializer_list<int64_t> shape) {
+      bound.insert(nm);
+      return w.require(nm, shape);
+    };
+    auto opt = [&](const std::string& nm, std::initializer_list<int64_t> shape) {
+      bound.insert(nm);
+      return w.optional(nm, shape);
+    };
+    auto opt_vec = [&](const std::string& nm, int64_t n) {
+      Tensor t = opt(nm, {n});
+      return t.valid() ? to_f32(t) : std::vector<float>{};
+    };
+
+    const int64_t E = c_.n_embd, HD = c_.head_dim, F = c_.n_ff, X = c_.n_expert;
+    const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv;
+    c_.n_vocab = w.dim("token_embd.weight", 1);
+    tok_embd_ = req("token_embd.weight", {E, c_.n_vocab});
+    output_norm_ = to_f32(req("output_norm.weight", {E}));
+    output_ = opt("output.weight", {E, c_.n_vocab});
+    if (!output_.valid()) output_ = tok_embd_;
+    rope_freqs_ = opt_vec("rope_freqs.weight", HD / 2);
+    for (float f : rope_freqs_)
+      if (!(f > 0.0f)) return make_error("{}: rope_freqs.weight has a non-positive factor", file.path());
+
+    layers_.resize(size_t(c_.n_layer));
+    for (int il = 0; il < c_.n_layer; ++il) {
+      Layer& L = layers_[size_t(il)];
+      auto n = [&](const char* s) { return layer_name(il, s); };
+      L.attn_norm = to_f32(req(n("attn_norm.weight"), {E}));
+      if (w.has(n("attn_qkv.weight"))) {
+        L.wqkv = req(n("attn_qkv.weight"), {E, q_w + 2 * kv_w});
+        L.bqkv = opt_vec(n("attn_qkv.bias"), q_w + 2 * kv_w);
+        if (L.bqkv.empty()) {
+          // Separate biases beside a fused weight count only when all three exist.
+          std::vector<float> bq = opt_vec(n("attn_q.bias"), q_w), bk = opt_vec(n("attn_k.bias"), kv_w),
+                             bv = opt_vec(n("attn_v.bias"), kv_w);
+          if (!bq.empty() && !bk.empty() && !bv.empty()) {
+            L.bqkv = bq;
+            L.bqkv.insert(L.bqkv.end(), bk.begin(), bk.end());
+            L.bqkv.insert(L.bqkv.end(), bv.begin(), bv.end());
+          }
+        }
+      } else {
+        L.wq = req(n("attn_q.weight"), {E, q_w});
+        L.wk = req(n("attn_k.weight"), {E, kv_w});
+        L.wv = req(n("attn_v.weight"), {E, kv_w});
+        L.bq = opt_vec(n("attn_q.bias"), q_w);
+        L.bk = opt_vec(n("attn_k.bias"), kv_w);
+        L.bv = opt_vec(n("attn_v.bias"), kv_w);
+      }
+      L.wo = req(n("attn_output.weight"), {q_w, E});
+      L.bo = opt_vec(n("attn_output.bias"), E);
+      L.ffn_norm = to_f32(req(n("ffn_norm.weight"), {E}));
+      if (X == 0) {
+        L.ffn_gate = req(n("ffn_gate.weight"), {E, F});
+        L.ffn_up = req(n("ffn_up.weight"), {E, F});
+        L.ffn_down = req(n("ffn_down.weight"), {F, E});
+        L.b_gate = opt_vec(n("ffn_gate.bias"), F);
+        L.b_up = opt_vec(n("ffn_up.bias"), F);
+        L.b_down = opt_vec(n("ffn_down.bias"), E);
+      } else {
+        L.gate_inp = req(n("ffn_gate_inp.weight"), {E, X});
+        // llama.cpp treats ffn_gate_exps as optional (experts then compute silu(up));
+        // our expert FFN always has a gate.
+        if (!w.has(n("ffn_gate_exps.weight")))
+          return make_error("{}: '{}' is missing: experts without a gate projection are not supported",
+                            file.path(), n("ffn_gate_exps.weight"));
+        bound.insert(n("ffn_gate_exps.weight"));
+        bound.insert(n("ffn_up_exps.weight"));
+        bound.insert(n("ffn_down_exps.weight"));
+        w.expect_shape(n("ffn_gate_exps.weight"), {E, F, X});
+        w.expect_shape(n("ffn_up_exps.weight"), {E, F, X});
+        w.expect_shape(n("ffn_down_exps.weight"), {F, E, X});
+      }
+    }
+    DF_TRY(w.finish());
+
+    // llama.cpp refuses a file with tensors its loader did not ask for ("wrong number
+    // of tensors"); so do we, rather than silently computing without them.
+    std::vector<std::string> extra;
+    for (const auto& [name, ref] : file.tensors())
+      if (!bound.count(name)) extra.push_back(name);
+    if (!extra.empty()) {
+      std::string list;
+      for (size_t i = 0; i < extra.size() && i < 10; ++i) list += "\n  " + extra[i];
+      if (extra.size() > 10) list += fmt::format("\n  ... and {} more", extra.size() - 10);
+      return make_error("{}: {} tensor(s) that a '{}' llama model does not use:{}", file.path(), extra.size(),
+                        X > 0 ? "MoE" : "dense", list);
+    }
+    info_.core_bytes = w.bytes_loaded();
+    buffers_ = w.take_buffers();
+    return {};
+  }
+
+  // out = down(silu(gate x + b_gate) * (up x + b_up)) + b_down   (llama.cpp build_ffn, PAR)
+  void dense(const Layer& L, const float* x, int n, float* out) const {
+    if (L.b_gate.empty() && L.b_up.empty() && L.b_down.empty()) {
+      dense_ffn(pool_, L.ffn_gate, L.ffn_up, L.ffn_down, x, n, {}, out);
+      return;
+    }
+    const size_t F = size_t(c_.n_ff);
+    std::vector<float> g(size_t(n) * F), u(size_t(n) * F);
+    linear(pool_, L.ffn_up, x, n, u.data());
+    add_bias(u.data(), n, L.b_up);
+    linear(pool_, L.ffn_gate, x, n, g.data());
+    add_bias(g.data(), n, L.b_gate);
+    glu_activate({}, g.data(), u.data(), int64_t(n) * c_.n_ff);
+    linear(pool_, L.ffn_down, g.data(), n, out);
+    add_bias(out, n, L.b_down);
+  }
+
+  Config c_;
+  ModelInfo info_;
+  ThreadPool* pool_ = nullptr;
+  Tensor tok_embd_, output_;
+  std::vector<float> output_norm_, rope_freqs_;  // rope_freqs_ empty: none
+  std::vector<Layer> layers_;
+  std::vector<AlignedBuffer> buffers_;
+  std::unique_ptr<ExpertStore> experts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_llama(ModelFile& file, LoadOptions& opts) {
+  auto m = std::make_unique<Llama>();
+  DF_TRY(m->load(file, opts));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+}  // namespace deltafin

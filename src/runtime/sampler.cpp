@@ -1,0 +1,95 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace deltafin {
+
+int32_t argmax(const float* logits, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = int32_t(i);
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p) {
+  rng_.seed(p.seed == 0xFFFFFFFF ? std::random_device{}() : p.seed);
+}
+
+void Sampler::reset() {
+  history_.clear();
+  rng_.seed(p_.seed == 0xFFFFFFFF ? std::random_device{}() : p_.seed);
+}
+
+void Sampler::accept(int32_t id) { history_.push_back(id); }
+
+int32_t Sampler::sample(float* logits, int64_t n_vocab) {
+  // Penalties over the last penalty_last_n tokens.
+  if (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> count;
+    const size_t n = std::min(history_.size(), size_t(std::max(0, p_.penalty_last_n)));
+    for (size_t i = history_.size() - n; i < history_.size(); ++i) ++count[history_[i]];
+    for (auto [id, c] : count) {
+      if (id < 0 || id >= n_vocab) continue;
+      float& l = logits[id];
+      l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+      l -= float(c) * p_.frequency_penalty + p_.presence_penalty;
+    }
+  }
+  for (auto [id, b] : p_.logit_bias)
+    if (id >= 0 && id < n_vocab) logits[id] += b;
+
+  cands_.clear();
+  if (p_.temperature <= 0.0f) {
+    int32_t best = argmax(logits, n_vocab);
+    cands_.push_back({best, 1.0f});
+    return best;
+  }
+  // Candidates sorted by logit (descending, lower id first on ties).
+  std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
+  for (int64_t i = 0; i < n_vocab; ++i) idx[size_t(i)] = int32_t(i);
+  auto cmp = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  size_t keep = idx.size();
+  if (p_.top_k > 0 && size_t(p_.top_k) < keep) {
+    keep = size_t(p_.top_k);
+    std::partial_sort(idx.begin(), idx.begin() + long(keep), idx.end(), cmp);
+  } else {
+    std::sort(idx.begin(), idx.end(), cmp);
+  }
+  idx.resize(keep);
+  // Softmax over the kept candidates (at temperature 1 for the filters, as llama.cpp).
+  auto probs = [&](float temp) {
+    std::vector<float> p(idx.size());
+    const float mx = logits[idx[0]];
+    double sum = 0;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      p[i] = std::exp((logits[idx[i]] - mx) / temp);
+      sum += p[i];
+    }
+    for (float& v : p) v = float(v / sum);
+    return p;
+  };
+  if (p_.top_p < 1.0f) {
+    std::vector<float> p = probs(1.0f);
+    double cum = 0;
+    size_t n = 0;
+    while (n < p.size()) {
+      cum += p[n++];
+      if (cum >= p_.top_p) break;
+    }
+    idx.resize(std::max<size_t>(1, n));
+  }
+  if (p_.min_p > 0.0f) {
+    const float thresh = logits[idx[0]] + std::log(p_.min_p);
+    size_t n = 1;
+    while (n < idx.size() && logits[idx[n]] >= thresh) ++n;
+    idx.resize(n);
+  }
+  std::vector<float> p = probs(p_.temperature);
+  for (size_t i = 0; i < idx.size(); ++i) cands_.push_back({idx[i], p[i]});
+  std::discrete_distribution<size_t> dist(p.begin(), p.end());
+  return idx[dist(rng_)];
+}
+
+}  // namespace deltafin

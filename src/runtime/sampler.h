@@ -1,0 +1,46 @@
+// Token sampling, in llama.cpp's default order: penalties -> logit bias -> top-k ->
+// top-p -> min-p -> temperature -> draw. temperature <= 0 is greedy (argmax, lowest
+// id on ties). A seeded sampler reproduces its draws.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace deltafin {
+
+struct SamplingParams {
+  float temperature = 0.8f;
+  int top_k = 40;          // <= 0: off
+  float top_p = 0.95f;     // >= 1: off
+  float min_p = 0.05f;     // <= 0: off
+  float repeat_penalty = 1.0f;   // 1: off
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int penalty_last_n = 64;
+  std::map<int32_t, float> logit_bias;
+  uint64_t seed = 0xFFFFFFFF;    // 0xFFFFFFFF: random
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& p);
+  // Picks the next token from logits[n_vocab] (modified in place).
+  int32_t sample(float* logits, int64_t n_vocab);
+  // Records an emitted (or prompt) token for the penalties.
+  void accept(int32_t id);
+  void reset();
+  // The candidate set after the filters of the last sample() call (for tests):
+  // pairs of (id, probability) that could have been drawn.
+  const std::vector<std::pair<int32_t, float>>& last_candidates() const { return cands_; }
+
+ private:
+  SamplingParams p_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> history_;
+  std::vector<std::pair<int32_t, float>> cands_;
+};
+
+int32_t argmax(const float* logits, int64_t n);
+
+}  // namespace deltafin

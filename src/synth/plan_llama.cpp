@@ -1,0 +1,100 @@
+// Synthetic llama: the tensors and metadata llama.cpp's llama loader reads — Mixtral
+// (stacked experts, softmax top-k router) when n_expert > 0, dense Llama otherwise.
+// Every file also carries rope frequency factors (rope_freqs.weight, as Llama 3 has)
+// so that tests exercise them; Mixtral itself has none, which changes no other shape
+// and costs nothing at run time.
+#include <cmath>
+
+#include "model/weights.h"
+#include "synth/synth.h"
+
+namespace deltafin {
+
+
+Status plan_llama(const SynthSpec& s, SynthPlan* p) {
+  if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)
+    return make_error("synth: llama needs n_head a multiple of n_head_kv");
+  if (s.n_expert < 0 || (s.n_expert > 0 && (s.n_used <= 0 || s.n_used > s.n_expert)))
+    return make_error("synth: llama needs 0 < experts used <= experts (or no experts: dense)");
+  GGUFFile& m = p->meta;
+  DF_ASSIGN(int64_t n_vocab, synth_vocab(s.vocab_path, &m));
+  const bool moe = s.n_expert > 0;
+  const int64_t E = s.n_embd, HD = s.head_dim, F = moe ? s.n_ff_exp : s.n_ff;
+  const float freq_base = 1000000.0f;  // Mixtral's
+  const std::string a = "llama.";
+  m.set(a + "block_count", GGUFValue::u32(uint32_t(s.n_layer)));
+  m.set(a + "context_length", GGUFValue::u32(uint32_t(s.n_ctx)));
+  m.set(a + "embedding_length", GGUFValue::u32(uint32_t(E)));
+  // For llama this is also the expert width (expert_feed_forward_length is not read).
+  m.set(a + "feed_forward_length", GGUFValue::u32(uint32_t(F)));
+  m.set(a + "attention.head_count", GGUFValue::u32(uint32_t(s.n_head)));
+  m.set(a + "attention.head_count_kv", GGUFValue::u32(uint32_t(s.n_head_kv)));
+  if (HD * s.n_head != E) {
+    m.set(a + "attention.key_length", GGUFValue::u32(uint32_t(HD)));
+    m.set(a + "attention.value_length", GGUFValue::u32(uint32_t(HD)));
+  }
+  m.set(a + "rope.dimension_count", GGUFValue::u32(uint32_t(HD)));  // must equal the head size
+  m.set(a + "rope.freq_base", GGUFValue::f32(freq_base));
+  m.set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(1e-5f));
+  if (moe) {
+    m.set(a + "expert_count", GGUFValue::u32(uint32_t(s.n_expert)));
+    m.set(a + "expert_used_count", GGUFValue::u32(uint32_t(s.n_used)));
+  }
+  m.set(a + "vocab_size", GGUFValue::u32(uint32_t(n_vocab)));
+  m.set("general.file_type", GGUFValue::u32(0));
+
+  auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
+    TensorPlan t{std::move(name), fit_type(s.type, cols), {cols, rows}};
+    t.std = gain / std::sqrt(float(cols));
+    return t;
+  };
+  auto norm = [&](std::string name, int64_t n) {
+    TensorPlan t{std::move(name), DType::F32, {n}};
+    t.init = Init::NormWeight;
+    return t;
+  };
+  const std::vector<float> skew = synth_router_skew(s, s.n_expert);
+
+  TensorPlan emb{"token_embd.weight", fit_type(s.type, E), {E, n_vocab}};
+  emb.std = 1.0f;
+  emb.add_dir_all_rows = moe && !skew.empty();
+  p->tensors.push_back(emb);
+  // rope_freqs: one positive factor per rotated pair (angle / factor), here random
+  // around 1 (1 + N(0, 0.1)) — Llama 3's are 1..8 — which moves every angle enough
+  // that a wrong index or a multiply-for-divide shows in the logits.
+  p->tensors.push_back(norm("rope_freqs.weight", HD / 2));
+  for (int il = 0; il < s.n_layer; ++il) {
+    auto n = [&](const char* x) { return layer_name(il, x); };
+    p->tensors.push_back(norm(n("attn_norm.weight"), E));
+    p->tensors.push_back(mat(n("attn_q.weight"), E, HD * s.n_head));
+    p->tensors.push_back(mat(n("attn_k.weight"), E, HD * s.n_head_kv));
+    p->tensors.push_back(mat(n("attn_v.weight"), E, HD * s.n_head_kv));
+    p->tensors.push_back(mat(n("attn_output.weight"), HD * s.n_head, E));
+    p->tensors.push_back(norm(n("ffn_norm.weight"), E));
+    if (!moe) {
+      p->tensors.push_back(mat(n("ffn_gate.weight"), E, F));
+      p->tensors.push_back(mat(n("ffn_up.weight"), E, F));
+      p->tensors.push_back(mat(n("ffn_down.weight"), F, E));
+      continue;
+    }
+    TensorPlan router{n("ffn_gate_inp.weight"), DType::F32, {E, s.n_expert}};
+    router.std = 2.0f / std::sqrt(float(E));
+    router.row_dir = skew;
+    p->tensors.push_back(router);
+    for (const char* nm : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
+      TensorPlan t{n(nm), s.expert_type, {E, F, s.n_expert}};
+      t.std = 1.0f / std::sqrt(float(E));
+      t.expert = true;
+      p->tensors.push_back(t);
+    }
+    TensorPlan down{n("ffn_down_exps.weight"), s.expert_type, {F, E, s.n_expert}};
+    down.std = 1.0f / std::sqrt(float(F));
+    down.expert = true;
+    p->tensors.push_back(down);
+  }
+  p->tensors.push_back(norm("output_norm.weight", E));
+  p->tensors.push_back(mat("output.weight", E, n_vocab, 3.0f));
+  return {};
+}
+
+}  // namespace deltafin
