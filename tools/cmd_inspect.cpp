@@ -1,10 +1,110 @@
+// deltafin inspect: what a model is and what running it within a RAM/disk budget
+// implies — read from the GGUF header alone (no weights are loaded).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "commands.h"
+#include "format/model_file.h"
+#include "model/model.h"
+#include "tool_common.h"
 
 namespace deltafin::tools {
 
+namespace {
+std::string human(double b) {
+  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int i = 0;
+  while (b >= 1024 && i < 4) {
+    b /= 1024;
+    ++i;
+  }
+  return fmt::format("{:.2f} {}", b, u[i]);
+}
+std::string count(double n) {
+  if (n >= 1e12) return fmt::format("{:.2f} T", n / 1e12);
+  if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  return fmt::format("{:.0f}", n);
+}
+}  // namespace
+
 Command add_inspect(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("inspect", "(not implemented yet)");
-  return {sub, [] { std::fprintf(stderr, "error: 'inspect' is not implemented yet\n"); return 2; }};
+  struct Opts {
+    std::string model, mem;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("inspect", "Describe a model and what a RAM budget implies");
+  sub->add_option("model", o->model, "Model .gguf (first part of a split model)")->required();
+  sub->add_option("--mem", o->mem, "RAM budget to evaluate (e.g. 8G)");
+  return {sub, [o] {
+            DF_ASSIGN_OR_EXIT(auto mf, ModelFile::open(o->model, local_file_opener()));
+            const GGUFFile& m = mf->meta();
+            const std::string arch = m.string_or("general.architecture", "?");
+            auto layers = find_expert_layers(*mf);
+            std::set<std::string> expert_names;
+            for (auto& l : layers)
+              for (auto* n : {&l.gate_name, &l.up_name, &l.down_name})
+                if (!n->empty()) expert_names.insert(*n);
+            uint64_t core_b = 0, exp_b = 0, core_p = 0, exp_p = 0, per_expert_max = 0;
+            std::map<std::string, uint64_t> types;
+            for (const auto& [name, ref] : mf->tensors()) {
+              const bool is_exp = expert_names.count(name) > 0;
+              (is_exp ? exp_b : core_b) += ref.info->bytes;
+              (is_exp ? exp_p : core_p) += ref.info->n_elements();
+              types[std::string(dtype_name(ref.info->type))] += ref.info->bytes;
+            }
+            int n_expert = 0;
+            for (auto& l : layers) {
+              uint64_t per = 0;
+              for (auto* n : {&l.gate_name, &l.up_name, &l.down_name})
+                if (!n->empty()) per += mf->tensor(*n)->info->bytes / uint64_t(l.n_expert);
+              per_expert_max = std::max(per_expert_max, per);
+              n_expert = std::max(n_expert, l.n_expert);
+            }
+            const int n_used = int(m.int_or(arch + ".expert_used_count", 0));
+            const uint64_t per_token = uint64_t(n_used) * per_expert_max * layers.size();
+            fmt::print("model:          {}\n", o->model);
+            fmt::print("name:           {}\n", m.string_or("general.name", "?"));
+            const auto archs = supported_architectures();
+            fmt::print("architecture:   {} ({})\n", arch,
+                       std::count(archs.begin(), archs.end(), arch) ? "supported" : "NOT supported by deltafin");
+            fmt::print("files:          {} part(s), {}\n", mf->shard_count(), human(double(mf->total_bytes())));
+            fmt::print("parameters:     {} total: {} core + {} in routed experts\n", count(double(core_p + exp_p)),
+                       count(double(core_p)), count(double(exp_p)));
+            fmt::print("bytes:          core {} | experts {}\n", human(double(core_b)), human(double(exp_b)));
+            std::string tl;
+            for (auto& [t, b] : types) tl += fmt::format("{}{} {}", tl.empty() ? "" : ", ", t, human(double(b)));
+            fmt::print("tensor types:   {}\n", tl);
+            fmt::print("layers:         {} ({} with routed experts)\n", m.int_or(arch + ".block_count", 0), layers.size());
+            fmt::print("experts:        {} per MoE layer, {} used per token\n", n_expert, n_used);
+            fmt::print("per expert:     {} (gate+up+down)\n", human(double(per_expert_max)));
+            fmt::print("expert bytes per token: {} (if none were cached)\n", human(double(per_token)));
+            if (!o->mem.empty()) {
+              uint64_t mem = 0;
+              if (!parse_size(o->mem, &mem)) {
+                fmt::print(stderr, "error: bad --mem '{}'\n", o->mem);
+                return 2;
+              }
+              fmt::print("\nwith --mem {}:\n", o->mem);
+              if (mem <= core_b) {
+                fmt::print("  the core ({}) does not fit: core layers would be streamed too\n", human(double(core_b)));
+              } else {
+                const uint64_t slots = per_expert_max ? (mem - core_b) / per_expert_max : 0;
+                const uint64_t total = uint64_t(n_expert) * layers.size();
+                const double frac = total ? std::min(1.0, double(slots) / double(total)) : 1.0;
+                fmt::print("  resident:      core {}, RAM expert cache {} ({} of {} experts, {:.1f}%)\n",
+                           human(double(core_b)), human(double(mem - core_b)), std::min(slots, total), total,
+                           frac * 100);
+                fmt::print("  expected read: {} per token with uniform routing (hit rate {:.1f}%); "
+                           "skewed real routing does better\n",
+                           human(double(per_token) * (1 - frac)), frac * 100);
+              }
+            }
+            return 0;
+          }};
 }
 
 }  // namespace deltafin::tools

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The command line on a tiny synthetic model: run/eval/inspect/perplexity work, and
+# bad input gets an error that says what to do.
+# usage: cli_basics.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1; build=$3
+dir=$build/e2e-cli; mkdir -p "$dir"
+fail=0
+check() { # name, condition command...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+m=$dir/tiny.gguf
+"$bin" synth --preset tiny --arch qwen3moe -o "$m" 2>/dev/null || { echo "synth failed"; exit 1; }
+
+out=$("$bin" run -m "$m" -p "hello world" -n 16 --temp 0 2>"$dir/err")
+check "run prints generated text to stdout" test -n "$out"
+out2=$("$bin" run -m "$m" -p "hello world" -n 16 --temp 0 2>/dev/null)
+check "greedy run is deterministic" test "$out" = "$out2"
+"$bin" run -m "$m" -p "hello world" -n 8 --temp 0 --stats >/dev/null 2>"$dir/stats"
+check "--stats reports decode speed on stderr" grep -q "decode: .* tok/s" "$dir/stats"
+s1=$("$bin" run -m "$m" -p "hello" -n 16 --temp 1 --seed 7 2>/dev/null)
+s2=$("$bin" run -m "$m" -p "hello" -n 16 --temp 1 --seed 7 2>/dev/null)
+check "a fixed seed reproduces sampled text" test "$s1" = "$s2"
+
+"$bin" eval -m "$m" --ids 1,2,3,4 --top 3 --all-positions >"$dir/eval" 2>/dev/null
+check "eval prints one JSON line per position" test "$(wc -l <"$dir/eval")" = 4
+"$bin" eval -m "$m" --ids 1,2,3,4 --top 3 --all-positions -b 1 >"$dir/eval1" 2>/dev/null
+check "eval token by token gives the same top ids" \
+  python3 -c "import json,sys; a=[json.loads(l) for l in open('$dir/eval')]; b=[json.loads(l) for l in open('$dir/eval1')]; sys.exit(0 if [[t[0] for t in x['top']] for x in a]==[[t[0] for t in x['top']] for x in b] else 1)"
+
+"$bin" inspect "$m" --mem 8M >"$dir/inspect" 2>&1
+check "inspect names the architecture" grep -q "architecture:   qwen3moe" "$dir/inspect"
+check "inspect evaluates a RAM budget" grep -q "expected read" "$dir/inspect"
+
+"$bin" run -m "$dir/does-not-exist.gguf" -p hi >/dev/null 2>"$dir/e1"; rc=$?
+check "missing model: non-zero exit" test $rc -ne 0
+check "missing model: says it does not exist" grep -q "does not exist" "$dir/e1"
+
+printf 'GGUF\x03\x00\x00\x00' >"$dir/trunc.gguf"
+"$bin" run -m "$dir/trunc.gguf" -p hi >/dev/null 2>"$dir/e2"; rc=$?
+check "truncated GGUF: clear error" sh -c "test $rc -ne 0 && grep -q 'truncated' '$dir/e2'"
+
+python3 - "$m" "$dir/alien.gguf" <<'PY'
+import sys
+data = open(sys.argv[1], 'rb').read()
+# Rename the architecture value 'qwen3moe' -> 'qwen9moe' (same length keeps offsets valid).
+data = data.replace(b'qwen3moe', b'qwen9moe', 1)
+open(sys.argv[2], 'wb').write(data)
+PY
+"$bin" run -m "$dir/alien.gguf" -p hi >/dev/null 2>"$dir/e3"; rc=$?
+check "unknown architecture: lists the supported ones" sh -c "test $rc -ne 0 && grep -q \"architecture 'qwen9moe' is not supported\" '$dir/e3' && grep -q qwen3moe '$dir/e3'"
+
+long=$(python3 -c "print('word ' * 3000)")
+"$bin" run -m "$m" -p "$long" -c 256 -n 4 >/dev/null 2>"$dir/e4"; rc=$?
+check "prompt longer than the context: says how to fix it" sh -c "test $rc -ne 0 && grep -q 'ctx-size' '$dir/e4'"
+
+"$bin" eval -m "$m" --ids 1,999999 >/dev/null 2>"$dir/e5"; rc=$?
+check "token id out of range: clear error" sh -c "test $rc -ne 0 && grep -q 'out of range' '$dir/e5'"
+
+python3 -c "print(' '.join(['the cat sat on the mat and then it ran off'] * 120))" >"$dir/text.txt"
+"$bin" perplexity -m "$m" -f "$dir/text.txt" -c 128 >"$dir/ppl" 2>/dev/null
+check "perplexity prints a final estimate" grep -q "Final estimate: PPL = " "$dir/ppl"
+exit $fail
