@@ -97,6 +97,11 @@ inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 
 // ---- scalar conversions ------------------------------------------------------------
 
+// Internal linkage on purpose: the SIMD translation units include these too, and an
+// out-of-line copy compiled with -mavx512f must never be the one the linker picks
+// for the scalar code.
+namespace {
+
 inline float fp16_to_f32(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
@@ -189,4 +194,5 @@ inline void pack_scales_q3k(const int8_t* v, uint8_t* s) {
   }
 }
 
+}  // namespace
 }  // namespace deltafin::kern

@@ -32,12 +32,14 @@ DF_DECLARE_REF(q6_k)
 void install_avx2(TypeTraits* table);
 void install_avx512(TypeTraits* table);
 void install_neon(TypeTraits* table);
+// The K-quant halves of install_avx2 / install_avx512 (kquants_avx*.cpp).
+void install_kquants_avx2(TypeTraits* table);
+void install_kquants_avx512(TypeTraits* table);
 
 // Helper for rows without a dedicated x4 kernel.
 template <VecDotFn F>
-void vec_dot_x4_by_one(int64_t n, float* out, const void* w, const void* x, size_t x_stride) {
-  const auto* xb = static_cast<const uint8_t*>(x);
-  for (int k = 0; k < 4; ++k) F(n, out + k, w, xb + k * x_stride);
+void vec_dot_x4_by_one(int64_t n, float* out, const void* w, const void* const* x) {
+  for (int k = 0; k < 4; ++k) F(n, out + k, w, x[k]);
 }
 
 }  // namespace deltafin::kern

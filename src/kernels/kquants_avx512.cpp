@@ -1,22 +1,13 @@
 // AVX-512 (BW + VNNI) dot products of the K-quants against Q8_K, for one or four
-// activation rows. Same arithmetic as kquants_avx2.cpp, on 64-byte vectors: each
+// activation rows. Same arithmetic as kquants_x86.h, on 64-byte vectors: each
 // vector covers 64 consecutive values of the super-block, so the activations load
 // straight from Q8_K; maddubs forms pair products (int16) and vpdpwssd multiplies
 // them by the sub-block scales and accumulates in one instruction.
 #include "kernels/kernels_impl.h"
-#include "kernels/x86_common.h"
+#include "kernels/kquants_x86.h"
 
 namespace deltafin::kern {
 namespace {
-
-template <int NT>
-struct Rows {
-  const BlockQ8_K* b[NT];
-  Rows(const void* x, size_t xs) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * xs);
-  }
-};
 
 inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 inline __m512i mask8x64(int v) { return _mm512_set1_epi8(char(v)); }
@@ -32,28 +23,11 @@ inline __m512i scale_index(int first, int per) {
   return _mm512_load_si512(idx);
 }
 
-inline float hsum4(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// sc[j] - 32 (j < 16) of a Q3_K super-block.
-inline __m128i q3k_scales(const uint8_t* s) {
-  uint32_t u[3];
-  std::memcpy(u, s, 12);
-  uint32_t w0 = (u[0] & 0x0f0f0f0fu) | ((u[2] << 4) & 0x30303030u);
-  uint32_t w1 = (u[1] & 0x0f0f0f0fu) | ((u[2] << 2) & 0x30303030u);
-  uint32_t w2 = ((u[0] >> 4) & 0x0f0f0f0fu) | (u[2] & 0x30303030u);
-  uint32_t w3 = ((u[1] >> 4) & 0x0f0f0f0fu) | ((u[2] >> 2) & 0x30303030u);
-  return _mm_sub_epi8(_mm_setr_epi32(int(w0), int(w1), int(w2), int(w3)), _mm_set1_epi8(32));
-}
-
 template <int Bits, int NT>
-void dot_q45k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot512_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
   const auto* a = static_cast<const Block*>(w);
-  Rows<NT> y(x, xs);
+  Rows<NT> y(xp);
   __m512i idx[4];
   DF_UNROLL
   for (int c = 0; c < 4; ++c) idx[c] = scale_index(2 * c, 16);  // chunk c: sub-blocks 2c, 2c + 1
@@ -67,14 +41,14 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
     __m128i mins = _mm256_extracti128_si256(scm, 1);
     __m512i sc512 = _mm512_castsi256_si512(scm);
     float da = h2f(blk.d), dm = h2f(blk.dmin);
-    __m512i sumi[NT];
+    __m512i sumi[NT][2];  // two chains per row: vpdpwssd's latency would bound a single one
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& b = y.b[t][i];
       __m256i bs = loadu256(b.bsums);
       __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
       accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * b.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), accm[t]);
-      sumi[t] = _mm512_setzero_si512();
+      sumi[t][0] = sumi[t][1] = _mm512_setzero_si512();
     }
     __m512i hx;
     if constexpr (Bits == 5) {
@@ -93,12 +67,13 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
       DF_UNROLL
       for (int t = 0; t < NT; ++t) {
         __m512i p = _mm512_maddubs_epi16(qv, loadu512(y.b[t][i].qs + 64 * c));
-        sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, sv);
+        sumi[t][c & 1] = _mm512_dpwssd_epi32(sumi[t][c & 1], p, sv);
       }
     }
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
+      __m512i s = _mm512_add_epi32(sumi[t][0], sumi[t][1]);
+      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(s), acc[t]);
     }
   }
   DF_UNROLL
@@ -110,6 +85,9 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
 template <int NT, class Unpack>
 inline void dot_k16_groups(const Unpack& unpack, __m512i sc512, const __m512i* idx, const Rows<NT>& y, int64_t i,
                            __m512i* sumi) {
+  __m512i odd[NT];  // a second chain per row for odd groups (vpdpwssd latency)
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) odd[t] = _mm512_setzero_si512();
   DF_UNROLL
   for (int g = 0; g < 4; ++g) {
     __m512i qv = unpack(g);
@@ -117,9 +95,12 @@ inline void dot_k16_groups(const Unpack& unpack, __m512i sc512, const __m512i* i
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       __m512i p = _mm512_maddubs_epi16(qv, loadu512(y.b[t][i].qs + 64 * g));
-      sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, sv);
+      if (g & 1) odd[t] = _mm512_dpwssd_epi32(odd[t], p, sv);
+      else sumi[t] = _mm512_dpwssd_epi32(sumi[t], p, sv);
     }
   }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) sumi[t] = _mm512_add_epi32(sumi[t], odd[t]);
 }
 
 inline void group_indices(__m512i* idx) {
@@ -128,9 +109,9 @@ inline void group_indices(__m512i* idx) {
 }
 
 template <int NT>
-void dot_q6k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot512_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ6_K*>(w);
-  Rows<NT> y(x, xs);
+  Rows<NT> y(xp);
   __m512i idx[4];
   group_indices(idx);
   __m512 acc[NT];
@@ -167,9 +148,9 @@ void dot_q6k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
 }
 
 template <int NT>
-void dot_q3k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot512_q3k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ3_K*>(w);
-  Rows<NT> y(x, xs);
+  Rows<NT> y(xp);
   __m512i idx[4];
   group_indices(idx);
   __m512 acc[NT];
@@ -212,9 +193,9 @@ void dot_q3k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
 }
 
 template <int NT>
-void dot_q2k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot512_q2k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ2_K*>(w);
-  Rows<NT> y(x, xs);
+  Rows<NT> y(xp);
   __m512i idx[4];
   group_indices(idx);
   __m512 acc[NT];
@@ -254,13 +235,11 @@ void dot_q2k(int64_t n, float* out, const void* w, const void* x, size_t xs) {
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum8(accm[t]);
 }
 
-template <void (*F)(int64_t, float*, const void*, const void*, size_t)>
-void one(int64_t n, float* out, const void* w, const void* x) {
-  F(n, out, w, x, 0);
-}
-
 }  // namespace
 
+// Measured per kernel (bench_kernels, matvec_l2 / matmul16_l2): the 256-bit VNNI
+// kernels win for single rows of Q4_K/Q5_K (fewer port-5 shuffles), the 512-bit ones
+// everywhere else.
 void install_kquants_avx512(TypeTraits* t) {
   auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
     TypeTraits& r = t[uint32_t(type)];
@@ -268,11 +247,11 @@ void install_kquants_avx512(TypeTraits* t) {
     r.vec_dot_x4 = dot4;
     r.isa = Isa::AVX512;
   };
-  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot_q45k<4, 4>);
-  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot_q45k<5, 4>);
-  set(DType::Q6_K, one<dot_q6k<1>>, dot_q6k<4>);
-  set(DType::Q2_K, one<dot_q2k<1>>, dot_q2k<4>);
-  set(DType::Q3_K, one<dot_q3k<1>>, dot_q3k<4>);
+  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot512_q45k<4, 4>);
+  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot512_q45k<5, 4>);
+  set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>);
+  set(DType::Q2_K, one<dot512_q2k<1>>, dot512_q2k<4>);
+  set(DType::Q3_K, one<dot512_q3k<1>>, dot512_q3k<4>);
 }
 
 }  // namespace deltafin::kern

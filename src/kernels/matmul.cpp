@@ -1,3 +1,5 @@
+// Row-tiled driver over the traits kernels: vec_dot for single tokens, vec_dot_x4 for
+// groups of four (the weight row is unpacked once per group).
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -15,9 +17,7 @@ const TypeTraits& traits_or_die(DType t) {
   return *tt;
 }
 
-// Rows per tile of the batched path: a tile (about 64 KiB of weights) stays in L2
-// while every token group of the batch passes over it, so each weight byte comes
-// from memory once per call.
+// Rows per tile of the batched path (about 64 KiB of weights).
 int64_t tile_rows(int64_t row_bytes) { return std::clamp<int64_t>((64 << 10) / std::max<int64_t>(1, row_bytes), 4, 256); }
 
 }  // namespace
@@ -40,48 +40,109 @@ void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok,
   else body(0, n_tok);
 }
 
-void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, int64_t row_end,
-                   const QuantizedActs& acts, float* Y, int64_t y_stride) {
-  const TypeTraits& tt = traits_or_die(wtype);
-  assert(acts.type == tt.vec_dot_type && acts.cols == cols);
-  const auto* w = static_cast<const uint8_t*>(W);
-  const size_t wrow = size_t(dtype_row_bytes(wtype, uint64_t(cols)));
-  const int64_t n_tok = acts.n_tok;
-  if (n_tok == 1) {
-    const void* x = acts.row(0);
-    for (int64_t r = row_begin; r < row_end; ++r) tt.vec_dot(cols, Y + r, w + size_t(r) * wrow, x);
+namespace {
+
+// Up to this many activation row pointers live on the stack.
+constexpr int64_t kStackRows = 64;
+
+// The kernel loop over rows [r0, r1) for the activation rows x[0..n): a tile of rows
+// (about 64 KiB of weights) stays in L2 while every group of four tokens passes over
+// it, so each weight byte comes from memory once per call.
+void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
+                 const void* const* x, int64_t n, float* Y, int64_t y_stride) {
+  if (n == 1) {
+    for (int64_t r = r_begin; r < r_end; ++r) tt.vec_dot(cols, Y + r, w + size_t(r) * wrow, x[0]);
     return;
   }
   const int64_t R = tile_rows(int64_t(wrow));
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += R) {
-    const int64_t r1 = std::min(row_end, r0 + R);
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += R) {
+    const int64_t r1 = std::min(r_end, r0 + R);
     int64_t t = 0;
-    for (; t + 4 <= n_tok; t += 4) {
+    for (; t + 4 <= n; t += 4) {
       for (int64_t r = r0; r < r1; ++r) {
         float o[4];
-        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, acts.row(t), acts.row_bytes);
+        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, x + t);
         for (int k = 0; k < 4; ++k) Y[(t + k) * y_stride + r] = o[k];
       }
     }
-    for (; t < n_tok; ++t) {
-      for (int64_t r = r0; r < r1; ++r) tt.vec_dot(cols, Y + t * y_stride + r, w + size_t(r) * wrow, acts.row(t));
+    if (n - t == 3) {  // a padded x4 call is cheaper than three single rows
+      const void* x3[4] = {x[t], x[t + 1], x[t + 2], x[t + 2]};
+      for (int64_t r = r0; r < r1; ++r) {
+        float o[4];
+        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, x3);
+        for (int k = 0; k < 3; ++k) Y[(t + k) * y_stride + r] = o[k];
+      }
+      t += 3;
+    }
+    for (; t < n; ++t) {
+      for (int64_t r = r0; r < r1; ++r) tt.vec_dot(cols, Y + t * y_stride + r, w + size_t(r) * wrow, x[t]);
     }
   }
 }
 
-void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
-              const QuantizedActs& acts, float* Y, int64_t y_stride) {
+// Pointers to the selected activation rows (stack storage for small batches).
+struct RowPtrs {
+  const void* small[kStackRows];
+  std::vector<const void*> big;
+  const void* const* p;
+  RowPtrs(const QuantizedActs& acts, const int32_t* tokens, int64_t n) {
+    const void** dst = small;
+    if (n > kStackRows) {
+      big.resize(size_t(n));
+      dst = big.data();
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t t = tokens != nullptr ? tokens[i] : i;
+      assert(t >= 0 && t < acts.n_tok);
+      dst[i] = acts.row(t);
+    }
+    p = dst;
+  }
+};
+
+void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const QuantizedActs& acts,
+         const int32_t* tokens, int64_t n, float* Y, int64_t y_stride) {
+  const TypeTraits& tt = traits_or_die(wtype);
+  assert(acts.type == tt.vec_dot_type && acts.cols == cols);
+  if (n <= 0 || rows <= 0) return;
+  RowPtrs x(acts, tokens, n);
+  const auto* w = static_cast<const uint8_t*>(W);
+  const size_t wrow = size_t(dtype_row_bytes(wtype, uint64_t(cols)));
   if (pool == nullptr || pool->size() == 1) {
-    matmul_q_rows(wtype, W, cols, 0, rows, acts, Y, y_stride);
+    rows_kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);
     return;
   }
-  // Hand out whole tiles; at least 16 rows per task so decode tasks are not tiny.
-  const int64_t wrow = int64_t(dtype_row_bytes(wtype, uint64_t(cols)));
-  const int64_t grain = acts.n_tok == 1 ? 16 : tile_rows(wrow);
+  // Whole tiles per task; at least 16 rows so decode tasks are not tiny.
+  const int64_t grain = n == 1 ? 16 : tile_rows(int64_t(wrow));
   const int64_t n_tasks = (rows + grain - 1) / grain;
   pool->parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
-    matmul_q_rows(wtype, W, cols, b * grain, std::min(rows, e * grain), acts, Y, y_stride);
+    rows_kernel(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, n, Y, y_stride);
   });
+}
+
+}  // namespace
+
+void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
+              const QuantizedActs& acts, float* Y, int64_t y_stride) {
+  run(pool, wtype, W, rows, cols, acts, nullptr, acts.n_tok, Y, y_stride);
+}
+
+void matmul_q_tokens(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
+                     const QuantizedActs& acts, const int32_t* tokens, int64_t n_tokens, float* Y,
+                     int64_t y_stride) {
+  run(pool, wtype, W, rows, cols, acts, tokens, n_tokens, Y, y_stride);
+}
+
+void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, int64_t row_end,
+                   const QuantizedActs& acts, const int32_t* tokens, int64_t n_tokens, float* Y,
+                   int64_t y_stride) {
+  const TypeTraits& tt = traits_or_die(wtype);
+  assert(acts.type == tt.vec_dot_type && acts.cols == cols);
+  const int64_t n = tokens != nullptr ? n_tokens : acts.n_tok;
+  if (n <= 0 || row_end <= row_begin) return;
+  RowPtrs x(acts, tokens, n);
+  rows_kernel(tt, static_cast<const uint8_t*>(W), size_t(dtype_row_bytes(wtype, uint64_t(cols))), cols, row_begin,
+              row_end, x.p, n, Y, y_stride);
 }
 
 void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,

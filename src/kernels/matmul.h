@@ -44,10 +44,17 @@ void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok,
 void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
               const QuantizedActs& acts, float* Y, int64_t y_stride);
 
-// The same for rows [row_begin, row_end) only, in the calling thread: for callers
-// that partition work themselves.
+// A subset of the activation rows, e.g. the tokens routed to one expert, without
+// copying them: Y[i * y_stride + r] = dot(W row r, acts row tokens[i]), i < n_tokens.
+void matmul_q_tokens(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
+                     const QuantizedActs& acts, const int32_t* tokens, int64_t n_tokens, float* Y,
+                     int64_t y_stride);
+
+// Rows [row_begin, row_end) only, in the calling thread, for callers that partition
+// the work themselves; tokens == nullptr means all acts rows (n_tokens ignored).
 void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, int64_t row_end,
-                   const QuantizedActs& acts, float* Y, int64_t y_stride);
+                   const QuantizedActs& acts, const int32_t* tokens, int64_t n_tokens, float* Y,
+                   int64_t y_stride);
 
 // Conveniences that quantize the activations themselves (allocating a buffer).
 void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,

@@ -5,8 +5,6 @@
 
 namespace deltafin::kern {
 
-void install_kquants_avx2(TypeTraits* table);
-
 namespace {
 
 // Loads eight values of each float type as f32.
@@ -21,11 +19,11 @@ inline __m256 load8_bf16(const uint16_t* p) {
 
 // out[t] = dot(w, x_t) over n values; 4 independent accumulators per row for NT == 1.
 template <class T, __m256 (*Load)(const T*), float (*Scalar)(T), int NT>
-void dot_float(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* a = static_cast<const T*>(w);
   const T* b[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(x) + t * xs);
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
   constexpr int U = NT == 1 ? 4 : 1;
   __m256 acc[NT][U];
   DF_UNROLL
@@ -61,11 +59,11 @@ inline float bf16_scalar(uint16_t v) { return bf16_to_f32(v); }
 
 template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
 void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_float<T, Load, Scalar, 1>(n, out, w, x, 0);
+  dot_float<T, Load, Scalar, 1>(n, out, w, &x);
 }
 template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
-void dot_float_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
-  dot_float<T, Load, Scalar, 4>(n, out, w, x, xs);
+void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_float<T, Load, Scalar, 4>(n, out, w, xp);
 }
 
 void to_f16_avx2(const float* x, void* dst, int64_t n) {

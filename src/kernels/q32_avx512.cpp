@@ -1,13 +1,12 @@
 // AVX-512 (F, BW, VL, DQ, VNNI) kernels: the float types with 512-bit vectors, the
-// 32-value block types with vpdpbusd (x86_common.h), the activation quantizers;
-// install_avx512 also pulls in the K-quants (kquants_avx512.cpp). Rows it does not
-// set keep their AVX2 kernels.
+// 32-value block types two blocks per vector with vpdpbusd and scales gathered 16
+// blocks at a time, the activation quantizers (x86_common.h); install_avx512 also
+// pulls in the K-quants (kquants_avx512.cpp). Rows it does not set keep their AVX2
+// kernels.
 #include "kernels/kernels_impl.h"
 #include "kernels/x86_common.h"
 
 namespace deltafin::kern {
-
-void install_kquants_avx512(TypeTraits* table);
 
 namespace {
 
@@ -25,11 +24,11 @@ inline float bf16_scalar(uint16_t v) { return bf16_to_f32(v); }
 
 // out[t] = dot(w, x_t) over n values; 4 accumulators per row for NT == 1.
 template <class T, __m512 (*Load)(const T*), float (*Scalar)(T), int NT>
-void dot_float(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* a = static_cast<const T*>(w);
   const T* b[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const T*>(static_cast<const uint8_t*>(x) + t * xs);
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
   constexpr int U = NT == 1 ? 4 : 1;
   __m512 acc[NT][U];
   DF_UNROLL
@@ -61,11 +60,11 @@ void dot_float(int64_t n, float* out, const void* w, const void* x, size_t xs) {
 
 template <class T, __m512 (*Load)(const T*), float (*Scalar)(T)>
 void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_float<T, Load, Scalar, 1>(n, out, w, x, 0);
+  dot_float<T, Load, Scalar, 1>(n, out, w, &x);
 }
 template <class T, __m512 (*Load)(const T*), float (*Scalar)(T)>
-void dot_float_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
-  dot_float<T, Load, Scalar, 4>(n, out, w, x, xs);
+void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_float<T, Load, Scalar, 4>(n, out, w, xp);
 }
 
 // ---- 32-value blocks, two per 512-bit vector -------------------------------------------
@@ -95,23 +94,37 @@ inline __m512 gather_fp16_scales(const void* first, int stride) {
 
 struct Pair8_0 {
   using Block = BlockQ8_0;
-  static __m512i q(const Block& a, const Block& b) { return join(loadu256(a.qs), loadu256(b.qs)); }
+  // |values| of both blocks and the mask of negative ones.
+  static __m512i q(const Block& a, const Block& b, __mmask64* neg) {
+    __m512i v = join(loadu256(a.qs), loadu256(b.qs));
+    *neg = _mm512_movepi8_mask(v);
+    return _mm512_abs_epi8(v);
+  }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
 };
 struct Pair4_0 {
   using Block = BlockQ4_0;
-  static __m512i q(const Block& a, const Block& b) {
-    return _mm512_sub_epi8(unpack_nibbles_pair(a.qs, b.qs), _mm512_set1_epi8(8));
+  // |code - 8| from a table; negative where code < 8 (bit 3 clear).
+  static __m512i q(const Block& a, const Block& b, __mmask64* neg) {
+    alignas(16) static constexpr int8_t kAbs[16] = {8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7};
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kAbs)));
+    __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
+    *neg = _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(8));
+    return _mm512_shuffle_epi8(lut, codes);
   }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
 };
 struct PairMXFP4 {
   using Block = BlockMXFP4;
-  static __m512i q(const Block& a, const Block& b) {
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+  // Magnitudes from a table of |E2M1| (doubled); the sign is code bit 3.
+  static __m512i q(const Block& a, const Block& b, __mmask64* neg) {
+    alignas(16) static constexpr int8_t kAbs[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12};
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kAbs)));
+    __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
+    *neg = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(8));
+    return _mm512_shuffle_epi8(lut, codes);
   }
   static __m128 d(const Block& a, const Block& b) { return _mm_setr_ps(e8m0_half_to_f32(a.e), e8m0_half_to_f32(b.e), 0, 0); }
   static __m512 d16(const Block* a) {  // 2^(e - 128), exact (scalef keeps the subnormals of e < 2)
@@ -129,9 +142,8 @@ struct PairMXFP4 {
 // per-block scalar scale handling would cost as much as the dot itself.
 template <class Pair, int NT>
 inline void pair_step(const typename Pair::Block* a, const BlockQ8_0* const* b, int64_t i, const __m512* d, __m512* acc) {
-  __m512i qa = Pair::q(a[i], a[i + 1]);
-  __mmask64 neg = _mm512_movepi8_mask(qa);
-  __m512i ua = _mm512_abs_epi8(qa);
+  __mmask64 neg;
+  __m512i ua = Pair::q(a[i], a[i + 1], &neg);
   DF_UNROLL
   for (int t = 0; t < NT; ++t) {
     __m512i y = join(loadu256(b[t][i].qs), loadu256(b[t][i + 1].qs));
@@ -142,12 +154,12 @@ inline void pair_step(const typename Pair::Block* a, const BlockQ8_0* const* b, 
 }
 
 template <class Pair, class Single, int NT>
-void dot_q32_pairs(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot_q32_pairs(int64_t n, float* out, const void* w, const void* const* xp) {
   using Block = typename Pair::Block;
   const auto* a = static_cast<const Block*>(w);
   const BlockQ8_0* b[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_0*>(xp[t]);
   const int64_t nb = n / kQ32;
   __m512 acc[NT];
   DF_UNROLL
@@ -180,18 +192,23 @@ void dot_q32_pairs(int64_t n, float* out, const void* w, const void* x, size_t x
     pair_step<Pair, NT>(a, b, i, d, acc);
   }
   float tail[NT] = {};
-  if (i < nb) dot_q32<Single, NT>(kQ32, tail, a + i, b[0] + i, xs);
+  if (i < nb) {
+    const void* rest[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) rest[t] = b[t] + i;
+    dot_q32<Single, NT>(kQ32, tail, a + i, rest);
+  }
   DF_UNROLL
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) + tail[t];
 }
 
 template <class Pair, class Single>
 void dot_q32_pairs_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_q32_pairs<Pair, Single, 1>(n, out, w, x, 0);
+  dot_q32_pairs<Pair, Single, 1>(n, out, w, &x);
 }
 template <class Pair, class Single>
-void dot_q32_pairs_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
-  dot_q32_pairs<Pair, Single, 4>(n, out, w, x, xs);
+void dot_q32_pairs_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_q32_pairs<Pair, Single, 4>(n, out, w, xp);
 }
 
 void to_f16_avx512(const float* x, void* dst, int64_t n) {
@@ -246,7 +263,10 @@ void install_avx512(TypeTraits* t) {
   set(DType::F32, dot_float_1<float, load16_f32, id_f32>, dot_float_4<float, load16_f32, id_f32>);
   set(DType::F16, dot_float_1<uint16_t, load16_f16, f16_scalar>, dot_float_4<uint16_t, load16_f16, f16_scalar>);
   set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
-  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
+  // Measured (min over repeated L2-resident runs): for single Q8_0 rows the 256-bit
+  // kernel with eight-block scale handling beats the pair kernel (~29 vs ~25 GB/s per
+  // core); the 4-bit types and all x4 kernels are faster as pairs.
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
   set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx512;

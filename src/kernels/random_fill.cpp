@@ -44,7 +44,6 @@ struct Rng {
       std::memcpy(p + i, &v, 8);
     }
   }
-  float uniform() { return float(next() >> 40) * 0x1p-24f; }  // [0, 1)
   int range(int lo, int hi) { return lo + int((next() >> 32) * uint64_t(hi - lo + 1) >> 32); }  // [lo, hi]
   float sign() { return (next() >> 63) ? -1.0f : 1.0f; }
   // Approximately normal (sum of four uniforms), unit variance, |v| < 3.5.
@@ -72,50 +71,9 @@ constexpr float kStdU2 = 1.1180f;      // uniform over 4 codes
 constexpr float kStdU3 = 2.2913f;      // uniform over 8 codes
 constexpr float kRmsMxfp4 = 5.8523f;   // rms of kMxfp4Values over the 16 codes
 
-void fill_block(DType t, Rng& r, float sd, uint8_t* out) {
+// One block of a 256-value type (Q8_K and the K-quants).
+void fill_kquant_block(DType t, Rng& r, float sd, uint8_t* out) {
   switch (t) {
-    case DType::F32: {
-      float v = sd * r.normal();
-      std::memcpy(out, &v, 4);
-      break;
-    }
-    case DType::F16: {
-      uint16_t v = f32_to_fp16(sd * r.normal());
-      std::memcpy(out, &v, 2);
-      break;
-    }
-    case DType::BF16: {
-      uint16_t v = f32_to_bf16(sd * r.normal());
-      std::memcpy(out, &v, 2);
-      break;
-    }
-    case DType::Q8_0: {
-      BlockQ8_0 b;
-      b.d = scale_fp16(sd / kStdI8);
-      random_i8(r, b.qs, 32);
-      std::memcpy(out, &b, sizeof b);
-      break;
-    }
-    case DType::Q4_0: {
-      BlockQ4_0 b;
-      b.d = f32_to_fp16(r.sign() * fp16_to_f32(scale_fp16(sd / kStdU4)));
-      r.bytes(b.qs, 16);
-      std::memcpy(out, &b, sizeof b);
-      break;
-    }
-    case DType::MXFP4: {
-      // Scale 2^(e-128) ~ sd / rms; between two exponents pick the larger with the
-      // probability that makes E[scale^2] exact.
-      float s = sd / kRmsMxfp4;
-      int k = int(std::floor(std::log2(s)));
-      float lo = std::ldexp(1.0f, k), p = (s * s / (lo * lo) - 1.0f) / 3.0f;
-      int e = std::clamp(k + 128 + (r.uniform() < p ? 1 : 0), 1, 254);
-      BlockMXFP4 b;
-      b.e = uint8_t(e);
-      r.bytes(b.qs, 16);
-      std::memcpy(out, &b, sizeof b);
-      break;
-    }
     case DType::Q8_K: {
       BlockQ8_K b;
       b.d = sd / kStdI8;
@@ -192,6 +150,71 @@ void fill_block(DType t, Rng& r, float sd, uint8_t* out) {
   }
 }
 
+// Writes nb blocks of type t at out. The type switch sits outside the per-block loops.
+void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
+  switch (t) {
+    case DType::F32: {
+      auto* y = reinterpret_cast<float*>(out);
+      for (int64_t i = 0; i < nb; ++i) y[i] = sd * r.normal();
+      break;
+    }
+    case DType::F16: {
+      for (int64_t i = 0; i < nb; ++i) {
+        uint16_t v = f32_to_fp16(sd * r.normal());
+        std::memcpy(out + 2 * i, &v, 2);
+      }
+      break;
+    }
+    case DType::BF16: {
+      for (int64_t i = 0; i < nb; ++i) {
+        uint16_t v = f32_to_bf16(sd * r.normal());
+        std::memcpy(out + 2 * i, &v, 2);
+      }
+      break;
+    }
+    case DType::Q8_0: {
+      BlockQ8_0 b;
+      b.d = scale_fp16(sd / kStdI8);
+      for (int64_t i = 0; i < nb; ++i) {
+        random_i8(r, b.qs, 32);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q4_0: {
+      BlockQ4_0 b;
+      const float d = fp16_to_f32(scale_fp16(sd / kStdU4));
+      const uint16_t pos = f32_to_fp16(d), neg = f32_to_fp16(-d);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        b.d = (v[0] & 1) ? neg : pos;  // random sign cancels the -0.5 code bias
+        std::memcpy(b.qs, v, 16);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::MXFP4: {
+      // Scale 2^(e-128) ~ sd / rms; between two exponents pick the larger with the
+      // probability that makes E[scale^2] exact.
+      const float s = sd / kRmsMxfp4;
+      const int k = int(std::floor(std::log2(s)));
+      const float lo = std::ldexp(1.0f, k), p = (s * s / (lo * lo) - 1.0f) / 3.0f;
+      const uint32_t threshold = uint32_t(std::clamp(p, 0.0f, 1.0f) * 4294967295.0f);
+      BlockMXFP4 b;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        b.e = uint8_t(std::clamp(k + 128 + (uint32_t(r.next() >> 32) < threshold ? 1 : 0), 1, 254));
+        std::memcpy(b.qs, v, 16);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    default:
+      for (int64_t i = 0; i < nb; ++i) fill_kquant_block(t, r, sd, out + i * block_geometry(t).block_bytes);
+      break;
+  }
+}
+
 }  // namespace
 
 bool fill_random(DType t, uint64_t seed, int64_t n_elems, float stddev, void* dst, ThreadPool* pool) {
@@ -207,7 +230,7 @@ bool fill_random(DType t, uint64_t seed, int64_t n_elems, float stddev, void* ds
       uint64_t s = seed ^ (uint64_t(c) * 0xd1342543de82ef95ULL);
       Rng r(splitmix64(s) ^ uint64_t(t));
       const int64_t b1 = std::min(nblocks, (c + 1) * chunk);
-      for (int64_t b = c * chunk; b < b1; ++b) fill_block(t, r, stddev, out + size_t(b) * tt->block_bytes);
+      fill_blocks(t, r, stddev, out + size_t(c * chunk) * tt->block_bytes, b1 - c * chunk);
     }
   };
   if (pool != nullptr) pool->parallel_for(nchunks, 1, body);

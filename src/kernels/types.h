@@ -7,10 +7,10 @@
 // K-quants, F16 for F16, BF16 for BF16, F32 for F32). n must be a multiple of the
 // block size of both types. Results match ggml's up to float summation order.
 //
-// vec_dot_x4(n, out, w, x, x_stride): out[k] = dot(w, x + k * x_stride) for k < 4,
-// one weight row against four activation rows (the batched matmul's inner kernel;
-// the weight is unpacked once). Never null: rows without a dedicated kernel call
-// vec_dot four times.
+// vec_dot_x4(n, out, w, x): out[k] = dot(w, x[k]) for k < 4, one weight row against
+// four activation rows anywhere in memory (the batched matmul's inner kernel; the
+// weight is unpacked once for all four). Never null: rows without a dedicated kernel
+// call vec_dot four times.
 //
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
@@ -26,7 +26,7 @@ namespace deltafin {
 using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* x);
-using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* x, size_t x_stride);
+using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* const* x);
 
 // Instruction sets a kernel can be built for; each table row records the best one
 // among its kernels.

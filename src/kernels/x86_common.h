@@ -83,16 +83,28 @@ inline __m128i k4_scales(const uint8_t* s) {
   return _mm_or_si128(low, high);
 }
 
-// Decoders of a 32-value weight block: signed int8 values (never -128) and the scale.
+// The fp16 scales (field d) of eight consecutive blocks as floats.
+template <class Block>
+inline __m256 fp16_scales8(const Block* b) {
+  alignas(16) uint16_t h[8];
+  DF_UNROLL
+  for (int k = 0; k < 8; ++k) h[k] = b[k].d;
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// Decoders of a 32-value weight block: signed int8 values (never -128) and the scale,
+// one block (d) or eight at once (d8).
 struct DecodeQ8_0 {
   using Block = BlockQ8_0;
   static __m256i q(const Block& b) { return loadu256(b.qs); }
   static float d(const Block& b) { return h2f(b.d); }
+  static __m256 d8(const Block* b) { return fp16_scales8(b); }
 };
 struct DecodeQ4_0 {
   using Block = BlockQ4_0;
   static __m256i q(const Block& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
   static float d(const Block& b) { return h2f(b.d); }
+  static __m256 d8(const Block* b) { return fp16_scales8(b); }
 };
 struct DecodeMXFP4 {
   using Block = BlockMXFP4;
@@ -101,48 +113,69 @@ struct DecodeMXFP4 {
     return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
   }
   static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
+  static __m256 d8(const Block* b) {  // 2^(e - 128): exponent field e - 1, subnormal below e = 2
+    alignas(16) uint32_t e[8];
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) e[k] = b[k].e;
+    __m256i ev = _mm256_load_si256(reinterpret_cast<const __m256i*>(e));
+    __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+    __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+    __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+  }
 };
 
-// out[t] = dot(w, x_t) for NT rows x_t = x + t * xs of Q8_0. Two accumulators per row
-// so the FMA latency chain does not limit the single-row (decode) case.
+// out[t] = dot(w, xp[t]) for NT activation rows of Q8_0. Scales are handled eight
+// blocks at a time (one vector product, then broadcasts from memory): done per block
+// in scalar code they cost as much as the dot itself. Two accumulators per row so the
+// FMA latency chain does not limit the single-row (decode) case.
 template <class Dec, int NT>
-void dot_q32(int64_t n, float* out, const void* w, const void* x, size_t xs) {
+void dot_q32(int64_t n, float* out, const void* w, const void* const* xp) {
   using Block = typename Dec::Block;
   const auto* a = static_cast<const Block*>(w);
   const BlockQ8_0* b[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) b[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(x) + t * xs);
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_0*>(xp[t]);
   const int64_t nb = n / kQ32;
   __m256 acc[NT][2];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  auto step = [&](int64_t i, int u) {
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    alignas(32) float d[NT][8];
+    const __m256 da = Dec::d8(a + i);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) _mm256_store_ps(d[t], _mm256_mul_ps(da, fp16_scales8(b[t] + i)));
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      __m256i qa = Dec::q(a[i + k]);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) {
+        __m256i p = dot_i8(qa, loadu256(b[t][i + k].qs));
+        acc[t][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][k]), _mm256_cvtepi32_ps(p), acc[t][k & 1]);
+      }
+    }
+  }
+  for (; i < nb; ++i) {
     __m256i qa = Dec::q(a[i]);
     float da = Dec::d(a[i]);
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       __m256i p = dot_i8(qa, loadu256(b[t][i].qs));
-      __m256 d = _mm256_set1_ps(da * h2f(b[t][i].d));
-      acc[t][u] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[t][u]);
+      acc[t][0] = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(b[t][i].d)), _mm256_cvtepi32_ps(p), acc[t][0]);
     }
-  };
-  int64_t i = 0;
-  for (; i + 1 < nb; i += 2) {
-    step(i, 0);
-    step(i + 1, 1);
   }
-  if (i < nb) step(i, 0);
   DF_UNROLL
   for (int t = 0; t < NT; ++t) out[t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
 template <class Dec>
 void dot_q32_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_q32<Dec, 1>(n, out, w, x, 0);
+  dot_q32<Dec, 1>(n, out, w, &x);
 }
 template <class Dec>
-void dot_q32_4(int64_t n, float* out, const void* w, const void* x, size_t xs) {
-  dot_q32<Dec, 4>(n, out, w, x, xs);
+void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_q32<Dec, 4>(n, out, w, xp);
 }
 
 // Four vectors of eight int32 (32 values) -> 32 saturated int8 in element order.

@@ -1,0 +1,166 @@
+// AArch64 Advanced SIMD kernels: F32, F16, the 32-value block types (Q8_0, Q4_0,
+// MXFP4 against Q8_0) and the Q8_0 activation quantizer. Other rows keep the scalar
+// reference. Uses SDOT where the target has it (__ARM_FEATURE_DOTPROD), else widening
+// multiplies. Built only on aarch64 (CMake drops *_neon.cpp elsewhere).
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "kernels/blocks.h"
+#include "kernels/kernels_impl.h"
+
+namespace deltafin::kern {
+namespace {
+
+// acc + four-way sums of products of signed bytes (lane i: a[4i..4i+3] . b[4i..4i+3]
+// with SDOT; pairwise-widened sums otherwise, which total the same).
+inline int32x4_t dot_i8(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+  int16x8_t hi = vmull_high_s8(a, b);
+  return vpadalq_s16(vpadalq_s16(acc, lo), hi);
+#endif
+}
+
+// Decoders of a 32-value weight block: elements 0..15 in lo, 16..31 in hi.
+struct DecodeQ8_0 {
+  using Block = BlockQ8_0;
+  static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
+    *lo = vld1q_s8(b.qs);
+    *hi = vld1q_s8(b.qs + 16);
+  }
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
+};
+struct DecodeQ4_0 {
+  using Block = BlockQ4_0;
+  static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
+    uint8x16_t raw = vld1q_u8(b.qs);
+    const int8x16_t eight = vdupq_n_s8(8);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(15))), eight);
+    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+  }
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
+};
+struct DecodeMXFP4 {
+  using Block = BlockMXFP4;
+  static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
+    const int8x16_t lut = vld1q_s8(kMxfp4Values);
+    uint8x16_t raw = vld1q_u8(b.qs);
+    *lo = vqtbl1q_s8(lut, vandq_u8(raw, vdupq_n_u8(15)));
+    *hi = vqtbl1q_s8(lut, vshrq_n_u8(raw, 4));
+  }
+  static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
+};
+
+template <class Dec, int NT>
+void dot_q32(int64_t n, float* out, const void* w, const void* const* xp) {
+  using Block = typename Dec::Block;
+  const auto* a = static_cast<const Block*>(w);
+  const BlockQ8_0* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_0*>(xp[t]);
+  float32x4_t acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int8x16_t lo, hi;
+    Dec::q(a[i], &lo, &hi);
+    const float da = Dec::d(a[i]);
+    for (int t = 0; t < NT; ++t) {
+      int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs));
+      s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 16));
+      acc[t] = vfmaq_n_f32(acc[t], vcvtq_f32_s32(s), da * fp16_to_f32(b[t][i].d));
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = vaddvq_f32(acc[t]);
+}
+
+template <class Dec>
+void dot_q32_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_q32<Dec, 1>(n, out, w, &x);
+}
+template <class Dec>
+void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_q32<Dec, 4>(n, out, w, xp);
+}
+
+// Same float operations as from_float_q8_0_ref; vcvtnq rounds to nearest even as
+// nearbyint does, so the bytes match.
+void quantize_q8_0_neon(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = vld1q_f32(x + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    const float d = vmaxvq_f32(m) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int k = 0; k < 8; k += 2) {
+      int32x4_t q0 = vcvtnq_s32_f32(vmulq_n_f32(v[k], id));
+      int32x4_t q1 = vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id));
+      int16x8_t q16 = vcombine_s16(vqmovn_s32(q0), vqmovn_s32(q1));
+      vst1_s8(y[i].qs + 4 * k, vqmovn_s16(q16));
+    }
+  }
+}
+
+// Float rows: four accumulators for one row, one per row for four.
+inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
+inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+inline float scalar(float v) { return v; }
+inline float scalar(uint16_t v) { return fp16_to_f32(v); }
+
+template <class T, int NT>
+void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
+  const T* a = static_cast<const T*>(w);
+  const T* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
+  constexpr int U = NT == 1 ? 4 : 1;
+  float32x4_t acc[NT][U];
+  for (int t = 0; t < NT; ++t)
+    for (int u = 0; u < U; ++u) acc[t][u] = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 4 * U <= n; i += 4 * U) {
+    for (int u = 0; u < U; ++u) {
+      float32x4_t va = load4(a + i + 4 * u);
+      for (int t = 0; t < NT; ++t) acc[t][u] = vfmaq_f32(acc[t][u], va, load4(b[t] + i + 4 * u));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    for (int u = 1; u < U; ++u) acc[t][0] = vaddq_f32(acc[t][0], acc[t][u]);
+    float s = vaddvq_f32(acc[t][0]);
+    for (int64_t j = i; j < n; ++j) s += scalar(a[j]) * scalar(b[t][j]);
+    out[t] = s;
+  }
+}
+
+template <class T>
+void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_float<T, 1>(n, out, w, &x);
+}
+template <class T>
+void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_float<T, 4>(n, out, w, xp);
+}
+
+}  // namespace
+
+void install_neon(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.vec_dot = dot;
+    r.vec_dot_x4 = dot4;
+    r.isa = Isa::NEON;
+  };
+  set(DType::F32, dot_float_1<float>, dot_float_4<float>);
+  set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>);
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
+  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
+  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);
+  t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_neon;
+}
+
+}  // namespace deltafin::kern
