@@ -137,7 +137,7 @@ class Llama final : public Model {
     const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv, qkv_w = q_w + 2 * kv_w;
     const size_t N = size_t(n);
     std::vector<float> x(N * size_t(E)), h(N * size_t(E)), q(N * size_t(q_w)), k(N * size_t(kv_w)),
-        v(N * size_t(kv_w)), att(N * size_t(q_w)), o(N * size_t(E)), rope_c(size_t(HD));
+        v(N * size_t(kv_w)), att(N * size_t(q_w)), o(N * size_t(E)), rope_c(static_cast<size_t>(HD));
     std::vector<float> qkv, rl, rw;
     std::vector<int32_t> sel;
     if (c_.n_expert > 0) {
