@@ -1,10 +1,212 @@
+// deltafin bench: throughput in llama-bench's manner, with the expert store's view.
+//   pp N: one forward pass over N random prompt tokens (batches of -b);
+//   tg N: N random tokens generated one at a time from an empty context.
+// Each test runs -r times (after one unmeasured warm-up run unless --no-warmup) and
+// prints a table row, or with --json one JSON object per test on stdout:
+//   {"test": "tg", "n": 16, "tokens_per_second": 3.9, "bytes_read": ..., "hit_rate": ...}
+// Bytes, hit rate, GB/s and I/O wait are the expert store's counters over the
+// measured runs; GB/s is bytes over the time at least one read was in flight.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "commands.h"
+#include "runtime/engine.h"
+#include "store_options.h"
+#include "tool_common.h"
 
 namespace deltafin::tools {
 
+namespace {
+
+struct TestResult {
+  std::string test;
+  int n = 0;
+  std::vector<double> tps;  // tokens per second, per repetition
+  double seconds = 0;       // measured wall time, all repetitions
+  StoreStats io;            // store counters over the measured repetitions
+};
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru;
+  ::getrusage(RUSAGE_SELF, &ru);
+  return uint64_t(ru.ru_maxrss) * 1024;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    if (j > i) v.push_back(std::stoi(s.substr(i, j - i)));
+    i = j + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
 Command add_bench(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("bench", "(not implemented yet)");
-  return {sub, [] { std::fprintf(stderr, "error: 'bench' is not implemented yet\n"); return 2; }};
+  struct Opts {
+    std::string model, pp = "512", tg = "128";
+    int reps = 5, threads = 0, batch = 512;
+    uint64_t seed = 1234;
+    bool json = false, no_warmup = false, cold = false;
+    StoreCli store;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation throughput and expert streaming");
+  sub->add_option("-m,--model", o->model, "Model .gguf")->required();
+  sub->add_option("-p,--n-prompt", o->pp, "Prompt lengths to test, comma-separated (0: none)")->capture_default_str();
+  sub->add_option("-n,--n-gen", o->tg, "Generation lengths to test, comma-separated (0: none)")->capture_default_str();
+  sub->add_option("-r,--repetitions", o->reps, "Measured runs per test")->capture_default_str();
+  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("--seed", o->seed, "Seed of the random tokens")->capture_default_str();
+  sub->add_flag("--json", o->json, "One JSON object per test on stdout instead of the table");
+  sub->add_flag("--no-warmup", o->no_warmup, "Measure from the first run");
+  sub->add_flag("--cold", o->cold, "Empty the expert cache before every run");
+  add_store_options(sub, o->store);
+  return {sub, [o] {
+            EngineOptions eo;
+            eo.threads = o->threads;
+            // Benchmarks do not read or write the usage profile unless asked to.
+            DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo, ""));
+            std::vector<int> pps, tgs;
+            try {
+              pps = parse_list(o->pp);
+              tgs = parse_list(o->tg);
+            } catch (...) {
+              fmt::print(stderr, "error: bad -p/-n list\n");
+              return 2;
+            }
+            if (o->reps < 1) {
+              fmt::print(stderr, "error: -r must be at least 1\n");
+              return 2;
+            }
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            Model& model = engine->model();
+            StreamingExpertStore* store = engine->streaming_store();
+            const ModelInfo& mi = model.info();
+            const int64_t V = mi.n_vocab;
+            std::mt19937_64 rng(o->seed);
+            std::uniform_int_distribution<int32_t> tok_dist(0, int32_t(V - 1));
+
+            auto run_once = [&](const std::string& test, int n, double* secs) -> Status {
+              std::vector<int32_t> toks(static_cast<size_t>(n));
+              for (auto& t : toks) t = tok_dist(rng);
+              auto st = model.new_state(n);
+              std::vector<float> logits(static_cast<size_t>(V));
+              if (o->cold && store) store->drop_cache();
+              const auto t0 = std::chrono::steady_clock::now();
+              if (test == "pp") {
+                for (int i = 0; i < n; i += o->batch) {
+                  const int b = std::min(o->batch, n - i);
+                  DF_TRY(model.forward(*st, &toks[size_t(i)], b, logits.data(), false));
+                }
+              } else {
+                for (int i = 0; i < n; ++i) DF_TRY(model.forward(*st, &toks[size_t(i)], 1, logits.data(), false));
+              }
+              *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              return {};
+            };
+
+            std::vector<std::pair<std::string, int>> tests;
+            for (int n : pps)
+              if (n > 0) tests.push_back({"pp", n});
+            for (int n : tgs)
+              if (n > 0) tests.push_back({"tg", n});
+
+            const uint64_t mem = eo.mem_bytes == EngineOptions::kMemAuto ? 0 : eo.mem_bytes;
+            const std::string mem_s = store ? fmt::format("{:.3f} GB", (mem ? mem : default_mem_budget()) / 1e9)
+                                            : std::string("resident");
+            const uint64_t file_bytes = engine->file().total_bytes();
+            if (!o->json) {
+              fmt::print("model: {} ({}, {:.3f} GB: core {:.3f} GB, experts {:.3f} GB, {:.2f} MB per expert)\n",
+                         o->model, mi.arch, file_bytes / 1e9, mi.core_bytes / 1e9, mi.expert_bytes / 1e9,
+                         mi.bytes_per_expert / 1e6);
+              if (store) {
+                const StoreStats s0 = store->stats();
+                fmt::print("expert store: --mem {}, cache of {} experts ({:.1f} MB{}), policy {}, {}\n", mem_s,
+                           s0.slots, s0.slots * double(s0.slot_bytes) / 1e6,
+                           s0.slots >= mi.n_expert * mi.n_moe_layers ? ", holds every expert" : "",
+                           cache_policy_name(eo.stream.policy), s0.direct ? "O_DIRECT" : "buffered reads, pages dropped");
+              }
+              fmt::print("\n| {:>5} | {:>10} | {:>8} | {:>7} | {:>10} | {:>7} | {:>8} |\n", "test", "t/s", "+/-",
+                         "hit %", "MB/token", "GB/s", "I/O wait");
+              fmt::print("| {:->5} | {:->10} | {:->8} | {:->7} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "", "",
+                         "");
+            }
+            for (auto& [test, n] : tests) {
+              TestResult r;
+              r.test = test;
+              r.n = n;
+              double secs = 0;
+              if (!o->no_warmup) DF_CHECK_OR_EXIT(run_once(test, n, &secs));
+              const StoreStats before = store ? store->stats() : StoreStats{};
+              for (int rep = 0; rep < o->reps; ++rep) {
+                DF_CHECK_OR_EXIT(run_once(test, n, &secs));
+                r.tps.push_back(n / std::max(secs, 1e-9));
+                r.seconds += secs;
+              }
+              if (store) r.io = store->stats() - before;
+              double mean = 0, var = 0;
+              for (double v : r.tps) mean += v;
+              mean /= double(r.tps.size());
+              for (double v : r.tps) var += (v - mean) * (v - mean);
+              const double sd = r.tps.size() > 1 ? std::sqrt(var / double(r.tps.size() - 1)) : 0.0;
+              const double tokens = double(n) * o->reps;
+              const double per_tok = double(r.io.bytes_read) / tokens;
+              const double hit = store ? r.io.hit_rate() : 1.0;
+              const double wait_frac = r.seconds > 0 ? r.io.wait_s / r.seconds : 0.0;
+              if (o->json) {
+                nlohmann::json j;
+                j["model"] = o->model;
+                j["arch"] = mi.arch;
+                j["model_bytes"] = file_bytes;
+                j["test"] = test;
+                j["n"] = n;
+                j["reps"] = o->reps;
+                j["tokens_per_second"] = mean;
+                j["stddev"] = sd;
+                j["samples_ts"] = r.tps;
+                j["mem"] = store ? (mem ? mem : default_mem_budget()) : 0;
+                j["streaming"] = store != nullptr;
+                j["cache_policy"] = cache_policy_name(eo.stream.policy);
+                j["cache_slots"] = r.io.slots;
+                j["bytes_read"] = r.io.bytes_read;
+                j["bytes_per_token"] = per_tok;
+                j["hits"] = r.io.hits;
+                j["misses"] = r.io.misses;
+                j["hit_rate"] = hit;
+                j["evictions"] = r.io.evictions;
+                j["read_gbps"] = r.io.read_gbps();
+                j["io_busy_s"] = r.io.read_busy_s;
+                j["io_wait_s"] = r.io.wait_s;
+                j["io_wait_fraction"] = wait_frac;
+                j["seconds"] = r.seconds;
+                j["direct_io"] = r.io.direct;
+                j["peak_rss"] = peak_rss_bytes();
+                fmt::print("{}\n", j.dump());
+              } else {
+                fmt::print("| {:>5} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n",
+                           fmt::format("{}{}", test, n), mean, sd, 100.0 * hit, per_tok / 1e6, r.io.read_gbps(),
+                           100.0 * wait_frac);
+              }
+              std::fflush(stdout);
+            }
+            const uint64_t rss = peak_rss_bytes();
+            if (!o->json) fmt::print("\npeak RSS {:.3f} GB\n", rss / 1e9);
+            if (store && mem && rss > mem)
+              fmt::print(stderr, "warning: peak RSS {:.2f} GB exceeded --mem {:.2f} GB\n", rss / 1e9, mem / 1e9);
+            return 0;
+          }};
 }
 
 }  // namespace deltafin::tools

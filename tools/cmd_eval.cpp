@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "runtime/engine.h"
+#include "store_options.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
@@ -15,7 +16,8 @@ Command add_eval(CLI::App& app) {
   struct Opts {
     std::string model, ids, prompt;
     int top = 10, batch = 0, threads = 0, ctx = 0;
-    bool all = false;
+    bool all = false, stats = false;
+    StoreCli store;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a token sequence and print top-K logits as JSON lines");
@@ -27,8 +29,13 @@ Command add_eval(CLI::App& app) {
   sub->add_option("-b,--batch", o->batch, "Tokens per forward pass (default: all at once; 1 = one by one)");
   sub->add_option("-t,--threads", o->threads, "Threads");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size (default: the sequence length)");
+  sub->add_flag("--stats", o->stats, "Print expert cache statistics to stderr");
+  add_store_options(sub, o->store);
   return {sub, [o] {
-            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, {o->threads, nullptr}));
+            EngineOptions eo;
+            eo.threads = o->threads;
+            DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             std::vector<int32_t> ids;
             if (!o->ids.empty()) {
               DF_ASSIGN_OR_EXIT(ids, parse_ids(o->ids));
@@ -64,6 +71,8 @@ Command add_eval(CLI::App& app) {
                 std::fputs(line.c_str(), stdout);
               }
             }
+            if (o->stats)
+              if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
             return 0;
           }};
 }

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "store_options.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
@@ -19,6 +20,7 @@ Command add_run(CLI::App& app) {
     bool stats = false, ignore_eos = false;
     std::vector<std::string> stop;
     SamplingParams sp;
+    StoreCli store;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
@@ -40,7 +42,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("-s,--seed", o->sp.seed, "Random seed");
   sub->add_option("--stop", o->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-text");
-  sub->add_flag("--stats", o->stats, "Print timing statistics to stderr");
+  sub->add_flag("--stats", o->stats, "Print timing and expert cache statistics to stderr");
+  add_store_options(sub, o->store);
   return {sub, [o] {
             std::string prompt = o->prompt;
             if (!o->file.empty()) {
@@ -57,7 +60,10 @@ Command add_run(CLI::App& app) {
               fmt::print(stderr, "error: give a prompt with -p TEXT or -f FILE\n");
               return 2;
             }
-            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, {o->threads, nullptr}));
+            EngineOptions eo;
+            eo.threads = o->threads;
+            DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
             auto state = engine->model().new_state(o->ctx);
@@ -82,6 +88,7 @@ Command add_run(CLI::App& app) {
               fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,
                          st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
               fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
+              if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
             }
             return 0;
           }};

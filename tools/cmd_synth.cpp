@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "format/gguf_writer.h"
 #include "synth/synth.h"
 
 namespace deltafin::tools {
@@ -9,7 +10,7 @@ namespace deltafin::tools {
 Command add_synth(CLI::App& app) {
   struct Opts {
     std::string preset = "tiny", arch, out, type, expert_type, vocab, size;
-    int layers = 0, experts = 0, used = 0, threads = 0;
+    int layers = 0, experts = 0, used = 0, threads = 0, split = 0;
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
     float skew = -1;
@@ -33,6 +34,7 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("--split", o->split, "Write N parts NAME-0000k-of-0000N.gguf instead (llama.cpp gguf-split layout)");
   return {sub, [o] {
             SynthSpec s;
             if (!synth_preset(o->preset, o->arch, &s)) {
@@ -63,6 +65,7 @@ Command add_synth(CLI::App& app) {
             ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
             SynthReport r;
             Status st = synth_model(s, o->out, pool, &r);
+            if (st.ok() && o->split > 1) st = split_gguf(o->out, o->split, {.out_prefix = "", .remove_input = true});
             if (!st.ok()) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;

@@ -1,6 +1,7 @@
 #include "format/gguf.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <set>
 
@@ -50,6 +51,31 @@ GGUFValue GGUFValue::float_array(std::vector<double> v) {
 }
 GGUFValue GGUFValue::string_array(std::vector<std::string> v) {
   GGUFValue x; x.type = GGUFType::ARRAY; x.elem_type = GGUFType::STRING; x.strings = std::move(v); return x;
+}
+
+static bool same_float(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+bool gguf_values_equal(const GGUFValue& a, const GGUFValue& b) {
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case GGUFType::STRING: return a.s == b.s;
+    case GGUFType::F32: case GGUFType::F64: return same_float(a.f, b.f);
+    case GGUFType::ARRAY: break;
+    default: return a.i == b.i;
+  }
+  if (a.elem_type != b.elem_type || a.array_size() != b.array_size()) return false;
+  switch (a.elem_type) {
+    case GGUFType::STRING: return a.strings == b.strings;
+    case GGUFType::F32: case GGUFType::F64:
+      for (size_t k = 0; k < a.floats.size(); ++k)
+        if (!same_float(a.floats[k], b.floats[k])) return false;
+      return true;
+    case GGUFType::ARRAY:
+      for (size_t k = 0; k < a.arrays.size(); ++k)
+        if (!gguf_values_equal(a.arrays[k], b.arrays[k])) return false;
+      return true;
+    default: return a.ints == b.ints;
+  }
 }
 
 const GGUFValue* GGUFFile::find(const std::string& key) const {
@@ -120,19 +146,23 @@ std::string GGUFFile::string_or(const std::string& key, const std::string& def) 
 
 namespace {
 
-// Sequential reader over a ByteSource with a bounded buffer. Tracks the absolute
-// offset so errors can name it.
+// Sequential reader over a ByteSource with a bounded buffer (1 MiB): the file is
+// never mapped nor read whole. Tracks the absolute offset and the item being read
+// (a key or tensor name) so that every error names the field, the item and the offset.
 class Cursor {
  public:
   explicit Cursor(ByteSource& src) : src_(src), size_(src.size()) {}
   uint64_t offset() const { return pos_; }
   uint64_t remaining() const { return size_ - pos_; }
   const std::string& name() const { return src_.name(); }
+  // " of metadata key 'x'" / " of tensor 'y'" / "": appended to field names in errors.
+  void set_item(std::string item) { item_ = std::move(item); }
+  const std::string& item() const { return item_; }
 
   Status read(void* dst, uint64_t n, const char* what) {
     if (n > remaining())
-      return make_error("{}: truncated file: {} needs {} bytes at offset {}, only {} remain",
-                        name(), what, n, pos_, remaining());
+      return make_error("{}: truncated file: {}{} needs {} bytes at offset {}, only {} remain",
+                        name(), what, item_, n, pos_, remaining());
     auto* out = static_cast<char*>(dst);
     while (n > 0) {
       if (buf_pos_ >= buf_.size()) DF_TRY(fill());
@@ -148,15 +178,20 @@ class Cursor {
   template <typename T>
   Status get(T* v, const char* what) { return read(v, sizeof(T), what); }
 
-  Result<std::string> string(uint64_t max_len, const std::string& what) {
+  // A GGUF string: u64 length, then the bytes (not NUL-terminated). The length is
+  // checked against `max_len` and the bytes left before anything is allocated.
+  Result<std::string> string(uint64_t max_len, const char* what) {
     uint64_t start = pos_;
     uint64_t len = 0;
-    DF_TRY(get(&len, "string length"));
-    if (len > max_len || len > remaining())
-      return make_error("{}: {} at offset {} has length {}, which is {}", name(), what, start, len,
-                        len > remaining() ? "past the end of the file" : "larger than allowed");
+    DF_TRY(get(&len, what));
+    if (len > remaining())
+      return make_error("{}: {}{} at offset {} has length {}, past the end of the file ({} bytes remain)",
+                        name(), what, item_, start, len, remaining());
+    if (len > max_len)
+      return make_error("{}: {}{} at offset {} has length {}, more than the limit of {}", name(), what,
+                        item_, start, len, max_len);
     std::string s(len, '\0');
-    DF_TRY(read(s.data(), len, "string bytes"));
+    DF_TRY(read(s.data(), len, what));
     return s;
   }
 
@@ -173,8 +208,11 @@ class Cursor {
   uint64_t pos_ = 0;
   std::vector<char> buf_;
   size_t buf_pos_ = 0;
+  std::string item_;
 };
 
+// Fewest bytes one element of type t takes on disk: a string is at least its
+// length, an array at least its element type and count.
 uint64_t min_elem_bytes(GGUFType t) {
   switch (t) {
     case GGUFType::U8: case GGUFType::I8: case GGUFType::BOOL: return 1;
@@ -188,83 +226,103 @@ uint64_t min_elem_bytes(GGUFType t) {
 
 bool valid_type(uint32_t t) { return t <= 12; }
 
-Status read_scalar(Cursor& c, GGUFType t, GGUFValue* v, const std::string& key) {
+// Vectors grow as elements are read, never to a count taken from the file, so memory
+// stays proportional to the bytes actually consumed.
+constexpr uint64_t kMaxReserve = 1 << 16;
+
+Status read_scalar(Cursor& c, GGUFType t, GGUFValue* v, const GGUFParseLimits& lim) {
   switch (t) {
-    case GGUFType::U8: { uint8_t x; DF_TRY(c.get(&x, "u8")); v->i = x; break; }
-    case GGUFType::I8: { int8_t x; DF_TRY(c.get(&x, "i8")); v->i = x; break; }
-    case GGUFType::U16: { uint16_t x; DF_TRY(c.get(&x, "u16")); v->i = x; break; }
-    case GGUFType::I16: { int16_t x; DF_TRY(c.get(&x, "i16")); v->i = x; break; }
-    case GGUFType::U32: { uint32_t x; DF_TRY(c.get(&x, "u32")); v->i = x; break; }
-    case GGUFType::I32: { int32_t x; DF_TRY(c.get(&x, "i32")); v->i = x; break; }
-    case GGUFType::U64: { uint64_t x; DF_TRY(c.get(&x, "u64")); v->i = int64_t(x); break; }
-    case GGUFType::I64: { int64_t x; DF_TRY(c.get(&x, "i64")); v->i = x; break; }
-    case GGUFType::F32: { float x; DF_TRY(c.get(&x, "f32")); v->f = x; break; }
-    case GGUFType::F64: { double x; DF_TRY(c.get(&x, "f64")); v->f = x; break; }
+    case GGUFType::U8: { uint8_t x; DF_TRY(c.get(&x, "u8 value")); v->i = x; break; }
+    case GGUFType::I8: { int8_t x; DF_TRY(c.get(&x, "i8 value")); v->i = x; break; }
+    case GGUFType::U16: { uint16_t x; DF_TRY(c.get(&x, "u16 value")); v->i = x; break; }
+    case GGUFType::I16: { int16_t x; DF_TRY(c.get(&x, "i16 value")); v->i = x; break; }
+    case GGUFType::U32: { uint32_t x; DF_TRY(c.get(&x, "u32 value")); v->i = x; break; }
+    case GGUFType::I32: { int32_t x; DF_TRY(c.get(&x, "i32 value")); v->i = x; break; }
+    case GGUFType::U64: { uint64_t x; DF_TRY(c.get(&x, "u64 value")); v->i = int64_t(x); break; }
+    case GGUFType::I64: { int64_t x; DF_TRY(c.get(&x, "i64 value")); v->i = x; break; }
+    case GGUFType::F32: { float x; DF_TRY(c.get(&x, "f32 value")); v->f = x; break; }
+    case GGUFType::F64: { double x; DF_TRY(c.get(&x, "f64 value")); v->f = x; break; }
     case GGUFType::BOOL: {
       uint8_t x;
       uint64_t at = c.offset();
-      DF_TRY(c.get(&x, "bool"));
-      if (x > 1) return make_error("{}: key '{}': bool at offset {} has value {}", c.name(), key, at, x);
+      DF_TRY(c.get(&x, "bool value"));
+      if (x > 1)
+        return make_error("{}: bool value{} at offset {} is {} (must be 0 or 1)", c.name(), c.item(), at, x);
       v->i = x;
       break;
     }
     case GGUFType::STRING: {
-      DF_ASSIGN(v->s, c.string(GGUFParseLimits{}.max_string, "value of key '" + key + "'"));
+      DF_ASSIGN(v->s, c.string(lim.max_string, "string value"));
       break;
     }
-    case GGUFType::ARRAY: break;  // handled by the caller
+    case GGUFType::ARRAY: break;  // handled by read_value
   }
   return {};
 }
 
-Status read_value(Cursor& c, GGUFType t, GGUFValue* v, const std::string& key,
-                  const GGUFParseLimits& lim, int depth) {
+Status read_value(Cursor& c, GGUFType t, GGUFValue* v, const GGUFParseLimits& lim, int depth) {
   v->type = t;
-  if (t != GGUFType::ARRAY) return read_scalar(c, t, v, key);
-  if (depth >= lim.max_array_depth)
-    return make_error("{}: key '{}': arrays nested deeper than {} at offset {}", c.name(), key,
-                      lim.max_array_depth, c.offset());
+  if (t != GGUFType::ARRAY) return read_scalar(c, t, v, lim);
   uint64_t at = c.offset();
+  if (depth >= lim.max_array_depth)
+    return make_error("{}: array{} at offset {} is nested deeper than {} levels", c.name(), c.item(), at,
+                      lim.max_array_depth);
   uint32_t et = 0;
   uint64_t n = 0;
-  DF_TRY(c.get(&et, "array type"));
+  DF_TRY(c.get(&et, "array element type"));
   if (!valid_type(et))
-    return make_error("{}: key '{}': unknown array element type {} at offset {}", c.name(), key, et, at);
+    return make_error("{}: array{} at offset {} has unknown element type {}", c.name(), c.item(), at, et);
   DF_TRY(c.get(&n, "array length"));
   v->elem_type = static_cast<GGUFType>(et);
-  if (n > lim.max_array || n * min_elem_bytes(v->elem_type) > c.remaining())
-    return make_error("{}: key '{}': array of {} {} elements at offset {} does not fit in the file",
-                      c.name(), key, n, gguf_type_name(v->elem_type), at);
+  if (n > lim.max_array)
+    return make_error("{}: array length{} at offset {} is {}, more than the limit of {}", c.name(),
+                      c.item(), at + 4, n, lim.max_array);
+  if (n > c.remaining() / min_elem_bytes(v->elem_type))
+    return make_error("{}: array length{} at offset {} is {}: {} {} elements do not fit in the {} bytes "
+                      "left in the file", c.name(), c.item(), at + 4, n, n, gguf_type_name(v->elem_type),
+                      c.remaining());
+  uint64_t reserve = std::min(n, kMaxReserve);
   GGUFValue tmp;
   switch (v->elem_type) {
     case GGUFType::STRING:
-      v->strings.reserve(n);
+      v->strings.reserve(reserve);
       for (uint64_t k = 0; k < n; ++k) {
-        DF_ASSIGN(std::string s, c.string(lim.max_string, "element of key '" + key + "'"));
+        DF_ASSIGN(std::string s, c.string(lim.max_string, "array string"));
         v->strings.push_back(std::move(s));
       }
       break;
     case GGUFType::F32:
     case GGUFType::F64:
-      v->floats.resize(n);
+      v->floats.reserve(reserve);
       for (uint64_t k = 0; k < n; ++k) {
-        DF_TRY(read_scalar(c, v->elem_type, &tmp, key));
-        v->floats[k] = tmp.f;
+        DF_TRY(read_scalar(c, v->elem_type, &tmp, lim));
+        v->floats.push_back(tmp.f);
       }
       break;
     case GGUFType::ARRAY:
-      v->arrays.resize(n);
-      for (uint64_t k = 0; k < n; ++k) DF_TRY(read_value(c, GGUFType::ARRAY, &v->arrays[k], key, lim, depth + 1));
+      v->arrays.reserve(std::min<uint64_t>(n, 64));
+      for (uint64_t k = 0; k < n; ++k) {
+        v->arrays.emplace_back();
+        DF_TRY(read_value(c, GGUFType::ARRAY, &v->arrays.back(), lim, depth + 1));
+      }
       break;
     default:
-      v->ints.resize(n);
+      v->ints.reserve(reserve);
       for (uint64_t k = 0; k < n; ++k) {
-        DF_TRY(read_scalar(c, v->elem_type, &tmp, key));
-        v->ints[k] = tmp.i;
+        DF_TRY(read_scalar(c, v->elem_type, &tmp, lim));
+        v->ints.push_back(tmp.i);
       }
       break;
   }
   return {};
+}
+
+constexpr uint64_t kMaxNameLen = 65535;
+constexpr uint64_t kMaxAlignment = 1 << 20;
+
+bool alignment_ok(const GGUFValue& a) {
+  return is_int_type(a.type) && a.type != GGUFType::BOOL && a.i > 0 && uint64_t(a.i) <= kMaxAlignment &&
+         (a.i & (a.i - 1)) == 0;
 }
 
 }  // namespace
@@ -277,93 +335,119 @@ Result<GGUFFile> parse_gguf(ByteSource& src, const GGUFParseLimits& lim) {
   if (std::memcmp(magic, "GGUF", 4) != 0)
     return make_error("{}: not a GGUF file (magic at offset 0 is not 'GGUF')", src.name());
   DF_TRY(c.get(&f.version, "version"));
-  if (f.version != 2 && f.version != 3)
+  if (f.version != 2 && f.version != 3) {
+    // A big-endian file (GGUF v3 allows them) reads as a byte-swapped version.
+    uint32_t swapped = __builtin_bswap32(f.version);
+    if (swapped == 2 || swapped == 3)
+      return make_error("{}: big-endian GGUF (version {} at offset 4, byte-swapped) is not supported",
+                        src.name(), swapped);
     return make_error("{}: unsupported GGUF version {} at offset 4 (supported: 2, 3)", src.name(), f.version);
+  }
   uint64_t n_tensors = 0, n_kv = 0;
   DF_TRY(c.get(&n_tensors, "tensor count"));
   DF_TRY(c.get(&n_kv, "metadata count"));
-  // Each kv takes at least 12 bytes, each tensor info at least 28.
-  if (n_kv > lim.max_kv || n_kv * 12 > c.remaining())
-    return make_error("{}: metadata count {} at offset 16 is impossible for a file of {} bytes",
-                      src.name(), n_kv, src.size());
-  if (n_tensors > lim.max_tensors || n_tensors * 28 > c.remaining())
-    return make_error("{}: tensor count {} at offset 8 is impossible for a file of {} bytes",
-                      src.name(), n_tensors, src.size());
+  // Each kv takes at least 13 bytes (key length, type, one byte of value), each
+  // tensor info at least 32 (name length, dims, one dim, type, offset).
+  if (n_kv > lim.max_kv || n_kv > c.remaining() / 13)
+    return make_error("{}: metadata count {} at offset 16 is impossible for a file of {} bytes (limit {})",
+                      src.name(), n_kv, src.size(), lim.max_kv);
+  if (n_tensors > lim.max_tensors || n_tensors > c.remaining() / 32)
+    return make_error("{}: tensor count {} at offset 8 is impossible for a file of {} bytes (limit {})",
+                      src.name(), n_tensors, src.size(), lim.max_tensors);
 
   for (uint64_t k = 0; k < n_kv; ++k) {
     uint64_t at = c.offset();
-    DF_ASSIGN(std::string key, c.string(65535, "metadata key"));
+    c.set_item(fmt::format(" of metadata entry {}", k));
+    DF_ASSIGN(std::string key, c.string(kMaxNameLen, "metadata key"));
+    c.set_item(fmt::format(" of metadata key '{}'", key));
     uint32_t t = 0;
+    uint64_t type_at = c.offset();
     DF_TRY(c.get(&t, "value type"));
     if (!valid_type(t))
-      return make_error("{}: key '{}' at offset {} has unknown value type {}", src.name(), key, at, t);
+      return make_error("{}: metadata key '{}' (entry at offset {}) has unknown value type {} at offset {}",
+                        src.name(), key, at, t, type_at);
     GGUFValue v;
-    DF_TRY(read_value(c, static_cast<GGUFType>(t), &v, key, lim, 0));
+    DF_TRY(read_value(c, static_cast<GGUFType>(t), &v, lim, 0));
     if (f.kv.count(key)) return make_error("{}: duplicate metadata key '{}' at offset {}", src.name(), key, at);
     f.keys.push_back(key);
     f.kv.emplace(std::move(key), std::move(v));
   }
+  c.set_item("");
 
   if (const GGUFValue* a = f.find("general.alignment")) {
-    if (!is_int_type(a->type) || a->i <= 0 || a->i > (1 << 20) || (a->i & (a->i - 1)) != 0)
-      return make_error("{}: general.alignment must be a power of two, got {}", src.name(), a->i);
+    if (!alignment_ok(*a))
+      return make_error("{}: general.alignment must be a power of two up to {}, got {} {}", src.name(),
+                        kMaxAlignment, gguf_type_name(a->type),
+                        is_int_type(a->type) ? std::to_string(a->i) : std::string("value"));
     f.alignment = static_cast<uint32_t>(a->i);
   }
 
   std::set<std::string> names;
-  f.tensors.resize(n_tensors);
+  std::vector<uint64_t> info_at(n_tensors);
+  f.tensors.reserve(n_tensors);
   for (uint64_t k = 0; k < n_tensors; ++k) {
-    GGUFTensorInfo& ti = f.tensors[k];
-    uint64_t at = c.offset();
-    DF_ASSIGN(ti.name, c.string(65535, "tensor name"));
+    GGUFTensorInfo& ti = f.tensors.emplace_back();
+    uint64_t at = info_at[k] = c.offset();
+    c.set_item(fmt::format(" of tensor info {}", k));
+    DF_ASSIGN(ti.name, c.string(kMaxNameLen, "tensor name"));
+    c.set_item(fmt::format(" of tensor '{}'", ti.name));
     if (!names.insert(ti.name).second)
       return make_error("{}: duplicate tensor name '{}' at offset {}", src.name(), ti.name, at);
-    DF_TRY(c.get(&ti.n_dims, "tensor dims"));
+    DF_TRY(c.get(&ti.n_dims, "dimension count"));
     if (ti.n_dims == 0 || ti.n_dims > kMaxDims)
-      return make_error("{}: tensor '{}' at offset {} has {} dimensions (1..4 allowed)", src.name(),
-                        ti.name, at, ti.n_dims);
+      return make_error("{}: tensor '{}' (info at offset {}) has dimension count {} at offset {} (1..{} allowed)",
+                        src.name(), ti.name, at, ti.n_dims, c.offset() - 4, kMaxDims);
     uint64_t total = 1;
     for (uint32_t d = 0; d < ti.n_dims; ++d) {
       uint64_t n = 0;
-      DF_TRY(c.get(&n, "tensor dim"));
+      DF_TRY(c.get(&n, "dimension"));
       if (n == 0 || n > (uint64_t(1) << 40) || total > (uint64_t(1) << 50) / n)
-        return make_error("{}: tensor '{}' at offset {} has an impossible shape (dim {} = {})",
-                          src.name(), ti.name, at, d, n);
+        return make_error("{}: tensor '{}' (info at offset {}) has an impossible shape: dimension {} = {} "
+                          "at offset {}", src.name(), ti.name, at, d, n, c.offset() - 8);
       ti.ne[d] = static_cast<int64_t>(n);
       total *= n;
     }
     uint32_t type = 0;
-    DF_TRY(c.get(&type, "tensor type"));
+    DF_TRY(c.get(&type, "type"));
     if (!dtype_known(type))
-      return make_error("{}: tensor '{}' at offset {} has unknown type id {}", src.name(), ti.name, at, type);
+      return make_error("{}: tensor '{}' (info at offset {}) has unknown type id {} at offset {}", src.name(),
+                        ti.name, at, type, c.offset() - 4);
     ti.type = static_cast<DType>(type);
     BlockGeometry g = block_geometry(ti.type);
     if (ti.ne[0] % g.block_elems != 0)
-      return make_error("{}: tensor '{}' row length {} is not a multiple of the {} block size {}",
-                        src.name(), ti.name, ti.ne[0], dtype_name(ti.type), g.block_elems);
+      return make_error("{}: tensor '{}' (info at offset {}) has row length {}, not a multiple of the {} "
+                        "block size {}", src.name(), ti.name, at, ti.ne[0], dtype_name(ti.type), g.block_elems);
     ti.bytes = total / g.block_elems * g.block_bytes;
-    DF_TRY(c.get(&ti.offset, "tensor offset"));
+    DF_TRY(c.get(&ti.offset, "data offset"));
     if (ti.offset % f.alignment != 0)
-      return make_error("{}: tensor '{}' data offset {} is not aligned to {}", src.name(), ti.name,
-                        ti.offset, f.alignment);
+      return make_error("{}: tensor '{}' data offset {} (at offset {}) is not a multiple of the alignment {}",
+                        src.name(), ti.name, ti.offset, c.offset() - 8, f.alignment);
   }
+  c.set_item("");
   f.data_offset = (c.offset() + f.alignment - 1) / f.alignment * f.alignment;
   if (f.data_offset > src.size() && n_tensors > 0)
-    return make_error("{}: truncated file: data section would start at {} but the file has {} bytes",
+    return make_error("{}: truncated file: the data section would start at offset {} but the file has {} bytes",
                       src.name(), f.data_offset, src.size());
 
-  // Every tensor inside the file, none overlapping another.
-  std::vector<const GGUFTensorInfo*> order;
-  for (auto& t : f.tensors) order.push_back(&t);
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+  // Every tensor inside the file, none overlapping another. Sorted by offset, a
+  // tensor that overlaps any later one overlaps the next.
+  std::vector<size_t> order(f.tensors.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
   uint64_t data_size = src.size() >= f.data_offset ? src.size() - f.data_offset : 0;
   for (size_t k = 0; k < order.size(); ++k) {
-    const GGUFTensorInfo* t = order[k];
-    if (t->offset > data_size || t->bytes > data_size - t->offset)
-      return make_error("{}: tensor '{}' ({} bytes at data offset {}) extends past the end of the file "
-                        "(truncated download?)", src.name(), t->name, t->bytes, t->offset);
-    if (k + 1 < order.size() && t->offset + t->bytes > order[k + 1]->offset)
-      return make_error("{}: tensors '{}' and '{}' overlap", src.name(), t->name, order[k + 1]->name);
+    const GGUFTensorInfo& t = f.tensors[order[k]];
+    if (t.offset > data_size || t.bytes > data_size - t.offset)
+      return make_error("{}: tensor '{}' (info at offset {}): {} bytes at data offset {} (file offset {}) "
+                        "extend past the end of the file ({} bytes; truncated download?)", src.name(), t.name,
+                        info_at[order[k]], t.bytes, t.offset, f.data_offset + t.offset, src.size());
+    if (k + 1 < order.size()) {
+      const GGUFTensorInfo& u = f.tensors[order[k + 1]];
+      if (t.offset + t.bytes > u.offset)
+        return make_error("{}: tensors '{}' (data offset {}, {} bytes) and '{}' (data offset {}) overlap",
+                          src.name(), t.name, t.offset, t.bytes, u.name, u.offset);
+    }
   }
   return f;
 }
@@ -421,6 +505,14 @@ void write_value(Out& o, const GGUFValue& v) {
 }  // namespace
 
 std::string serialize_gguf_header(GGUFFile& f) {
+  // The alignment a reader will use is the general.alignment key (default 32): keep
+  // the key and f.alignment in step so the data offsets written are the ones read.
+  if (const GGUFValue* a = f.find("general.alignment"); a && alignment_ok(*a)) {
+    f.alignment = uint32_t(a->i);
+  } else if (!a && f.alignment != 32) {
+    assert(f.alignment > 0 && (f.alignment & (f.alignment - 1)) == 0);
+    f.set("general.alignment", GGUFValue::u32(f.alignment));
+  }
   Out o;
   o.s.append("GGUF", 4);
   o.put<uint32_t>(f.version);

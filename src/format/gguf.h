@@ -51,6 +51,9 @@ struct GGUFValue {
   static GGUFValue string_array(std::vector<std::string> v);
 };
 
+// Same type and same value, floats compared bit for bit (NaN equals itself).
+bool gguf_values_equal(const GGUFValue& a, const GGUFValue& b);
+
 constexpr int kMaxDims = 4;
 
 struct GGUFTensorInfo {
@@ -99,8 +102,11 @@ struct GGUFParseLimits {
 Result<GGUFFile> parse_gguf(ByteSource& src, const GGUFParseLimits& limits = {});
 
 // Serialises metadata and tensor infos (offsets assigned in order, aligned) to the
-// bytes that precede the data section, padding included. Writers then append each
-// tensor's data padded to the alignment (see gguf_writer.h).
+// bytes that precede the data section, padding included; sets each tensor's bytes
+// and offset, and file.data_offset. The alignment readers use is general.alignment:
+// a valid key sets file.alignment, else a non-default file.alignment is added as
+// that key (an invalid key is written as given). Writers then append each tensor's
+// data padded to the alignment (see gguf_writer.h).
 std::string serialize_gguf_header(GGUFFile& file);
 
 }  // namespace deltafin

@@ -34,27 +34,37 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
   mf->path_ = path;
   DF_ASSIGN(auto first, opener(path));
   DF_ASSIGN(GGUFFile meta, parse_gguf(*first));
-  int count = int(meta.int_or("split.count", 1));
-  int no = int(meta.int_or("split.no", 0));
-  if (count < 1 || count > 9999) return make_error("{}: split.count {} is out of range", path, count);
-  if (count > 1 && no != 0)
-    return make_error("{} is part {} of a split model; open the first part (…-00001-of-{:05d}.gguf)",
-                      path, no + 1, count);
+  int64_t count = meta.int_or("split.count", 1);
+  int64_t no = meta.int_or("split.no", 0);
+  if (count < 1 || count > 9999) return make_error("{}: split.count {} is out of range (1..9999)", path, count);
+  if (count > 1 && no != 0) {
+    std::string first_part;
+    if (no < 0 || no >= count || !split_part_path(path, 1, int(count), &first_part))
+      first_part = fmt::format("NAME-00001-of-{:05d}.gguf", count);
+    return make_error("{} is part {} of {} of a split model (split.no = {}); open the first part, {}", path,
+                      no + 1, count, no, first_part);
+  }
   mf->sources_.push_back(std::move(first));
   mf->shards_.push_back(std::move(meta));
   for (int k = 1; k < count; ++k) {
     std::string part;
-    if (!split_part_path(path, k + 1, count, &part))
+    if (!split_part_path(path, k + 1, int(count), &part))
       return make_error("{}: split.count is {} but the name does not follow NAME-00001-of-{:05d}.gguf",
                         path, count, count);
-    DF_ASSIGN(auto src, opener(part));
-    DF_ASSIGN(GGUFFile m, parse_gguf(*src));
+    auto src = opener(part);
+    if (!src.ok())
+      return make_error("{}: part {} of {} of the split model is missing or unreadable: {}", path, k + 1,
+                        count, src.error().message);
+    DF_ASSIGN(GGUFFile m, parse_gguf(**src));
     if (m.int_or("split.no", -1) != k)
       return make_error("{}: expected split.no = {}, found {}", part, k, m.int_or("split.no", -1));
-    mf->sources_.push_back(std::move(src));
+    if (m.int_or("split.count", -1) != count)
+      return make_error("{}: split.count is {}, but the first part says {}", part, m.int_or("split.count", -1),
+                        count);
+    mf->sources_.push_back(std::move(*src));
     mf->shards_.push_back(std::move(m));
   }
-  for (int s = 0; s < count; ++s) {
+  for (int s = 0; s < int(count); ++s) {
     for (const auto& t : mf->shards_[s].tensors) {
       TensorRef ref{&t, s, mf->shards_[s].data_offset + t.offset};
       if (!mf->tensors_.emplace(t.name, ref).second)

@@ -28,6 +28,8 @@ class ModelFile {
   static Result<std::unique_ptr<ModelFile>> open(const std::string& path, const SourceOpener& opener);
 
   const GGUFFile& meta() const { return shards_[0]; }
+  // The parsed header of part k (0-based); tensors in file order.
+  const GGUFFile& shard(int k) const { return shards_[k]; }
   const TensorRef* tensor(const std::string& name) const;
   const std::map<std::string, TensorRef>& tensors() const { return tensors_; }
   ByteSource& source(int shard) { return *sources_[shard]; }

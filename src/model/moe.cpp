@@ -91,8 +91,20 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
   // Per (token, slot) results, summed in slot order at the end.
   std::vector<float> slot_out(size_t(n_tok) * size_t(n_used) * size_t(n_out));
   std::vector<float> xs, g, u, d;
-  for (auto& [e, slots] : routed) {
-    DF_ASSIGN(ExpertWeights ew, store.acquire(layer, e));
+  // Ask for the whole union first so that every missing expert's read is in flight,
+  // then compute them in the order they land. Each expert writes only its own
+  // (token, slot) rows and the sum below runs in slot order, so the result does not
+  // depend on that order.
+  std::vector<int32_t> todo;
+  todo.reserve(routed.size());
+  for (const auto& r : routed) todo.push_back(r.first);
+  store.request(layer, todo.data(), int(todo.size()));
+  while (!todo.empty()) {
+    int which = 0;
+    DF_ASSIGN(ExpertWeights ew, store.acquire_any(layer, todo.data(), int(todo.size()), &which));
+    const int32_t e = todo[size_t(which)];
+    todo.erase(todo.begin() + which);
+    const std::vector<int>& slots = routed[e];
     const int m = int(slots.size());
     const int64_t n_ff = ew.up.rows();
     xs.resize(size_t(m) * size_t(n_in));

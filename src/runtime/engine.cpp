@@ -2,7 +2,45 @@
 
 #include <sys/stat.h>
 
+#include "io/direct_file.h"
+
 namespace deltafin {
+
+namespace {
+
+// The store for a memory budget: null (resident) when auto and the model fits,
+// else a streaming store with what the budget leaves after the core.
+Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const EngineOptions& opts,
+                                                       StreamingExpertStore** streaming) {
+  std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
+  if (layers.empty()) return std::unique_ptr<ExpertStore>();
+  const bool automatic = opts.mem_bytes == EngineOptions::kMemAuto;
+  const uint64_t mem = automatic ? default_mem_budget() : opts.mem_bytes;
+  if (automatic && file.total_bytes() <= mem) return std::unique_ptr<ExpertStore>();
+  DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
+  // Default reserve: 64 MiB + 3% of the budget.
+  const uint64_t base = opts.reserve_bytes ? opts.reserve_bytes : uint64_t(64) << 20;
+  const double share = opts.reserve_bytes ? 0.0 : 0.03;
+  const uint64_t reserve = base + uint64_t(double(mem) * share);
+  const uint64_t slot = expert_slot_bytes(ix);
+  const uint64_t least = uint64_t(double(ix.core_bytes() + base + slot) / (1.0 - share)) + 1;
+  if (mem < least)
+  {
+    const double MiB = 1024.0 * 1024.0;
+    return make_error("{}: a memory budget of {:.1f} MiB is too small: the resident core takes {:.1f} MiB, {:.1f} MiB "
+                      "is kept for the KV cache and buffers, and one expert takes {:.3f} MiB: give --mem of at "
+                      "least {:.1f} MiB",
+                      file.path(), mem / MiB, ix.core_bytes() / MiB, reserve / MiB, slot / MiB, least / MiB + 0.05);
+  }
+  StreamingOptions so = opts.stream;
+  so.cache_bytes = mem - ix.core_bytes() - reserve;
+  if (so.profile_path == "auto") so.profile_path = default_profile_path(file);
+  DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
+  *streaming = store.get();
+  return std::unique_ptr<ExpertStore>(std::move(store));
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const EngineOptions& opts) {
   struct stat st;
@@ -16,8 +54,15 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   lo.pool = e->pool_.get();
   if (opts.make_store) {
     DF_ASSIGN(lo.experts, opts.make_store(*e->file_));
+  } else if (opts.mem_bytes > 0) {
+    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_));
   }
   DF_ASSIGN(e->model_, load_model(*e->file_, std::move(lo)));
+  if (e->streaming_) {
+    // The core was read through the page cache; the copy the kernel kept is not ours
+    // to lean on.
+    for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(e->file_->source(s).name());
+  }
   return e;
 }
 

@@ -1,19 +1,35 @@
 // The library entry point: a model file opened and loaded, with its thread pool.
 // Tools, tests and the server create one Engine per model.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "model/model.h"
+#include "store/streaming_store.h"
 
 namespace deltafin {
 
 struct EngineOptions {
   int threads = 0;  // 0: all hardware threads
-  // Expert store factory; null: all experts resident.
+  // Expert store factory; null: all experts resident (or streamed, per mem_bytes).
   std::function<Result<std::unique_ptr<ExpertStore>>(ModelFile&)> make_store;
+  // Everything deltafin may use for this model, in bytes (--mem). With a budget (and
+  // no make_store) the core stays resident and the routed experts stream from the
+  // file through a RAM cache of mem_bytes - core - reserve_bytes.
+  // 0: no budget, every expert resident. kMemAuto: a safe share of the available
+  // RAM, streaming only when the whole model does not fit in it.
+  static constexpr uint64_t kMemAuto = ~uint64_t(0);
+  uint64_t mem_bytes = 0;
+  // Kept out of the expert cache for the KV cache, activations and the program;
+  // 0: 64 MiB + 3% of the budget.
+  uint64_t reserve_bytes = 0;
+  // Policy, I/O threads, profile ("auto": default_profile_path()); cache_bytes is
+  // computed from mem_bytes.
+  StreamingOptions stream;
 };
 
 class Engine {
@@ -22,11 +38,14 @@ class Engine {
   Model& model() { return *model_; }
   ModelFile& file() { return *file_; }
   ThreadPool& pool() { return *pool_; }
+  // The streaming expert store when experts stream (stats, cache control), else null.
+  StreamingExpertStore* streaming_store() { return streaming_; }
 
  private:
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ModelFile> file_;
   std::unique_ptr<Model> model_;
+  StreamingExpertStore* streaming_ = nullptr;  // owned by model_
 };
 
 }  // namespace deltafin

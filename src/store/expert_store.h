@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
@@ -36,6 +37,24 @@ class ExpertStore {
   // bytes are in memory.
   virtual Result<ExpertWeights> acquire(int layer, int expert) = 0;
   virtual void release(int layer, int expert) = 0;
+
+  // Announces that the caller is about to acquire each of `experts` of `layer` once
+  // (an MoE block's union), so that all their reads start now at demand priority.
+  // Every requested expert must then be taken exactly once with acquire_any (a
+  // plain acquire() makes a claim of its own). Stores that hold everything in RAM
+  // ignore it.
+  virtual void request(int layer, const int32_t* experts, int n) {}
+  // Waits until any of `experts` (n >= 1) is in memory, pins it and returns it;
+  // *which is its index in `experts`. Lets a caller compute experts in the order
+  // their bytes land. If it fails, the caller's request for the rest of `experts`
+  // is dropped as well. Default: the first one.
+  virtual Result<ExpertWeights> acquire_any(int layer, const int32_t* experts, int n, int* which) {
+    *which = 0;
+    return acquire(layer, experts[0]);
+  }
+  // Hints that `experts` of `layer` will probably be needed soon: reads them at
+  // prefetch priority into free cache room, never evicting. No pin, no obligation.
+  virtual void prefetch(int layer, const int32_t* experts, int n) {}
 };
 
 // Everything resident: reads each layer's stacked expert tensors into RAM at load.

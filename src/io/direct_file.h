@@ -1,0 +1,57 @@
+// A local file read in large aligned requests without filling the page cache: the
+// expert store's read path. Bytes come through an O_DIRECT descriptor where the
+// file system allows it; elsewhere (tmpfs, some network file systems) through a
+// buffered descriptor whose pages are dropped right after each read
+// (posix_fadvise DONTNEED), so that the process's memory budget stays honest.
+//
+// Thread safety: read_aligned may be called from many threads at once (pread).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+
+namespace deltafin {
+
+// O_DIRECT wants offset, length and buffer address aligned to the device's logical
+// block size; 4096 covers every device we expect.
+inline constexpr uint64_t kDirectAlign = 4096;
+inline uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
+inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+class DirectFile {
+ public:
+  // want_direct = false forces the buffered + drop-pages path (tests, comparison).
+  static Result<std::unique_ptr<DirectFile>> open(const std::string& path, bool want_direct = true);
+  ~DirectFile();
+  DirectFile(const DirectFile&) = delete;
+  DirectFile& operator=(const DirectFile&) = delete;
+
+  // Reads [offset, offset + n) into dst. offset, n and dst must be kDirectAlign
+  // aligned. A range running past the end of the file is allowed (the aligned
+  // superset of a file's last tensor): the bytes past the end are zero-filled.
+  Status read_aligned(uint64_t offset, void* dst, size_t n);
+
+  uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // True while reads bypass the page cache through O_DIRECT.
+  bool direct() const { return direct_fd_ >= 0 && !direct_failed_.load(std::memory_order_relaxed); }
+
+ private:
+  DirectFile() = default;
+  Status read_fd(int fd, uint64_t offset, char* dst, size_t n, int* err);
+  std::string path_;
+  int fd_ = -1;         // buffered
+  int direct_fd_ = -1;  // O_DIRECT, -1 if unavailable
+  std::atomic<bool> direct_failed_{false};  // the file system refused an O_DIRECT read (set once)
+  uint64_t size_ = 0;
+};
+
+// Drops a file's pages from the page cache (after loading the resident core, so
+// that the copy the kernel kept does not count against the machine's memory).
+void drop_file_cache(const std::string& path);
+
+}  // namespace deltafin

@@ -1,0 +1,614 @@
+#include "store/streaming_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <mutex>
+
+#include "core/aligned.h"
+#include "core/log.h"
+#include "io/direct_file.h"
+#include "io/io_pool.h"
+
+namespace deltafin {
+
+const char* cache_policy_name(CachePolicy p) { return p == CachePolicy::LRU ? "lru" : "lfu"; }
+
+bool parse_cache_policy(const std::string& s, CachePolicy* out) {
+  if (s == "lfu") *out = CachePolicy::LFU;
+  else if (s == "lru") *out = CachePolicy::LRU;
+  else return false;
+  return true;
+}
+
+StoreStats StoreStats::operator-(const StoreStats& o) const {
+  StoreStats d = *this;
+  d.hits -= o.hits;
+  d.misses -= o.misses;
+  d.prefetch_hits -= o.prefetch_hits;
+  d.evictions -= o.evictions;
+  d.reads -= o.reads;
+  d.prefetch_reads -= o.prefetch_reads;
+  d.bytes_read -= o.bytes_read;
+  d.read_busy_s -= o.read_busy_s;
+  d.wait_s -= o.wait_s;
+  return d;
+}
+
+std::string format_stats(const StoreStats& s) {
+  return fmt::format(
+      "expert cache: {} slots of {:.2f} MB, {} in use; RAM hits {} misses {} (hit rate {:.1f}%, {} from prefetch), "
+      "evictions {}\n"
+      "expert reads: {} demand + {} prefetch, {:.1f} MB, {:.2f} GB/s while busy ({:.3f} s busy, {}), "
+      "callers waited {:.3f} s\n",
+      s.slots, s.slot_bytes / 1e6, s.cached, s.hits, s.misses, 100.0 * s.hit_rate(), s.prefetch_hits, s.evictions,
+      s.reads, s.prefetch_reads, s.bytes_read / 1e6, s.read_gbps(), s.read_busy_s,
+      s.direct ? "O_DIRECT" : "buffered, pages dropped", s.wait_s);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Where part p of an expert lands in its slot: the aligned superset of the slice,
+// each part starting on a kDirectAlign boundary.
+struct PartLayout {
+  uint64_t file_off = 0, len = 0;  // the aligned request
+  uint64_t slot_pos = 0;           // where the request lands in the slot
+  uint64_t view_pos = 0;           // where the slice's first byte lands
+};
+uint64_t layout(const ExpertSlices& s, PartLayout out[kExpertParts]) {
+  uint64_t pos = 0;
+  for (int p = 0; p < kExpertParts; ++p) {
+    const ExpertSlice& sl = s.part[p];
+    out[p] = {};
+    if (sl.bytes == 0) continue;
+    out[p].file_off = align_down(sl.offset, kDirectAlign);
+    out[p].len = align_up(sl.offset + sl.bytes, kDirectAlign) - out[p].file_off;
+    out[p].slot_pos = pos;
+    out[p].view_pos = pos + (sl.offset - out[p].file_off);
+    pos += out[p].len;
+  }
+  return pos;
+}
+
+enum class St : uint8_t { Absent, Pending, Reading, Ready };
+
+struct Entry {
+  St st = St::Absent;
+  bool demand = false;         // pending as a demand read (else prefetch)
+  bool urgent = false;         // a blocked caller waits: first in line
+  bool from_prefetch = false;  // brought in by a prefetch and not looked up since
+  int slot = -1;
+  int pins = 0;
+  int wanted = 0;      // asked for (request or a waiting acquire), not yet taken
+  int parts_left = 0;  // reads in flight
+  float freq = 0;      // LFU score, halved every age period
+  uint64_t last_use = 0;
+  uint64_t uses = 0;   // lookups by this process (profile)
+  double profile = 0;  // count loaded from the profile
+  std::string error;   // a failed demand read, handed to the next acquire
+};
+
+struct Slot {
+  AlignedBuffer buf;
+  int key = -1;
+};
+
+class Streaming final : public StreamingExpertStore {
+ public:
+  Streaming(ModelFile& file, ExpertIndex ix, const StreamingOptions& o) : file_(file), ix_(std::move(ix)), opts_(o) {}
+
+  Status open() {
+    slot_bytes_ = expert_slot_bytes(ix_);
+    uint64_t n = slot_bytes_ ? opts_.cache_bytes / slot_bytes_ : 0;
+    if (opts_.max_slots > 0) n = uint64_t(opts_.max_slots);
+    n = std::min<uint64_t>(n, uint64_t(ix_.n_keys()));
+    if (n == 0 && ix_.n_keys() > 0)
+      return make_error("{}: the expert cache ({:.1f} MB) has no room for one expert ({:.1f} MB); raise --mem",
+                        file_.path(), opts_.cache_bytes / 1e6, slot_bytes_ / 1e6);
+    n_slots_ = int(n);
+    slots_.resize(size_t(n_slots_));
+    entries_.resize(size_t(ix_.n_keys()));
+    age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
+    for (int s = 0; s < file_.shard_count(); ++s) {
+      auto f = DirectFile::open(file_.source(s).name(), opts_.direct);
+      // Not a local file (an HTTP origin later): read through the model's source.
+      files_.push_back(f.ok() ? std::move(f).value() : nullptr);
+    }
+    io_ = std::make_unique<IoPool>(std::max(1, opts_.io_threads));
+    if (!opts_.profile_path.empty()) load_profile();
+    return {};
+  }
+
+  ~Streaming() override {
+    io_.reset();  // running reads finish; queued ones are dropped
+    if (!opts_.profile_path.empty()) {
+      Status s = save_profile();
+      if (!s.ok()) DF_LOG_WARN("{}", s.error().message);
+    }
+  }
+
+  // A plain acquire is a request of one expert followed by taking it.
+  Result<ExpertWeights> acquire(int layer, int expert) override {
+    const int32_t e = expert;
+    int which = 0;
+    return take(layer, &e, 1, &which, /*requested=*/false);
+  }
+
+  Result<ExpertWeights> acquire_any(int layer, const int32_t* experts, int n, int* which) override {
+    return take(layer, experts, n, which, /*requested=*/true);
+  }
+
+  void release(int layer, int expert) override {
+    auto k = key_of(layer, expert);
+    if (!k.ok()) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    Entry& e = entries_[size_t(*k)];
+    if (e.pins > 0 && --e.pins == 0) pump();
+  }
+
+  void request(int layer, const int32_t* experts, int n) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int i = 0; i < n; ++i) {
+      auto k = key_of(layer, experts[i]);
+      if (!k.ok()) continue;  // acquire reports it
+      Entry& e = entries_[size_t(*k)];
+      ++e.wanted;
+      lookup(e);
+      enqueue(*k, /*demand=*/true);
+    }
+    pump();
+  }
+
+  void prefetch(int layer, const int32_t* experts, int n) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int i = 0; i < n; ++i) {
+      auto k = key_of(layer, experts[i]);
+      if (k.ok()) enqueue(*k, /*demand=*/false);
+    }
+    pump();
+  }
+
+  // Waits for the first of `experts` to be in RAM and pins it. `requested`: the
+  // caller asked for all of them with request() (each holds a claim, `wanted`);
+  // otherwise this call makes the claim.
+  Result<ExpertWeights> take(int layer, const int32_t* experts, int n, int* which, bool requested) {
+    std::vector<int> keys;
+    keys.reserve(size_t(n));
+    for (int i = 0; i < n; ++i) {
+      DF_ASSIGN(const int k, key_of(layer, experts[i]));
+      keys.push_back(k);
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    for (int k : keys) {
+      Entry& e = entries_[size_t(k)];
+      if (requested && e.wanted > 0) continue;  // (none left: request() was skipped)
+      lookup(e);
+      ++e.wanted;
+      enqueue(k, /*demand=*/true);
+    }
+    pump();
+    const Clock::time_point t0 = Clock::now();
+    bool waited = false;
+    for (;;) {
+      bool in_flight = false;
+      for (int i = 0; i < n; ++i) {
+        Entry& e = entries_[size_t(keys[size_t(i)])];
+        if (e.st == St::Ready) {
+          *which = i;
+          e.wanted = std::max(0, e.wanted - 1);
+          return pin(keys[size_t(i)], waited, t0);
+        }
+        if (e.st == St::Absent && !e.error.empty()) {
+          // The read failed: the caller gets the error and gives up the rest.
+          *which = i;
+          for (int k : keys) entries_[size_t(k)].wanted = std::max(0, entries_[size_t(k)].wanted - 1);
+          pump();
+          return take_error(e);
+        }
+        if (e.st == St::Absent) enqueue(keys[size_t(i)], /*demand=*/true);  // another caller took its error
+        in_flight |= e.st == St::Reading;
+      }
+      // Nothing of ours is being read (the cache is full of experts that other
+      // callers are using or about to use): be first in line for the next free slot.
+      if (!in_flight) make_urgent(keys[0]);
+      if (entries_[size_t(keys[0])].st == St::Ready) continue;
+      waited = true;
+      cv_.wait(lk);
+    }
+  }
+
+  StoreStats stats() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    StoreStats s = stats_;
+    if (in_flight_ > 0) s.read_busy_s += seconds_since(busy_since_);
+    s.slot_bytes = slot_bytes_;
+    s.slots = n_slots_;
+    s.cached = 0;
+    for (const Slot& sl : slots_) s.cached += sl.key >= 0 && entries_[size_t(sl.key)].st == St::Ready;
+    s.direct = !files_.empty() && files_[0] && files_[0]->direct();
+    return s;
+  }
+
+  void reset_stats() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_ = {};
+    if (in_flight_ > 0) busy_since_ = Clock::now();
+  }
+
+  void drop_cache() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (int k : prefetch_q_)
+      if (entries_[size_t(k)].st == St::Pending && !entries_[size_t(k)].demand) entries_[size_t(k)].st = St::Absent;
+    prefetch_q_.clear();
+    for (int s = 0; s < int(slots_.size()); ++s) {
+      const int key = slots_[size_t(s)].key;
+      if (key < 0) continue;
+      const Entry& e = entries_[size_t(key)];
+      if (e.st != St::Ready || e.pins > 0 || e.wanted > 0) continue;
+      evict(s);
+      free_slots_.push_back(s);
+    }
+  }
+
+  Status save_profile() override {
+    if (opts_.profile_path.empty()) return {};
+    std::vector<double> counts(entries_.size());
+    double max_count = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (size_t k = 0; k < entries_.size(); ++k) {
+        counts[k] = entries_[k].profile + double(entries_[k].uses);
+        max_count = std::max(max_count, counts[k]);
+      }
+    }
+    // Keep the numbers small and let old habits fade: halve when they grow large.
+    while (max_count > 1e9) {
+      for (double& c : counts) c *= 0.5;
+      max_count *= 0.5;
+    }
+    const std::string& path = opts_.profile_path;
+    if (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0) make_dirs(path.substr(0, slash));
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      if (!f) return make_error("cannot write the expert usage profile '{}'", tmp);
+      f << "deltafin-expert-profile 1\n" << identity() << "\n";
+      for (int k = 0; k < int(counts.size()); ++k) {
+        if (counts[size_t(k)] <= 0) continue;
+        const int moe = ix_.key_moe(k);
+        f << ix_.model_layer(moe) << ' ' << (k - ix_.key(moe, 0)) << ' ' << counts[size_t(k)] << '\n';
+      }
+      if (!f) return make_error("cannot write the expert usage profile '{}'", tmp);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      return make_error("cannot write the expert usage profile '{}'", path);
+    return {};
+  }
+
+  const ExpertIndex& index() const override { return ix_; }
+
+ private:
+  Result<int> key_of(int layer, int expert) const {
+    const int moe = ix_.moe_index(layer);
+    if (moe < 0) return make_error("layer {} has no experts", layer);
+    if (expert < 0 || expert >= ix_.n_expert(moe))
+      return make_error("expert {} of layer {} is out of range ({} experts)", expert, layer, ix_.n_expert(moe));
+    return ix_.key(moe, expert);
+  }
+
+  // --- everything below runs with mu_ held ---
+
+  // One lookup of an expert: a hit or a miss, and a use for the eviction policy.
+  void lookup(Entry& e) {
+    if (e.st == St::Ready) {
+      ++stats_.hits;
+      if (e.from_prefetch) ++stats_.prefetch_hits;
+    } else {
+      ++stats_.misses;
+    }
+    e.from_prefetch = false;
+    e.freq += 1.0f;
+    e.last_use = ++clock_;
+    ++e.uses;
+    if (clock_ % age_period_ == 0)
+      for (Entry& x : entries_) x.freq *= 0.5f;
+  }
+
+  void enqueue(int key, bool demand) {
+    Entry& e = entries_[size_t(key)];
+    if (e.st == St::Absent) {
+      e.st = St::Pending;
+      e.demand = demand;
+      (demand ? demand_q_ : prefetch_q_).push_back(key);
+    } else if (e.st == St::Pending && demand && !e.demand) {
+      e.demand = true;  // its prefetch queue entry goes stale
+      demand_q_.push_back(key);
+    }
+  }
+
+  // A caller blocks on `key` (Pending): put it first in line.
+  void make_urgent(int key) {
+    Entry& e = entries_[size_t(key)];
+    if (e.st == St::Pending && !e.urgent) {
+      e.urgent = true;
+      e.demand = true;
+      demand_q_.push_front(key);
+    }
+    pump();
+  }
+
+  Result<ExpertWeights> take_error(Entry& e) {
+    Error err{std::move(e.error)};
+    e.error.clear();
+    return err;
+  }
+
+  Result<ExpertWeights> pin(int key, bool waited, Clock::time_point t0) {
+    Entry& e = entries_[size_t(key)];
+    ++e.pins;
+    if (waited) stats_.wait_s += seconds_since(t0);
+    const ExpertSlices& sl = ix_.slices(key);
+    PartLayout lay[kExpertParts];
+    layout(sl, lay);
+    const char* base = static_cast<const char*>(slots_[size_t(e.slot)].buf.data());
+    ExpertWeights w;
+    Tensor* out[kExpertParts] = {&w.gate, &w.up, &w.down};
+    for (int p = 0; p < kExpertParts; ++p) {
+      if (sl.part[p].bytes == 0) continue;
+      *out[p] = sl.part[p].view;
+      out[p]->data = base + lay[p].view_pos;
+    }
+    return w;
+  }
+
+  // Starts queued reads while slots can be found: demand before prefetch.
+  void pump() {
+    for (;;) {
+      int key = -1;
+      bool demand = true;
+      while (!demand_q_.empty()) {
+        const Entry& e = entries_[size_t(demand_q_.front())];
+        if (e.st == St::Pending && e.demand) {
+          key = demand_q_.front();
+          break;
+        }
+        demand_q_.pop_front();  // stale: started or served already
+      }
+      if (key < 0) {
+        demand = false;
+        while (!prefetch_q_.empty()) {
+          const Entry& e = entries_[size_t(prefetch_q_.front())];
+          if (e.st == St::Pending && !e.demand) {
+            key = prefetch_q_.front();
+            break;
+          }
+          prefetch_q_.pop_front();
+        }
+      }
+      if (key < 0) return;
+      const int slot = find_slot(demand);
+      if (slot < 0) {
+        if (demand) return;  // waits for a release
+        // Prefetch takes free room only, and there is none left: drop the rest.
+        for (int k : prefetch_q_)
+          if (entries_[size_t(k)].st == St::Pending && !entries_[size_t(k)].demand) entries_[size_t(k)].st = St::Absent;
+        prefetch_q_.clear();
+        return;
+      }
+      (demand ? demand_q_ : prefetch_q_).pop_front();
+      start_read(key, slot, demand);
+    }
+  }
+
+  // A free slot, else (demand reads only) a victim's: never an expert that is
+  // pinned, being read, or asked for and not yet taken (so nothing a caller waits
+  // for is evicted before it gets it, and callers cannot evict each other's in turn).
+  int find_slot(bool demand) {
+    if (!free_slots_.empty()) {
+      const int s = free_slots_.back();
+      free_slots_.pop_back();
+      return s;
+    }
+    if (n_alloc_ < n_slots_) {
+      Slot& s = slots_[size_t(n_alloc_)];
+      if (s.buf.size() == 0) s.buf = AlignedBuffer(slot_bytes_);
+      return n_alloc_++;
+    }
+    if (!demand) return -1;
+    int best = -1;
+    for (int s = 0; s < n_slots_; ++s) {
+      const int k = slots_[size_t(s)].key;
+      if (k < 0) continue;
+      const Entry& e = entries_[size_t(k)];
+      if (e.st != St::Ready || e.pins > 0 || e.wanted > 0) continue;
+      if (best < 0 || better_victim(e, entries_[size_t(slots_[size_t(best)].key)])) best = s;
+    }
+    if (best >= 0) {
+      evict(best);
+      ++stats_.evictions;
+    }
+    return best;
+  }
+
+  bool better_victim(const Entry& a, const Entry& b) const {
+    if (opts_.policy == CachePolicy::LFU && a.freq != b.freq) return a.freq < b.freq;
+    return a.last_use < b.last_use;
+  }
+
+  void evict(int slot) {
+    Entry& e = entries_[size_t(slots_[size_t(slot)].key)];
+    e.st = St::Absent;
+    e.slot = -1;
+    e.from_prefetch = false;
+    slots_[size_t(slot)].key = -1;
+  }
+
+  void start_read(int key, int slot, bool demand) {
+    Entry& e = entries_[size_t(key)];
+    e.st = St::Reading;
+    e.slot = slot;
+    e.urgent = false;
+    e.error.clear();
+    e.from_prefetch = !demand;
+    slots_[size_t(slot)].key = key;
+    ++(demand ? stats_.reads : stats_.prefetch_reads);
+    const ExpertSlices& sl = ix_.slices(key);
+    PartLayout lay[kExpertParts];
+    layout(sl, lay);
+    e.parts_left = 0;
+    for (int p = 0; p < kExpertParts; ++p) e.parts_left += sl.part[p].bytes > 0;
+    char* base = static_cast<char*>(slots_[size_t(slot)].buf.data());
+    for (int p = 0; p < kExpertParts; ++p) {
+      if (sl.part[p].bytes == 0) continue;
+      if (in_flight_++ == 0) busy_since_ = Clock::now();
+      const ExpertSlice part = sl.part[p];
+      const PartLayout pl = lay[p];
+      io_->submit(demand ? IoPriority::Demand : IoPriority::Prefetch, [this, key, part, pl, base, demand] {
+        DirectFile* f = files_[size_t(part.shard)].get();
+        Status s = f ? f->read_aligned(pl.file_off, base + pl.slot_pos, pl.len)
+                     : file_.source(part.shard).read_at(part.offset, base + pl.view_pos, part.bytes);
+        part_done(key, s, f ? pl.len : part.bytes, demand);
+      });
+    }
+  }
+
+  // An I/O thread finished one part of `key`.
+  void part_done(int key, const Status& s, uint64_t bytes, bool demand) {
+    std::lock_guard<std::mutex> lk(mu_);
+    Entry& e = entries_[size_t(key)];
+    if (s.ok()) stats_.bytes_read += bytes;
+    if (--in_flight_ == 0) stats_.read_busy_s += seconds_since(busy_since_);
+    if (!s.ok() && e.error.empty()) e.error = s.error().message;
+    if (--e.parts_left > 0) return;
+    if (e.error.empty()) {
+      e.st = St::Ready;
+    } else {
+      if (!demand && e.wanted == 0) e.error.clear();  // a failed prefetch is forgotten
+      const int slot = e.slot;
+      evict(slot);
+      free_slots_.push_back(slot);
+    }
+    cv_.notify_all();
+    pump();
+  }
+
+  // --- profile ---
+
+  std::string identity() const {
+    return fmt::format("model {} {} {}", ix_.n_moe_layers(), ix_.n_keys(), ix_.expert_bytes());
+  }
+
+  void load_profile() {
+    std::ifstream f(opts_.profile_path);
+    if (!f) return;  // first run
+    std::string magic, id;
+    std::getline(f, magic);
+    std::getline(f, id);
+    if (magic != "deltafin-expert-profile 1" || id != identity()) {
+      DF_LOG_WARN("ignoring the expert usage profile '{}': it was written for another model", opts_.profile_path);
+      return;
+    }
+    int layer = 0, expert = 0;
+    double count = 0, max_count = 0;
+    std::lock_guard<std::mutex> lk(mu_);
+    while (f >> layer >> expert >> count) {
+      auto k = key_of(layer, expert);
+      if (!k.ok() || !(count > 0)) continue;
+      entries_[size_t(*k)].profile = count;
+      max_count = std::max(max_count, count);
+    }
+    if (max_count <= 0) return;
+    // Seed the LFU scores (the hottest expert starts as if used 4 times) and warm
+    // the cache with the hottest experts that fit.
+    std::vector<int> order;
+    for (int k = 0; k < int(entries_.size()); ++k) {
+      Entry& e = entries_[size_t(k)];
+      if (e.profile <= 0) continue;
+      e.freq = float(4.0 * e.profile / max_count);
+      order.push_back(k);
+    }
+    if (!opts_.warm) return;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return entries_[size_t(a)].profile > entries_[size_t(b)].profile; });
+    order.resize(std::min(order.size(), size_t(n_slots_)));
+    for (int k : order) enqueue(k, /*demand=*/false);
+    pump();
+  }
+
+  static void make_dirs(const std::string& dir) {
+    for (size_t i = 1; i <= dir.size(); ++i)
+      if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
+  }
+
+  ModelFile& file_;
+  ExpertIndex ix_;
+  StreamingOptions opts_;
+  uint64_t slot_bytes_ = 0;
+  int n_slots_ = 0, n_alloc_ = 0;
+  std::vector<std::unique_ptr<DirectFile>> files_;  // per shard; null: read through file_
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // an expert landed or failed
+  std::vector<Entry> entries_;  // by key
+  std::vector<Slot> slots_;
+  std::vector<int> free_slots_;
+  std::deque<int> demand_q_, prefetch_q_;
+  uint64_t clock_ = 0, age_period_ = 256;
+  int in_flight_ = 0;
+  Clock::time_point busy_since_;
+  StoreStats stats_;
+
+  std::unique_ptr<IoPool> io_;  // last: its threads call back into the members above
+};
+
+}  // namespace
+
+uint64_t expert_slot_bytes(const ExpertIndex& ix) {
+  uint64_t m = 0;
+  for (int k = 0; k < ix.n_keys(); ++k) {
+    PartLayout lay[kExpertParts];
+    m = std::max(m, layout(ix.slices(k), lay));
+  }
+  return m;
+}
+
+Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
+    ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const StreamingOptions& opts) {
+  DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
+  auto s = std::make_unique<Streaming>(file, std::move(ix), opts);
+  DF_TRY(s->open());
+  return std::unique_ptr<StreamingExpertStore>(std::move(s));
+}
+
+uint64_t default_mem_budget() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  unsigned long long kb = 0;
+  while (std::getline(f, line))
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return uint64_t(kb) * 1024 / 10 * 8;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
+}
+
+std::string default_profile_path(const ModelFile& file) {
+  std::string base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
+  else base = "/tmp";
+  std::string name = file.path();
+  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  return fmt::format("{}/deltafin/profiles/{}-{:x}.profile", base, name, file.total_bytes());
+}
+
+}  // namespace deltafin

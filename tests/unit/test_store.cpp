@@ -1,0 +1,407 @@
+// Expert store tests: the streaming store against the resident one.
+//   - every expert's views hold the same bytes (index, aligned reads, offsets);
+//   - a whole model evaluated (prompt chunks, then one token at a time) through a
+//     streaming store whose cache holds one or two experts gives bit-identical
+//     logits, on every architecture synth can make, with both eviction policies,
+//     O_DIRECT and buffered reads, and evictions really happen;
+//   - the Engine's --mem path sizes the cache from the budget minus the core;
+//   - acquire/release and request/acquire_any from several threads at once;
+//   - the usage profile is written and warms the next store.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "io/direct_file.h"
+#include "runtime/engine.h"
+#include "store/streaming_store.h"
+#include "synth/synth.h"
+
+using namespace deltafin;
+
+namespace {
+
+std::string tmp_dir() {
+  static const std::string d = [] {
+    std::string p = ::testing::TempDir() + "deltafin_test_store_" + std::to_string(::getpid());
+    std::string cmd = "mkdir -p '" + p + "'";
+    (void)std::system(cmd.c_str());
+    return p;
+  }();
+  return d;
+}
+
+// A tiny synthetic model of `arch`, written once per process; empty if synth (or the
+// architecture's loader) cannot make it yet.
+std::string tiny_model(const std::string& arch, std::string* why) {
+  static std::map<std::string, std::pair<std::string, std::string>> made;
+  auto it = made.find(arch);
+  if (it != made.end()) {
+    *why = it->second.second;
+    return it->second.first;
+  }
+  SynthSpec s;
+  std::string path = tmp_dir() + "/tiny-" + arch + ".gguf";
+  std::string err;
+  if (!synth_preset("tiny", arch, &s)) {
+    err = "no tiny preset";
+  } else {
+    s.n_expert = std::max(s.n_expert, 8);
+    s.skew = 0.5f;  // some experts popular, as in real models
+    ThreadPool pool(2);
+    SynthReport r;
+    Status st = synth_model(s, path, pool, &r);
+    if (!st.ok()) err = st.error().message;
+  }
+  if (!err.empty()) path.clear();
+  made[arch] = {path, err};
+  *why = err;
+  return path;
+}
+
+struct Run {
+  std::vector<float> logits;  // every position, [n, n_vocab]
+  StoreStats stats;
+  bool streamed = false;
+};
+
+// Evaluates `ids`: the prompt part in chunks of `chunk` tokens, then the rest one by one.
+Result<Run> evaluate(const std::string& path, const EngineOptions& eo, const std::vector<int32_t>& ids,
+                     int n_prompt, int chunk, StreamingExpertStore** store_out = nullptr) {
+  DF_ASSIGN(auto engine, Engine::open(path, eo));
+  Model& m = engine->model();
+  const int64_t V = m.info().n_vocab;
+  auto st = m.new_state(int(ids.size()));
+  Run run;
+  run.logits.resize(ids.size() * size_t(V));
+  int i = 0;
+  while (i < int(ids.size())) {
+    const int b = i < n_prompt ? std::min(chunk, n_prompt - i) : 1;
+    DF_TRY(m.forward(*st, &ids[size_t(i)], b, &run.logits[size_t(i) * size_t(V)], true));
+    i += b;
+  }
+  StreamingExpertStore* s = engine->streaming_store();
+  if (store_out) s = *store_out;
+  if (s) {
+    run.stats = s->stats();
+    run.streamed = true;
+  }
+  return run;
+}
+
+std::vector<int32_t> random_ids(int n, int64_t n_vocab, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int32_t> d(0, int32_t(std::min<int64_t>(n_vocab, 4000) - 1));
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// EngineOptions whose store streams through a cache of `slots` experts.
+EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, StreamingExpertStore** out) {
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.make_store = [=](ModelFile& f) -> Result<std::unique_ptr<ExpertStore>> {
+    StreamingOptions so;
+    so.max_slots = slots;
+    so.policy = policy;
+    so.direct = direct;
+    so.io_threads = 4;
+    DF_ASSIGN(auto s, make_streaming_expert_store(f, find_expert_layers(f), so));
+    *out = s.get();
+    return std::unique_ptr<ExpertStore>(std::move(s));
+  };
+  return eo;
+}
+
+const char* kArchs[] = {"qwen3moe", "deepseek2", "kimi-k3", "llama"};
+
+}  // namespace
+
+TEST(ExpertStore, StreamedBytesMatchResident) {
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  auto layers = find_expert_layers(**file);
+  ASSERT_FALSE(layers.empty());
+  auto resident = make_resident_expert_store(**file, layers);
+  ASSERT_TRUE(resident.ok()) << resident.error().message;
+  for (bool direct : {true, false}) {
+    StreamingOptions so;
+    so.max_slots = 1;
+    so.direct = direct;
+    auto streaming = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(streaming.ok()) << streaming.error().message;
+    for (const auto& l : layers) {
+      for (int e = 0; e < l.n_expert; ++e) {
+        auto a = (*resident)->acquire(l.layer, e);
+        auto b = (*streaming)->acquire(l.layer, e);
+        ASSERT_TRUE(a.ok() && b.ok());
+        const Tensor* ta[3] = {&a->gate, &a->up, &a->down};
+        const Tensor* tb[3] = {&b->gate, &b->up, &b->down};
+        for (int p = 0; p < 3; ++p) {
+          ASSERT_EQ(ta[p]->valid(), tb[p]->valid());
+          if (!ta[p]->valid()) continue;
+          ASSERT_EQ(ta[p]->type, tb[p]->type);
+          for (int d = 0; d < 4; ++d) ASSERT_EQ(ta[p]->ne[d], tb[p]->ne[d]);
+          const size_t bytes = ta[p]->row_bytes() * size_t(ta[p]->rows());
+          ASSERT_EQ(std::memcmp(ta[p]->data, tb[p]->data, bytes), 0) << "layer " << l.layer << " expert " << e;
+        }
+        (*streaming)->release(l.layer, e);
+        (*resident)->release(l.layer, e);
+      }
+    }
+    const StoreStats s = (*streaming)->stats();
+    EXPECT_EQ(s.slots, 1);
+    EXPECT_GT(s.evictions, 0u);
+    EXPECT_EQ(s.reads, uint64_t(layers.size()) * uint64_t(layers[0].n_expert));
+    EXPECT_EQ(s.bytes_read % kDirectAlign, 0u);
+  }
+  // Out of range is an error, not a crash.
+  StreamingOptions so;
+  so.max_slots = 1;
+  auto streaming = make_streaming_expert_store(**file, layers, so);
+  ASSERT_TRUE(streaming.ok());
+  EXPECT_FALSE((*streaming)->acquire(layers[0].layer, layers[0].n_expert).ok());
+  EXPECT_FALSE((*streaming)->acquire(999, 0).ok());
+}
+
+// The point of the store: any cache size gives the same numbers as resident RAM.
+TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
+  int tested = 0;
+  for (const char* arch : kArchs) {
+    SCOPED_TRACE(arch);
+    std::string why;
+    const std::string path = tiny_model(arch, &why);
+    if (path.empty()) {
+      std::printf("[ skipped  ] %s: synth cannot make it yet: %s\n", arch, why.c_str());
+      continue;
+    }
+    EngineOptions resident_opts;
+    resident_opts.threads = 2;
+    auto probe = Engine::open(path, resident_opts);
+    if (!probe.ok()) {
+      std::printf("[ skipped  ] %s: cannot load it yet: %s\n", arch, probe.error().message.c_str());
+      continue;
+    }
+    const int64_t V = (*probe)->model().info().n_vocab;
+    const bool has_experts = (*probe)->model().info().n_moe_layers > 0;
+    probe = Error{"closed"};
+    const std::vector<int32_t> ids = random_ids(28, V, 7);
+    const int n_prompt = 20, chunk = 8;
+    auto ref = evaluate(path, resident_opts, ids, n_prompt, chunk);
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    for (int slots : {1, 2}) {
+      for (CachePolicy pol : {CachePolicy::LFU, CachePolicy::LRU}) {
+        for (bool direct : {true, false}) {
+          SCOPED_TRACE(fmt::format("slots {} policy {} direct {}", slots, cache_policy_name(pol), direct));
+          StreamingExpertStore* store = nullptr;
+          auto run = evaluate(path, streaming_options(slots, pol, direct, &store), ids, n_prompt, chunk, &store);
+          ASSERT_TRUE(run.ok()) << run.error().message;
+          ASSERT_EQ(run->logits.size(), ref->logits.size());
+          EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0)
+              << "logits differ from the resident run";
+          if (!has_experts) continue;
+          const StoreStats& s = run->stats;
+          EXPECT_EQ(s.slots, slots);
+          EXPECT_GT(s.evictions, 0u) << "the cache was never full: the test proves nothing";
+          EXPECT_GT(s.misses, 0u);
+          EXPECT_GT(s.bytes_read, 0u);
+          EXPECT_EQ(s.reads, s.misses) << "one read per miss: nothing read twice for one lookup";
+        }
+      }
+    }
+    std::printf("[ checked  ] %s%s\n", arch, has_experts ? "" : " (no routed experts)");
+    ++tested;
+  }
+  EXPECT_GE(tested, 1);
+}
+
+// --mem: the Engine keeps the core resident and gives the rest to the cache.
+TEST(ExpertStore, EngineBudget) {
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok());
+  auto ix = ExpertIndex::build(**file, find_expert_layers(**file));
+  ASSERT_TRUE(ix.ok()) << ix.error().message;
+  const uint64_t slot = expert_slot_bytes(*ix);
+  EXPECT_GT(ix->core_bytes(), 0u);
+  EXPECT_EQ(ix->core_bytes() + ix->expert_bytes() <= (*file)->total_bytes(), true);
+
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.reserve_bytes = 1 << 20;
+  eo.mem_bytes = ix->core_bytes() + eo.reserve_bytes + 3 * slot + slot / 2;
+  eo.stream.profile_path = "";
+  const std::vector<int32_t> ids = random_ids(12, 256, 3);
+  auto run = evaluate(path, eo, ids, 8, 8);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  EXPECT_TRUE(run->streamed);
+  EXPECT_EQ(run->stats.slots, 3);
+  EngineOptions ro;
+  ro.threads = 2;
+  auto ref = evaluate(path, ro, ids, 8, 8);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_FALSE(ref->streamed);
+  EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0);
+
+  // Too small a budget is a clear error.
+  eo.mem_bytes = ix->core_bytes();
+  auto bad = Engine::open(path, eo);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("too small"), std::string::npos) << bad.error().message;
+
+  // Auto: a model that fits stays resident.
+  eo.mem_bytes = EngineOptions::kMemAuto;
+  auto fits = Engine::open(path, eo);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ((*fits)->streaming_store(), nullptr);
+}
+
+// Many threads acquiring, checking and releasing through a 3-expert cache.
+TEST(ExpertStore, ConcurrentAcquireRelease) {
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok());
+  auto layers = find_expert_layers(**file);
+  auto resident = make_resident_expert_store(**file, layers);
+  ASSERT_TRUE(resident.ok());
+  for (CachePolicy pol : {CachePolicy::LFU, CachePolicy::LRU}) {
+    StreamingOptions so;
+    so.max_slots = 3;
+    so.io_threads = 3;
+    so.policy = pol;
+    auto streaming = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(streaming.ok());
+    ExpertStore& st = **streaming;
+    std::atomic<int> bad{0}, lookups{0};
+    auto same = [&](int layer, int e, const ExpertWeights& w) {
+      auto r = (*resident)->acquire(layer, e);
+      const size_t bytes = r->down.row_bytes() * size_t(r->down.rows());
+      if (std::memcmp(r->down.data, w.down.data, bytes) != 0 ||
+          std::memcmp(r->up.data, w.up.data, r->up.row_bytes() * size_t(r->up.rows())) != 0)
+        ++bad;
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 g(uint32_t(100 + t));
+        for (int it = 0; it < 300; ++it) {
+          const auto& l = layers[g() % layers.size()];
+          if (t % 2 == 0) {
+            const int e = int(g() % uint32_t(l.n_expert));
+            ++lookups;
+            auto w = st.acquire(l.layer, e);
+            if (!w.ok()) {
+              ++bad;
+              continue;
+            }
+            same(l.layer, e, *w);
+            st.release(l.layer, e);
+          } else {
+            // An MoE block's pattern: request a union, take them as they land.
+            std::vector<int32_t> want;
+            const int n = 1 + int(g() % 3);
+            for (int i = 0; i < n; ++i) {
+              const int32_t e = int32_t(g() % uint32_t(l.n_expert));
+              if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
+            }
+            lookups += int(want.size());
+            st.request(l.layer, want.data(), int(want.size()));
+            while (!want.empty()) {
+              int which = -1;
+              auto w = st.acquire_any(l.layer, want.data(), int(want.size()), &which);
+              if (!w.ok() || which < 0 || which >= int(want.size())) {
+                ++bad;
+                break;
+              }
+              same(l.layer, want[size_t(which)], *w);
+              st.release(l.layer, want[size_t(which)]);
+              want.erase(want.begin() + which);
+            }
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(bad.load(), 0);
+    const StoreStats s = (*streaming)->stats();
+    EXPECT_GT(s.evictions, 0u);
+    // Nothing a caller waited for was evicted before it got it: no read without a miss.
+    EXPECT_LE(s.reads, s.misses) << format_stats(s);
+    EXPECT_EQ(s.hits + s.misses, uint64_t(lookups.load())) << format_stats(s);
+    EXPECT_LE(s.cached, 3);
+  }
+}
+
+// The usage profile survives the process and warms the next store's cache.
+TEST(ExpertStore, UsageProfileWarmsTheCache) {
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok());
+  auto layers = find_expert_layers(**file);
+  const std::string profile = tmp_dir() + "/sub/dir/tiny.profile";
+  std::remove(profile.c_str());
+  StreamingOptions so;
+  so.max_slots = 2;
+  so.profile_path = profile;
+  const int hot_layer = layers.back().layer;
+  {
+    auto s = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(s.ok());
+    for (int it = 0; it < 10; ++it) {
+      for (int e : {3, 5}) {
+        ASSERT_TRUE((*s)->acquire(hot_layer, e).ok());
+        (*s)->release(hot_layer, e);
+      }
+    }
+    ASSERT_TRUE((*s)->acquire(layers[0].layer, 1).ok());  // used once: not among the hottest
+    (*s)->release(layers[0].layer, 1);
+  }
+  FILE* f = std::fopen(profile.c_str(), "r");
+  ASSERT_NE(f, nullptr) << "profile not written";
+  std::fclose(f);
+
+  auto s = make_streaming_expert_store(**file, layers, so);
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 500 && (*s)->stats().cached < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  StoreStats warm = (*s)->stats();
+  EXPECT_EQ(warm.prefetch_reads, 2u);
+  EXPECT_EQ(warm.cached, 2);
+  std::vector<int32_t> hot = {3, 5};
+  (*s)->request(hot_layer, hot.data(), 2);
+  while (!hot.empty()) {
+    int which = -1;
+    ASSERT_TRUE((*s)->acquire_any(hot_layer, hot.data(), int(hot.size()), &which).ok());
+    (*s)->release(hot_layer, hot[size_t(which)]);
+    hot.erase(hot.begin() + which);
+  }
+  const StoreStats after = (*s)->stats();
+  EXPECT_EQ(after.hits, 2u);
+  EXPECT_EQ(after.prefetch_hits, 2u);
+  EXPECT_EQ(after.misses, 0u);
+  EXPECT_EQ(after.reads, 0u);
+
+  // A profile written for another model is ignored.
+  {
+    FILE* g = std::fopen(profile.c_str(), "w");
+    std::fputs("deltafin-expert-profile 1\nmodel 1 2 3\n0 0 5\n", g);
+    std::fclose(g);
+    auto s2 = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(s2.ok());
+    EXPECT_EQ((*s2)->stats().prefetch_reads, 0u);
+  }
+}
