@@ -2,13 +2,14 @@
 //
 //   deltafin tokenize -m MODEL.gguf -p "Hello world"          ids on one line
 //   deltafin tokenize -m MODEL.gguf -f prompt.txt --pieces    one "id -> 'piece'" per line
+//   deltafin tokenize -m MODEL.gguf --batch texts.bin          texts separated by NUL bytes,
+//                                                             one line of ids per text
 //
 // Works on full models and on vocab-only GGUFs: only the metadata is read.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
 #include "commands.h"
 #include "format/gguf.h"
@@ -23,6 +24,7 @@ struct TokenizeArgs {
   std::string model;
   std::string prompt;
   std::string file;
+  std::string batch;
   bool pieces = false;
   bool no_bos = false;
   bool no_parse_special = false;
@@ -42,16 +44,30 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+bool read_file(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::fprintf(stderr, "error: cannot read %s\n", path.c_str());
+    return false;
+  }
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+std::string id_line(const std::vector<int32_t>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
+  return line;
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   std::string text = a.prompt;
-  if (!a.file.empty()) {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "error: cannot read %s\n", a.file.c_str());
-      return 1;
-    }
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  if (!a.file.empty() && !read_file(a.file, &text)) return 1;
+  std::string batch;
+  if (!a.batch.empty() && !read_file(a.batch, &batch)) return 1;
   auto src = open_file_source(a.model);
   if (!src.ok()) {
     std::fprintf(stderr, "error: %s\n", src.error().message.c_str());
@@ -67,6 +83,18 @@ int run_tokenize(const TokenizeArgs& a) {
     std::fprintf(stderr, "error: %s: %s\n", a.model.c_str(), tok.error().message.c_str());
     return 1;
   }
+  if (!a.batch.empty()) {
+    for (size_t pos = 0; pos <= batch.size();) {
+      size_t end = batch.find('\0', pos);
+      if (end == std::string::npos) end = batch.size();
+      const std::string line = id_line(tok->encode(std::string_view(batch).substr(pos, end - pos), !a.no_bos,
+                                                   !a.no_parse_special));
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+      pos = end + 1;
+    }
+    return 0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> ids = tok->encode(text, !a.no_bos, !a.no_parse_special);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -74,12 +102,7 @@ int run_tokenize(const TokenizeArgs& a) {
   if (a.pieces) {
     for (int32_t id : ids) std::printf("%6d -> '%s'\n", id, printable(tok->piece(id, true)).c_str());
   } else {
-    std::string line;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (i) line += ' ';
-      line += std::to_string(ids[i]);
-    }
-    std::printf("%s\n", line.c_str());
+    std::printf("%s\n", id_line(ids).c_str());
   }
   if (a.show_stats) {
     std::fprintf(stderr, "%zu bytes -> %zu tokens in %.3f ms (%.1f MB/s)\n", text.size(), ids.size(),
@@ -96,7 +119,10 @@ Command add_tokenize(CLI::App& app) {
   sub->add_option("-m,--model", args->model, "GGUF model or vocabulary file")->required();
   auto* p = sub->add_option("-p,--prompt", args->prompt, "Text to tokenize");
   auto* f = sub->add_option("-f,--file", args->file, "Read the text from a file");
+  auto* b = sub->add_option("--batch", args->batch, "Tokenize each NUL-separated text of a file; one line of ids each");
   p->excludes(f);
+  b->excludes(p);
+  b->excludes(f);
   sub->add_flag("--pieces", args->pieces, "Print each token id with its text, one per line");
   sub->add_flag("--no-bos", args->no_bos, "Do not add BOS/EOS even if the model asks for them");
   sub->add_flag("--no-parse-special", args->no_parse_special,

@@ -95,8 +95,9 @@ void quantize_q8_0_neon(const float* x, void* dst, int64_t n) {
       v[k] = vld1q_f32(x + 4 * k);
       m = vmaxq_f32(m, vabsq_f32(v[k]));
     }
-    const float d = vmaxvq_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = vmaxvq_f32(m);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = f32_to_fp16(d);
     for (int k = 0; k < 8; k += 2) {
       int32x4_t q0 = vcvtnq_s32_f32(vmulq_n_f32(v[k], id));

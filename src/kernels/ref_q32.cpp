@@ -19,15 +19,17 @@ void to_float_q8_0_ref(const void* src, float* dst, int64_t n) {
   }
 }
 
-// d = max|x| / 127 and q = round_nearest_even(x / d). The SIMD quantizers compute the
-// same float operations, so they produce identical bytes.
+// d = max|x| / 127 and q = round_nearest_even(x * 127 / max|x|), the scale ggml's x86
+// quantizer uses (1/d rounds differently in the last bit and moves some q by one step
+// against llama.cpp). The SIMD quantizers compute the same float operations, so they
+// produce identical bytes.
 void from_float_q8_0_ref(const float* x, void* dst, int64_t n) {
   auto* b = static_cast<BlockQ8_0*>(dst);
   for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
     float amax = 0;
     for (int e = 0; e < kQ32; ++e) amax = std::max(amax, std::fabs(x[e]));
     float d = amax / 127.0f;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     b[i].d = f32_to_fp16(d);
     for (int e = 0; e < kQ32; ++e) {
       float q = std::nearbyint(x[e] * id);

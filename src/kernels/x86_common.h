@@ -196,8 +196,9 @@ inline void quantize_q8_0_x86(const float* x, void* dst, int64_t n) {
     __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
     __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
     __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(v0), abs_ps(v1)), _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
-    float d = hmax8(m) / 127.0f;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float amax = hmax8(m);
+    float d = amax / 127.0f;
+    float id = amax != 0.0f ? 127.0f / amax : 0.0f;  // ggml's x86 form, not 1/d
     y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
     __m256 s = _mm256_set1_ps(id);
     __m256i q = pack_i32x32_to_i8(_mm256_cvtps_epi32(_mm256_mul_ps(v0, s)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, s)),

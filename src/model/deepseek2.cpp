@@ -1,10 +1,307 @@
-// deepseek2: not implemented yet.
+// deepseek2: DeepSeek-V2/V3/R1 and Kimi K2, as llama.cpp's src/models/deepseek2.cpp.
+//   x = embed(tokens)
+//   per layer: x = x + MLA(rms(x))                      (model/mla.h: absorbed or legacy form)
+//              h = rms(x)
+//              l < n_dense:  x = x + down(silu(gate h) * up h)
+//              otherwise:    x = x + MoE(h) + shared(h)
+//                MoE: sigmoid (or softmax) router; selection on probs + exp_probs_b,
+//                limited to the best expert groups (sum of each group's top 2);
+//                weights = unbiased probs, optionally normalised, times routed_scale
+//   logits = output(rms(x))   (output falls back to the token embedding)
+// YaRN: llama.cpp cancels the magnitude factor inside RoPE and puts mscale^2 into
+// the KQ scale instead (ARCHITECTURES.md 7.d.1); see kq_scale below.
+#include <fmt/format.h>
+
+#include <cmath>
+
 #include "model/arch.h"
+#include "model/mla.h"
 
 namespace deltafin {
+namespace {
 
-Result<std::unique_ptr<Model>> load_deepseek2(ModelFile& file, LoadOptions&) {
-  return make_error("{}: architecture 'deepseek2' is not implemented yet", file.path());
+struct Config {
+  int n_layer = 0, n_ctx_train = 0;
+  int64_t n_embd = 0, n_vocab = 0;
+  MlaShape mla;
+  int n_dense = 0;          // leading dense layers
+  int64_t n_ff = 0;         // dense FFN width
+  int64_t n_ff_exp = 0;     // routed expert width; shared experts are n_ff_exp * n_shared wide
+  int n_shared = 0;
+  float eps = 1e-6f;
+  RouterConfig router;
+};
+
+struct Layer {
+  std::vector<float> attn_norm, ffn_norm;
+  MlaWeights att;
+  Tensor ffn_gate, ffn_up, ffn_down;   // dense layers
+  Tensor gate_inp;                     // MoE layers
+  std::vector<float> exp_probs_b;      // selection bias (may be empty)
+  Tensor gate_sh, up_sh, down_sh;      // shared experts
+};
+
+class State final : public SeqState {
+ public:
+  std::vector<KVLayer> kv;
+  Status truncate(int n) override {
+    n_past = std::min(n_past, n);
+    return {};
+  }
+};
+
+class DeepSeek2 final : public Model {
+ public:
+  Status load(ModelFile& file, LoadOptions& opts) {
+    pool_ = opts.pool;
+    DF_TRY(load_config(file));
+    DF_TRY(load_weights(file));
+    DF_TRY(attach_experts(file, opts, &experts_, &info_));
+    info_.arch = "deepseek2";
+    info_.n_vocab = c_.n_vocab;
+    info_.n_embd = c_.n_embd;
+    info_.n_layer = c_.n_layer;
+    info_.n_ctx_train = c_.n_ctx_train;
+    info_.n_expert = c_.router.n_expert;
+    info_.n_expert_used = c_.router.n_used;
+    return {};
+  }
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::unique_ptr<SeqState> new_state(int n_ctx) const override {
+    auto s = std::make_unique<State>();
+    s->n_ctx = n_ctx;
+    s->kv.resize(size_t(c_.n_layer));
+    for (auto& kv : s->kv) kv.init(n_ctx, c_.mla.k_row(), c_.mla.v_row());
+    return s;
+  }
+
+  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    State& st = static_cast<State&>(base);
+    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+    const int64_t E = c_.n_embd;
+    const int pos0 = st.n_past;
+    const int K = c_.router.n_used;
+    std::vector<float> x(size_t(n) * size_t(E)), h(size_t(n) * size_t(E)), o(size_t(n) * size_t(E)),
+        sh(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.router.n_expert)), rw(size_t(n) * size_t(K));
+    std::vector<int32_t> sel(size_t(n) * size_t(K));
+    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t) * size_t(E)]);
+
+    for (int il = 0; il < c_.n_layer; ++il) {
+      const Layer& L = layers_[size_t(il)];
+      rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      mla_forward(pool_, c_.mla, L.att, st.kv[size_t(il)], pos0, h.data(), n, o.data());
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+
+      rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      if (il < c_.n_dense) {
+        dense_ffn(pool_, L.ffn_gate, L.ffn_up, L.ffn_down, h.data(), n, {}, o.data());
+      } else {
+        linear(pool_, L.gate_inp, h.data(), n, rl.data());
+        RouterConfig rc = c_.router;
+        rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
+        route(rc, rl.data(), n, sel.data(), rw.data());
+        DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, K, sel.data(), rw.data(), {}, o.data()));
+        dense_ffn(pool_, L.gate_sh, L.up_sh, L.down_sh, h.data(), n, {}, sh.data());
+        for (size_t i = 0; i < o.size(); ++i) o[i] += sh[i];  // moe_out + ffn_shexp, then + residual
+      }
+      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    }
+    st.n_past += n;
+    output_logits(pool_, x.data(), n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    return {};
+  }
+
+ private:
+  Status load_config(ModelFile& file) {
+    const GGUFFile& m = file.meta();
+    HParams hp(m, "deepseek2", file.path());
+    const int n_layer_all = int(hp.req_int("block_count"));
+    c_.n_ctx_train = int(hp.req_int("context_length"));
+    c_.n_embd = hp.req_int("embedding_length");
+    const int n_head = int(hp.req_int("attention.head_count"));
+    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    const int r_kv = int(hp.req_int("attention.kv_lora_rank"));
+    const int n_expert = int(hp.req_int("expert_count"));
+    const int n_used = int(hp.req_int("expert_used_count"));
+    c_.n_shared = int(hp.req_int("expert_shared_count"));
+    if (!hp.has("expert_feed_forward_length")) hp.req_int("expert_feed_forward_length");  // reports it
+    DF_TRY(hp.finish());
+
+    // MTP ("nextn") blocks are appended after the trunk and are not part of this pass.
+    c_.n_layer = n_layer_all - int(hp.int_or("nextn_predict_layers", 0));
+    if (c_.n_layer <= 0) hp.fail("nextn_predict_layers must be smaller than block_count");
+    // The vocabulary size only feeds llama.cpp's model-family heuristics below.
+    int64_t vocab = hp.int_or("vocab_size", 0);
+    if (vocab == 0)
+      if (const GGUFValue* toks = m.find("tokenizer.ggml.tokens")) vocab = int64_t(toks->array_size());
+
+    // "Lite" models (DeepSeek-V2-Lite and relatives) have no q-LoRA; llama.cpp then
+    // does not even read q_lora_rank.
+    const bool lite = c_.n_layer == 26 || c_.n_layer == 27 || (c_.n_layer == 48 && vocab == 128256);
+    MlaShape& s = c_.mla;
+    s.n_head = n_head;
+    s.r_kv = r_kv;
+    s.eps = c_.eps;
+    if (!lite) s.r_q = int(hp.req_int("attention.q_lora_rank"));
+
+    // The form of attention follows the metadata: both *_mla lengths present means
+    // the absorbed form (wk_b/wv_b, latent cache, MQA with key_length = r_kv + d_rope).
+    const int64_t head_k = hp.int_or("attention.key_length", c_.n_embd / std::max(1, n_head));
+    const int64_t head_v = hp.int_or("attention.value_length", c_.n_embd / std::max(1, n_head));
+    const int64_t k_mla = hp.int_or("attention.key_length_mla", 0);
+    const int64_t v_mla = hp.int_or("attention.value_length_mla", 0);
+    const int n_head_kv = int(hp.int_or("attention.head_count_kv", n_head));
+    if ((k_mla == 0) != (v_mla == 0))
+      hp.fail("attention.key_length_mla and attention.value_length_mla must be given together");
+    s.absorbed = k_mla != 0 && v_mla != 0;
+    const int64_t d_qk = s.absorbed ? k_mla : head_k;
+    s.d_v = int(s.absorbed ? v_mla : head_v);
+    s.d_rope = int(hp.int_or("rope.dimension_count", head_k));
+    s.d_nope = int(d_qk) - s.d_rope;
+    if (s.d_nope < 1 || s.d_rope < 2 || s.d_rope % 2 != 0)
+      hp.fail(fmt::format("rope.dimension_count {} must be even and smaller than the q/k head size {}", s.d_rope,
+                          d_qk));
+    if (s.absorbed) {
+      if (n_head_kv != 1)
+        hp.fail(fmt::format("attention.head_count_kv is {}; the absorbed MLA form (key_length_mla set) needs 1",
+                            n_head_kv));
+      if (head_k != int64_t(r_kv) + s.d_rope || head_v != r_kv)
+        hp.fail(fmt::format("attention.key_length/value_length are {}/{}; the absorbed MLA form needs "
+                            "kv_lora_rank + rope.dimension_count = {} and kv_lora_rank = {}",
+                            head_k, head_v, int64_t(r_kv) + s.d_rope, r_kv));
+    } else if (n_head_kv != n_head) {
+      hp.fail(fmt::format("attention.head_count_kv is {}; the legacy MLA form (attn_kv_b) needs head_count = {}",
+                          n_head_kv, n_head));
+    }
+    if (n_head <= 0 || r_kv <= 0 || s.d_v <= 0) hp.fail("head_count, kv_lora_rank and the value length must be > 0");
+
+    c_.n_ff_exp = hp.per_layer_int("expert_feed_forward_length", n_layer_all, 0).at(0);
+    c_.n_dense = int(hp.int_or("leading_dense_block_count", 0));
+    if (c_.n_dense > 0) {
+      if (!hp.has("feed_forward_length")) hp.fail("leading dense layers need feed_forward_length");
+      c_.n_ff = hp.per_layer_int("feed_forward_length", n_layer_all, 0).at(0);
+    }
+    if (c_.n_dense > c_.n_layer) hp.fail("leading_dense_block_count exceeds the layer count");
+
+    // Routing.
+    RouterConfig& rc = c_.router;
+    rc.n_expert = n_expert;
+    rc.n_used = n_used;
+    rc.norm_weights = hp.bool_or("expert_weights_norm", false);
+    rc.weights_scale = float(hp.float_or("expert_weights_scale", 0.0));
+    int gating = int(hp.int_or("expert_gating_func", 0));
+    if (gating == 0)  // absent: DeepSeek-V2 files (softmax), GLM-4.7-lite (sigmoid)
+      gating = ((c_.n_layer == 47 || c_.n_layer == 48) && vocab == 154880) ? 2 : 1;
+    if (gating == 1) rc.gating = Gating::Softmax;
+    else if (gating == 2) rc.gating = Gating::Sigmoid;
+    else hp.fail(fmt::format("expert_gating_func {} is not supported (1 softmax, 2 sigmoid)", gating));
+    const int n_group = int(hp.int_or("expert_group_count", 0));
+    rc.n_group = std::max(1, n_group);
+    rc.n_group_used = int(hp.int_or("expert_group_used_count", 0));
+    if (n_expert <= 0 || n_used <= 0 || n_used > n_expert)
+      hp.fail("expert_count and expert_used_count must satisfy 0 < used <= count");
+    if (n_group >= n_expert && n_expert > 0) hp.fail("expert_group_count must be smaller than expert_count");
+    if (n_group > 1) {
+      if (n_expert % n_group != 0) hp.fail("expert_count must be a multiple of expert_group_count");
+      if (n_expert / n_group < 2) hp.fail("expert groups need at least 2 experts each (groups are scored by their top 2)");
+      if (rc.n_group_used <= 0 || rc.n_group_used >= n_group)
+        hp.fail("expert_group_used_count must satisfy 0 < used < expert_group_count");
+    }
+    if (c_.n_shared <= 0) hp.fail("expert_shared_count must be > 0 (MoE layers have shared experts)");
+
+    // RoPE and the KQ scale. llama.cpp's yarn_log_multiplier for deepseek2 is stored
+    // x0.1 by the converter and divided back on load.
+    const float log_mul = float(hp.float_or("rope.scaling.yarn_log_multiplier", 0.0)) / 0.1f;
+    s.rope = hp.rope(s.d_rope, /*neox=*/false, c_.n_ctx_train, log_mul);
+    // First undo the cancellation of ggml's YaRN magnitude that the context applied
+    // to attn_factor, then scale KQ by mscale^2 (ARCHITECTURES.md 7.c). float math as there.
+    const float attn_factor_org = s.rope.attn_factor * (1.0f + 0.1f * std::log(1.0f / s.rope.freq_scale));
+    const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * std::log(1.0f / s.rope.freq_scale));
+    s.kq_scale = 1.0f * mscale * mscale / std::sqrt(float(d_qk));
+
+    s.temp_scale = float(hp.float_or("attention.temperature_scale", 0.0));
+    s.temp_length = int(hp.int_or("attention.temperature_length", 0));
+    if (s.temp_scale != 0.0f && s.temp_length <= 0)
+      hp.fail("attention.temperature_scale needs attention.temperature_length > 0");
+    return hp.finish();
+  }
+
+  Status load_weights(ModelFile& file) {
+    WeightLoader w(file);
+    const MlaShape& s = c_.mla;
+    const int64_t E = c_.n_embd, H = s.n_head, dqk = s.d_qk(), NE = c_.router.n_expert;
+    const int64_t F = c_.n_ff_exp, FS = c_.n_ff_exp * c_.n_shared;
+    c_.n_vocab = w.dim("token_embd.weight", 1);
+    tok_embd_ = w.require("token_embd.weight", {E, c_.n_vocab});
+    output_norm_ = to_f32(w.require("output_norm.weight", {E}));
+    output_ = w.optional("output.weight", {E, c_.n_vocab});
+    if (!output_.valid()) output_ = tok_embd_;
+    layers_.resize(size_t(c_.n_layer));
+    for (int il = 0; il < c_.n_layer; ++il) {
+      Layer& L = layers_[size_t(il)];
+      MlaWeights& A = L.att;
+      auto n = [&](const char* x) { return layer_name(il, x); };
+      L.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
+      if (s.r_q > 0) {
+        A.wq_a = w.require(n("attn_q_a.weight"), {E, s.r_q});
+        A.q_a_norm = to_f32(w.require(n("attn_q_a_norm.weight"), {s.r_q}));
+        A.wq_b = w.require(n("attn_q_b.weight"), {s.r_q, H * dqk});
+      } else {
+        A.wq = w.require(n("attn_q.weight"), {E, H * dqk});
+      }
+      A.wkv_a = w.require(n("attn_kv_a_mqa.weight"), {E, int64_t(s.r_kv) + s.d_rope});
+      A.kv_a_norm = to_f32(w.require(n("attn_kv_a_norm.weight"), {s.r_kv}));
+      if (s.absorbed) {
+        A.wk_b = w.require(n("attn_k_b.weight"), {s.d_nope, s.r_kv, H});
+        A.wv_b = w.require(n("attn_v_b.weight"), {s.r_kv, s.d_v, H});
+      } else {
+        A.wkv_b = w.require(n("attn_kv_b.weight"), {s.r_kv, H * (s.d_nope + s.d_v)});
+      }
+      A.wo = w.require(n("attn_output.weight"), {H * s.d_v, E});
+      L.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
+      if (il < c_.n_dense) {
+        L.ffn_gate = w.require(n("ffn_gate.weight"), {E, c_.n_ff});
+        L.ffn_up = w.require(n("ffn_up.weight"), {E, c_.n_ff});
+        L.ffn_down = w.require(n("ffn_down.weight"), {c_.n_ff, E});
+        continue;
+      }
+      L.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, NE});
+      const Tensor bias = w.optional(n("exp_probs_b.bias"), {NE});
+      if (bias.valid()) L.exp_probs_b = to_f32(bias);
+      if (w.has(n("ffn_gate_up_exps.weight")))
+        return make_error("{}: {} (fused gate+up experts) is not supported yet", file.path(),
+                          n("ffn_gate_up_exps.weight"));
+      w.expect_shape(n("ffn_gate_exps.weight"), {E, F, NE});
+      w.expect_shape(n("ffn_up_exps.weight"), {E, F, NE});
+      w.expect_shape(n("ffn_down_exps.weight"), {F, E, NE});
+      L.gate_sh = w.require(n("ffn_gate_shexp.weight"), {E, FS});
+      L.up_sh = w.require(n("ffn_up_shexp.weight"), {E, FS});
+      L.down_sh = w.require(n("ffn_down_shexp.weight"), {FS, E});
+    }
+    DF_TRY(w.finish());
+    info_.core_bytes = w.bytes_loaded();
+    buffers_ = w.take_buffers();
+    return {};
+  }
+
+  Config c_;
+  ModelInfo info_;
+  ThreadPool* pool_ = nullptr;
+  Tensor tok_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<Layer> layers_;
+  std::vector<AlignedBuffer> buffers_;
+  std::unique_ptr<ExpertStore> experts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_deepseek2(ModelFile& file, LoadOptions& opts) {
+  auto m = std::make_unique<DeepSeek2>();
+  DF_TRY(m->load(file, opts));
+  return std::unique_ptr<Model>(std::move(m));
 }
 
 }  // namespace deltafin

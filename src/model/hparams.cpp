@@ -52,7 +52,7 @@ Status HParams::finish() const {
   return Error{msg};
 }
 
-RopeParams HParams::rope(int n_rot, bool neox, int n_ctx_train) {
+RopeParams HParams::rope(int n_rot, bool neox, int n_ctx_train, float yarn_log_mul) {
   RopeParams p;
   p.n_rot = n_rot;
   p.neox = neox;
@@ -69,13 +69,11 @@ RopeParams HParams::rope(int n_rot, bool neox, int n_ctx_train) {
     // As llama.cpp (llama_context): the YaRN magnitude correction, with ggml's own
     // 1 + 0.1*ln(factor) inside rope cancelled out.
     p.ext_factor = 1.0f;
-    p.beta_fast = float(float_or("rope.scaling.yarn_beta_fast", 32.0));
-    p.beta_slow = float(float_or("rope.scaling.yarn_beta_slow", 1.0));
     auto get_mscale = [](float scale, float mscale) {
       return scale <= 1.0f ? 1.0f : (0.1f * mscale * std::log(scale) + 1.0f);
     };
     const float factor = 1.0f / p.freq_scale;
-    const float log_mul = float(float_or("rope.scaling.yarn_log_multiplier", 0.0));
+    const float log_mul = yarn_log_mul;
     if (log_mul != 0.0f) {
       float mscale = 1.0f;
       if (arch_ == "deepseek2" && log_mul != 1.0f) mscale = log_mul;

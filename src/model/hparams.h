@@ -29,8 +29,12 @@ class HParams {
   std::string key(const std::string& name) const { return arch_ + "." + name; }
   const GGUFFile& meta() const { return meta_; }
 
-  // Rope parameters common to every architecture (base, scaling type/factor, YaRN).
-  RopeParams rope(int n_rot, bool neox, int n_ctx_train);
+  // Rope parameters common to every architecture (base, scaling type/factor, YaRN),
+  // as llama_context computes them. YaRN's beta_fast/beta_slow are llama.cpp's fixed
+  // 32/1 (the GGUF's yarn_beta_* keys are not read for any architecture here).
+  // yarn_log_mul is llama.cpp's hparams.rope_yarn_log_mul: 0 except for
+  // architectures that read it (deepseek2: rope.scaling.yarn_log_multiplier / 0.1f).
+  RopeParams rope(int n_rot, bool neox, int n_ctx_train, float yarn_log_mul = 0.0f);
 
  private:
   const GGUFFile& meta_;

@@ -36,10 +36,24 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
       d.n_group = 2;
       d.n_group_used = 1;
     }
+    if (d.arch == "deepseek2") {
+      // DeepSeek-V3's form: absorbed MLA (wk_b/wv_b), q-LoRA, 2 expert groups of which
+      // 1 is kept, YaRN x8 over a 512-token original context (so contexts past 512
+      // exercise the interpolation) with DeepSeek-V2-Lite's mscale_all_dim 0.707 (the
+      // deepseek2 special case of llama.cpp's attn_factor).
+      d.mla_split_kv_b = true;
+      d.yarn_factor = 8.0f;
+      d.yarn_orig_ctx = 512;
+      d.yarn_mscale_all_dim = 0.707f;
+      d.routed_scale = 2.5f;
+    }
     if (d.arch == "kimi-k3") {
+      // Layers: KDA (dense FFN), KDA, KDA, MLA, KDA; attention residuals every 2.
       d.n_layer = 5;
       d.kda_period = 4;
-      d.moe_latent = 256;
+      d.kda_head_dim = 64;
+      d.moe_latent = 128;
+      d.attn_res_block = 2;
       d.expert_type = DType::MXFP4;
     }
   } else if (preset == "qwen3-moe-mini") {
@@ -58,8 +72,9 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.type = DType::Q8_0;
     d.expert_type = DType::Q8_0;
   } else if (preset == "kimi-k2-mini") {
-    // Kimi K2 / DeepSeek V3's pattern: MLA, one leading dense layer, 1 shared expert,
-    // sigmoid routing with score bias and groups, top-8.
+    // Kimi K2's pattern: absorbed MLA with q-LoRA, one leading dense layer, 1 shared
+    // expert, sigmoid routing with score bias (one expert group, as K2), top-8,
+    // routed scale 2.827, rope base 50000 with YaRN x32 over 4096 (mscale_all_dim 1).
     d.arch = "deepseek2";
     d.name = preset;
     d.n_layer = 8;
@@ -79,6 +94,13 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.n_ff = 2048;
     d.n_group = 1;
     d.n_group_used = 1;
+    d.mla_split_kv_b = true;
+    d.n_ctx = 131072;
+    d.freq_base = 50000.0f;
+    d.yarn_factor = 32.0f;
+    d.yarn_orig_ctx = 4096;
+    d.yarn_mscale_all_dim = 1.0f;
+    d.routed_scale = 2.827f;
     d.type = DType::Q8_0;
     d.expert_type = DType::Q8_0;
   } else if (preset == "kimi-k3-mini") {
@@ -99,8 +121,12 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.n_used = 8;
     d.n_ff_exp = 512;
     d.n_ff = 2048;
+    // Kimi-K3's pattern: 3 KDA layers to 1 gated MLA, a leading dense layer, latent
+    // MoE with a shared expert, SiTU, attention residuals, MXFP4 experts.
     d.kda_period = 4;
+    d.kda_head_dim = 128;
     d.moe_latent = 512;
+    d.attn_res_block = 4;
     d.type = DType::Q8_0;
     d.expert_type = DType::MXFP4;
   } else if (preset == "mixtral-mini") {

@@ -61,7 +61,8 @@ void gen_rows(const TensorPlan& t, uint64_t seed, int64_t row0, int64_t rows, co
               void* dst) {
   const int64_t cols = t.shape[0];
   const uint64_t rb = dtype_row_bytes(t.type, uint64_t(cols));
-  const bool needs_float = !t.row_dir.empty() || t.add_dir_all_rows || t.init != Init::Normal;
+  const bool needs_float =
+      !t.row_dir.empty() || t.add_dir_all_rows || t.init != Init::Normal || !t.values.empty();
   if (!needs_float) {
     // Direct random blocks, one call per row range (fast path for big matrices).
     fill_random(t.type, mix(seed, uint64_t(row0)), rows * cols, t.std, dst);
@@ -80,6 +81,8 @@ void gen_rows(const TensorPlan& t, uint64_t seed, int64_t row0, int64_t rows, co
       case Init::Bias:
       case Init::Normal: fill_random(DType::F32, mix(seed, uint64_t(gr)), cols, t.std, row.data()); break;
     }
+    if (!t.values.empty())
+      std::copy_n(t.values.begin() + gr * cols, cols, row.begin());
     if (t.add_dir_all_rows)
       for (int64_t c = 0; c < cols; ++c) row[size_t(c)] += u[size_t(c)] * 1.5f;
     if (!t.row_dir.empty())

@@ -50,6 +50,19 @@ struct SynthSpec {
   // Target total size: when > 0, the expert count is raised to reach it.
   uint64_t target_bytes = 0;
   std::string name = "synthetic";
+  // Kimi K3 (continued).
+  int kda_head_dim = 64;               // KDA head size S (d_inner = n_head * S)
+  int d_conv = 4;                      // KDA short-convolution width
+  float kda_gate_lower_bound = -5.0f;  // K3's decay-gate formula
+  int attn_res_block = 2;              // attention-residual block size (0: plain residuals)
+  float situ_beta = 4.0f, situ_linear_beta = 25.0f;
+  bool mla_gate = true;                // MLA sigmoid output gate (attn_gate)
+  // DeepSeek2 / Kimi K2 (continued).
+  float freq_base = 10000.0f;          // rope.freq_base
+  float yarn_factor = 0.0f;            // YaRN rope scaling factor (0: no rope scaling)
+  int yarn_orig_ctx = 4096;            // rope.scaling.original_context_length
+  float yarn_mscale_all_dim = 1.0f;    // written x0.1 as rope.scaling.yarn_log_multiplier
+  float routed_scale = 2.5f;           // expert_weights_scale (routed_scaling_factor)
 };
 
 // Named presets: "tiny" (per architecture), "qwen3-moe-mini", "kimi-k2-mini",
@@ -80,6 +93,9 @@ struct TensorPlan {
   // Skew: add dir_scale[i] * u to row i (router rows) or dir to every row (embedding).
   std::vector<float> row_dir;
   bool add_dir_all_rows = false;
+  // When non-empty: the tensor's exact values (row-major, all rows), e.g. a score
+  // bias that encodes the routing skew. For small tensors.
+  std::vector<float> values;
 };
 
 struct SynthPlan {

@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <span>
 
 #include "tokenizer/unicode.h"
@@ -241,6 +242,33 @@ bool uses_categories(std::string_view pattern) {
   return false;
 }
 
+// PCRE2's UTF mode rejects surrogates, but llama.cpp's std::wregex sees them as
+// plain values (and one of its ranges, U+8C48-U+FAFF, spans them). So the
+// codepoint view and its patterns move every value from U+D800 up by 0x800:
+// order is kept and surrogates become ordinary characters. The top 2048 private
+// use codepoints (U+10F800 and above) all land on U+10FFFF; no pattern tells
+// them apart.
+uint32_t shift_past_surrogates(uint32_t cp) {
+  if (cp < 0xD800) return cp;
+  return std::min<uint32_t>(cp + 0x800, unicode::kMaxCodepoint);
+}
+
+// A llama.cpp-style pattern for the codepoint view: literal non-ASCII
+// characters from U+D800 up become \x{..} escapes of their shifted values.
+std::string shift_pattern(std::string_view pattern) {
+  std::vector<uint32_t> cps;
+  unicode::decode_utf8(pattern, cps);
+  std::string out;
+  for (uint32_t cp : cps) {
+    if (cp < 0xD800) {
+      unicode::append_utf8(cp, out);
+    } else {
+      out += fmt::format("\\x{{{:X}}}", shift_past_surrogates(cp));
+    }
+  }
+  return out;
+}
+
 enum class View { kCollapsed, kCollapsedHan, kCodepoints };
 enum class StageKind { kRegex, kDigitGroups };
 
@@ -299,8 +327,7 @@ struct Views {
       cp_to_byte[i] = uint32_t(utf8.size());
       uint32_t cp = cpts[i];
       if (cp >= 0x80 && unicode::is_whitespace(cp)) cp = kByteSpace;
-      if (cp >= 0xD800 && cp <= 0xDFFF) cp = unicode::kReplacementChar;  // not valid in UTF mode
-      unicode::append_utf8(cp, utf8);
+      unicode::append_utf8(shift_past_surrogates(cp), utf8);
     }
     cp_to_byte[cpts.size()] = uint32_t(utf8.size());
     byte_to_cp.assign(utf8.size() + 1, 0);
@@ -416,7 +443,7 @@ Result<PreTokenizer> PreTokenizer::from_patterns(const std::vector<std::string>&
       compiled = collapsed_pattern(pattern, false);
     } else {
       stage->view = View::kCodepoints;
-      compiled = pattern;
+      compiled = shift_pattern(pattern);
       options |= PCRE2_UTF;
     }
     int err = 0;

@@ -9,7 +9,9 @@
 // letter, and [^a-z] accepts every non-ASCII letter. We reproduce that exactly
 // by running PCRE2 (JIT) on the same collapsed text. Regexes without \p{..} run
 // on the codepoints themselves (PCRE2 in UTF mode, ASCII-only \s), with non-ASCII
-// whitespace replaced by U+000B, as llama.cpp's std::wregex fallback does.
+// whitespace replaced by U+000B, as llama.cpp's std::wregex fallback does
+// (codepoints from U+D800 up are shifted past the surrogates, which PCRE2 would
+// reject and std::wregex does not).
 // llama.cpp's hand-written splitters for the GPT-2, Llama 3, Qwen2 and Qwen3.5
 // patterns agree with their regexes; the Kimi-K2 and digit-grouping splitters
 // have no regex of their own and are expressed here as equivalent stages.

@@ -37,9 +37,7 @@ declare -A EXPERT_TYPE=([kimi-k3]=MXFP4)
 
 ALL_ARCHS="qwen3moe deepseek2 kimi-k3 llama"
 ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4"
-# deepseek2 and kimi-k3 are still being brought to agreement with llama.cpp: the
-# suite runs the architectures that pass; ARCHS="$ALL_ARCHS" runs all four.
-ARCHS=${ARCHS:-qwen3moe llama}
+ARCHS=${ARCHS:-$ALL_ARCHS}
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)
 LONG_TOK=${LONG_TOK:-1100}  # F32 only: one batch run past 1024 tokens of context

@@ -1,0 +1,235 @@
+#include "model/kda.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "model/linear.h"
+#include "model/ops.h"
+
+namespace deltafin {
+
+namespace {
+
+// Dot product with 8 partial sums (vectorizable; ggml's SIMD dot also sums in
+// lanes, in an order of its own, so the two agree to float rounding).
+float dot_f32(int n, const float* a, const float* b) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// One token of the gated delta rule for one head (ggml_gated_delta_net, KDA mode).
+// st: [S][S], row j holds S[.][j] (value j, contiguous over keys i).
+// out (may be null): S^T q / sqrt(S). tmp: 2*S floats of scratch.
+void kda_step(int S, float* st, const float* q, const float* k, const float* v, const float* g, float beta,
+              float* out, float* tmp) {
+  float* decay = tmp;
+  float* delta = tmp + S;
+  for (int i = 0; i < S; ++i) decay[i] = std::exp(g[i]);
+  for (int j = 0; j < S; ++j) {
+    float* row = st + int64_t(j) * S;
+    for (int i = 0; i < S; ++i) row[i] *= decay[i];
+  }
+  for (int j = 0; j < S; ++j) delta[j] = (v[j] - dot_f32(S, st + int64_t(j) * S, k)) * beta;
+  for (int j = 0; j < S; ++j) {
+    float* row = st + int64_t(j) * S;
+    const float dj = delta[j];
+    for (int i = 0; i < S; ++i) row[i] += k[i] * dj;
+  }
+  if (out) {
+    const float scale = 1.0f / std::sqrt(float(S));
+    for (int j = 0; j < S; ++j) out[j] = dot_f32(S, st + int64_t(j) * S, q) * scale;
+  }
+}
+
+// Shifts one raw projection row z [d_inner] into a conv state block [d_inner][d_conv-1].
+void conv_push(float* block, const float* z, int64_t d_inner, int w) {
+  for (int64_t c = 0; c < d_inner; ++c) {
+    float* s = block + c * w;
+    for (int j = 0; j + 1 < w; ++j) s[j] = s[j + 1];
+    if (w > 0) s[w - 1] = z[c];
+  }
+}
+
+template <class F>
+void par(ThreadPool* pool, int64_t n, int64_t grain, F&& f) {
+  if (pool) pool->parallel_for(n, grain, f);
+  else f(0, n);
+}
+
+}  // namespace
+
+int64_t KdaState::entry_size() const { return 7 * s_.d_inner() + s_.n_head; }
+
+void KdaState::init(const KdaShape& s, int window) {
+  s_ = s;
+  pos_ = 0;
+  base_pos_ = 0;
+  window_ = std::max(window, 0);
+  const int64_t d = s.d_inner();
+  conv_.assign(size_t(3 * d * (s.d_conv - 1)), 0.0f);
+  rec_.assign(size_t(int64_t(s.n_head) * s.head_dim * s.head_dim), 0.0f);
+  base_conv_ = conv_;
+  base_rec_ = rec_;
+  log_.assign(size_t(window_) * size_t(entry_size()), 0.0f);
+}
+
+// Applies the logged tokens [from, to) to a conv + recurrent state pair.
+void KdaState::replay(std::vector<float>& conv, std::vector<float>& rec, int from, int to) {
+  const int S = s_.head_dim, H = s_.n_head, w = s_.d_conv - 1;
+  const int64_t d = s_.d_inner();
+  std::vector<float> tmp(size_t(2 * S));
+  for (int p = from; p < to; ++p) {
+    const float* e = entry(p);
+    const float *q = e, *k = e + d, *v = e + 2 * d, *g = e + 3 * d, *beta = e + 4 * d, *z = beta + H;
+    for (int h = 0; h < H; ++h) {
+      const int64_t o = int64_t(h) * S;
+      kda_step(S, &rec[size_t(o * S)], q + o, k + o, v + o, g + o, beta[h], nullptr, tmp.data());
+    }
+    for (int b = 0; b < 3; ++b) conv_push(&conv[size_t(b * d * w)], z + b * d, d, w);
+  }
+}
+
+void KdaState::advance_base(int new_base) {
+  if (new_base <= base_pos_) return;
+  if (new_base == pos_) {
+    base_conv_ = conv_;
+    base_rec_ = rec_;
+  } else {
+    replay(base_conv_, base_rec_, base_pos_, new_base);
+  }
+  base_pos_ = new_base;
+}
+
+Status KdaState::truncate(int n) {
+  if (n >= pos_) return {};
+  if (n < base_pos_)
+    return make_error("cannot roll the KDA state back to position {}: only positions {}..{} are kept "
+                      "(rollback window {} tokens)", n, base_pos_, pos_, window_);
+  conv_ = base_conv_;
+  rec_ = base_rec_;
+  replay(conv_, rec_, base_pos_, n);
+  pos_ = n;
+  return {};
+}
+
+void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaState& st, const float* a, int n,
+                 float* out) {
+  const int S = s.head_dim, H = s.n_head, K = s.d_conv, W = K - 1;
+  const int64_t d = s.d_inner();
+  const int pos0 = st.pos_, new_pos = pos0 + n;
+
+  // Rollback bookkeeping: the snapshot moves to new_base. If that is inside this
+  // batch it is taken on the way (conv below, recurrence further down); otherwise
+  // it is replayed from the log before new entries overwrite old slots.
+  const bool keep = st.window_ > 0;
+  const int new_base = keep ? std::max(st.base_pos_, new_pos - st.window_) : new_pos;
+  const int snap_t = new_base - pos0;  // tokens of this batch folded into the snapshot
+  if (keep && new_base <= pos0) st.advance_base(new_base);
+
+  // Projections and short convolutions: q/k/v = silu(conv([state | z])).
+  std::vector<float> z(size_t(3 * n * d)), qkv(size_t(3 * n * d));
+  const Tensor* proj[3] = {&w.wq, &w.wk, &w.wv};
+  const std::vector<float>* cw[3] = {&w.conv_q, &w.conv_k, &w.conv_v};
+  for (int b = 0; b < 3; ++b) linear(pool, *proj[b], a, n, &z[size_t(b * n * d)]);
+  par(pool, 3 * d, 64, [&](int64_t c0, int64_t c1) {
+    std::vector<float> row(size_t(W + n));
+    for (int64_t bc = c0; bc < c1; ++bc) {
+      const int b = int(bc / d);
+      const int64_t c = bc % d;
+      float* state = &st.conv_[size_t((b * d + c) * W)];
+      const float* zb = &z[size_t(b * n * d)];
+      const float* wt = &(*cw[b])[size_t(c * K)];
+      float* xb = &qkv[size_t(b * n * d)];
+      for (int j = 0; j < W; ++j) row[size_t(j)] = state[j];
+      for (int t = 0; t < n; ++t) row[size_t(W + t)] = zb[int64_t(t) * d + c];
+      for (int t = 0; t < n; ++t) {
+        float sum = 0.0f;
+        for (int i = 0; i < K; ++i) sum += row[size_t(t + i)] * wt[i];
+        xb[int64_t(t) * d + c] = silu(sum);
+      }
+      if (keep && snap_t > 0)
+        for (int j = 0; j < W; ++j) st.base_conv_[size_t((b * d + c) * W + j)] = row[size_t(snap_t + j)];
+      for (int j = 0; j < W; ++j) state[j] = row[size_t(n + j)];
+    }
+  });
+  float* q = &qkv[0];
+  float* k = &qkv[size_t(n * d)];
+  const float* v = &qkv[size_t(2 * n * d)];
+  // L2 norm per head: rms_norm(x, eps/S) * (1/sqrt(S)) (build_gdn_l2_norm).
+  {
+    const float fs = float(S), l2_eps = s.eps / fs, l2_scale = 1.0f / std::sqrt(fs);
+    for (float* x : {q, k}) {
+      rms_norm_rows(x, nullptr, S, int64_t(n) * H, l2_eps, x);
+      for (int64_t i = 0; i < int64_t(n) * d; ++i) x[i] *= l2_scale;
+    }
+  }
+
+  // Decay gate g [n][d_inner] and beta [n][H].
+  std::vector<float> fa(size_t(int64_t(n) * w.f_a.rows())), g(size_t(n * d)), beta(size_t(n * H));
+  linear(pool, w.f_a, a, n, fa.data());
+  linear(pool, w.f_b, fa.data(), n, g.data());
+  const bool lower = std::isfinite(s.gate_lower_bound);
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < H; ++h) {
+      float* gh = &g[size_t(int64_t(t) * d + int64_t(h) * S)];
+      const float A = w.a[size_t(h)];
+      for (int i = 0; i < S; ++i) {
+        float x = gh[i] + w.dt_bias[size_t(h * S + i)];
+        if (lower) {
+          x = sigmoid((x * A) * -1.0f) * s.gate_lower_bound;
+        } else {
+          x = (x > 20.0f ? x : std::log(1.0f + std::exp(x))) * A;
+        }
+        gh[i] = x;
+      }
+    }
+  linear(pool, w.beta, a, n, beta.data());
+  for (float& b : beta) b = sigmoid(b);
+
+  // The recurrence, one head per task.
+  std::vector<float> o(size_t(n * d));
+  par(pool, H, 1, [&](int64_t h0, int64_t h1) {
+    std::vector<float> tmp(size_t(2 * S));
+    for (int64_t h = h0; h < h1; ++h) {
+      float* sh = &st.rec_[size_t(h * S * S)];
+      for (int t = 0; t < n; ++t) {
+        const int64_t off = int64_t(t) * d + h * S;
+        kda_step(S, sh, q + off, k + off, v + off, &g[size_t(off)], beta[size_t(t * H + h)], &o[size_t(off)],
+                 tmp.data());
+        if (keep && t + 1 == snap_t)
+          std::copy_n(sh, size_t(S) * size_t(S), &st.base_rec_[size_t(h * S * S)]);
+      }
+    }
+  });
+  if (keep && snap_t > 0) st.base_pos_ = new_base;
+
+  // Log the inputs of the tokens still inside the rollback window.
+  if (keep) {
+    for (int p = std::max(pos0, new_pos - st.window_); p < new_pos; ++p) {
+      const int t = p - pos0;
+      float* e = st.entry(p);
+      std::copy_n(q + int64_t(t) * d, d, e);
+      std::copy_n(k + int64_t(t) * d, d, e + d);
+      std::copy_n(v + int64_t(t) * d, d, e + 2 * d);
+      std::copy_n(&g[size_t(t * d)], d, e + 3 * d);
+      std::copy_n(&beta[size_t(t * H)], H, e + 4 * d);
+      for (int b = 0; b < 3; ++b) std::copy_n(&z[size_t(b * n * d + t * d)], d, e + 4 * d + H + b * d);
+    }
+  }
+  st.pos_ = new_pos;
+  if (!keep) st.base_pos_ = new_pos;
+
+  // Output: per-head RMSNorm, sigmoid gate, projection.
+  rms_norm_rows(o.data(), w.o_norm.data(), S, int64_t(n) * H, s.eps, o.data());
+  std::vector<float> g2(size_t(n * d));
+  linear(pool, w.g, a, n, g2.data());
+  for (size_t i = 0; i < o.size(); ++i) o[i] = o[i] * sigmoid(g2[i]);
+  linear(pool, w.wo, o.data(), n, out);
+}
+
+}  // namespace deltafin

@@ -1,0 +1,106 @@
+#include "model/kimi_k3_mla.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/linear.h"
+#include "model/ops.h"
+
+namespace deltafin {
+
+namespace {
+
+// Multi-query attention where V is the first dv values of each cached K row, as
+// llama.cpp computes it without flash attention on an F16 cache: Q rounded to F16
+// for K.Q, softmax in F32 (double sum), probabilities rounded to F16 for P.V.
+// q: [n, H, dk]; z: [n, H, dv].
+void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, int dk, int dv, float scale,
+                const float* q, float* z) {
+  const int64_t n_tasks = int64_t(n) * H;
+  auto body = [&](int64_t b, int64_t e) {
+    std::vector<float> qh(static_cast<size_t>(dk)), p, acc(static_cast<size_t>(dv));
+    for (int64_t task = b; task < e; ++task) {
+      const int t = int(task / H), h = int(task % H);
+      const int n_kv = pos0 + t + 1;
+      const float* qp = q + (int64_t(t) * H + h) * dk;
+      for (int d = 0; d < dk; ++d) qh[size_t(d)] = round_fp16(qp[d]);
+      p.resize(size_t(n_kv));
+      for (int j = 0; j < n_kv; ++j) {
+        const float* kr = &cache.k[size_t(j) * size_t(cache.k_row)];
+        float dot = 0;
+        for (int d = 0; d < dk; ++d) dot += kr[d] * qh[size_t(d)];
+        p[size_t(j)] = dot * scale;
+      }
+      softmax_inplace(p.data(), n_kv);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int j = 0; j < n_kv; ++j) {
+        const float pj = round_fp16(p[size_t(j)]);
+        const float* vr = &cache.k[size_t(j) * size_t(cache.k_row)];
+        for (int d = 0; d < dv; ++d) acc[size_t(d)] += pj * vr[d];
+      }
+      std::copy(acc.begin(), acc.end(), z + (int64_t(t) * H + h) * dv);
+    }
+  };
+  if (pool) pool->parallel_for(n_tasks, 1, body);
+  else body(0, n_tasks);
+}
+
+}  // namespace
+
+void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w, KVLayer& cache, int pos0,
+                    const float* a, int n, float* out) {
+  const int H = s.n_head, dn = s.d_nope, dr = s.d_rope, dqk = dn + dr, r = s.kv_lora, dv = s.d_v;
+  const int64_t krow = s.k_row();
+
+  // Query.
+  std::vector<float> q(size_t(n) * size_t(H) * size_t(dqk));
+  if (w.q_a_norm.empty()) {
+    linear(pool, w.wq, a, n, q.data());
+  } else {
+    const int64_t rq = w.wq_a.rows();
+    std::vector<float> qa(size_t(n * rq));
+    linear(pool, w.wq_a, a, n, qa.data());
+    rms_norm_rows(qa.data(), w.q_a_norm.data(), rq, n, s.eps, qa.data());
+    linear(pool, w.wq_b, qa.data(), n, q.data());
+  }
+
+  // Compressed KV: K row = [RMSNorm(c) | k_pe], stored (F16-rounded) in the cache.
+  std::vector<float> kv(size_t(n * krow));
+  linear(pool, w.wkv_a, a, n, kv.data());
+  for (int t = 0; t < n; ++t) rms_norm(&kv[size_t(t * krow)], w.kv_a_norm.data(), r, s.eps, &kv[size_t(t * krow)]);
+  cache.store(pos0, n, kv.data(), nullptr);
+
+  // Absorbed query Q_h = [k_b[h] q_nope_h | q_pe_h].
+  std::vector<float> Q(size_t(n) * size_t(H) * size_t(krow));
+  std::vector<float> qn(size_t(n) * size_t(dn)), qabs(size_t(n) * size_t(r));
+  for (int h = 0; h < H; ++h) {
+    for (int t = 0; t < n; ++t)
+      std::copy_n(&q[size_t((int64_t(t) * H + h) * dqk)], dn, &qn[size_t(t) * size_t(dn)]);
+    linear(pool, w.k_b.slice(h), qn.data(), n, qabs.data());
+    for (int t = 0; t < n; ++t) {
+      float* dst = &Q[size_t((int64_t(t) * H + h) * krow)];
+      std::copy_n(&qabs[size_t(t) * size_t(r)], r, dst);
+      std::copy_n(&q[size_t((int64_t(t) * H + h) * dqk + dn)], dr, dst + r);
+    }
+  }
+
+  std::vector<float> z(size_t(n) * size_t(H) * size_t(r));
+  mqa_latent(pool, cache, pos0, n, H, int(krow), r, 1.0f / std::sqrt(float(dqk)), Q.data(), z.data());
+
+  // Decompress per head, gate, project.
+  std::vector<float> o(size_t(n) * size_t(H) * size_t(dv)), zh(size_t(n) * size_t(r)), oh(size_t(n) * size_t(dv));
+  for (int h = 0; h < H; ++h) {
+    for (int t = 0; t < n; ++t) std::copy_n(&z[size_t((int64_t(t) * H + h) * r)], r, &zh[size_t(t) * size_t(r)]);
+    linear(pool, w.v_b.slice(h), zh.data(), n, oh.data());
+    for (int t = 0; t < n; ++t)
+      std::copy_n(&oh[size_t(t) * size_t(dv)], dv, &o[size_t((int64_t(t) * H + h) * dv)]);
+  }
+  if (w.gate.valid()) {
+    std::vector<float> g(o.size());
+    linear(pool, w.gate, a, n, g.data());
+    for (size_t i = 0; i < o.size(); ++i) o[i] = o[i] * sigmoid(g[i]);
+  }
+  linear(pool, w.wo, o.data(), n, out);
+}
+
+}  // namespace deltafin

