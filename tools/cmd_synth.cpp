@@ -9,11 +9,12 @@ namespace deltafin::tools {
 
 Command add_synth(CLI::App& app) {
   struct Opts {
-    std::string preset = "tiny", arch, out, type, expert_type, vocab, size;
+    std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0;
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
     float skew = -1;
+    std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("synth", "Write a synthetic GGUF model with random weights");
@@ -34,6 +35,13 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("--mla", o->mla,
+                  "deepseek2 attention form: absorbed (attn_k_b/attn_v_b, as current DeepSeek/Kimi GGUFs) or "
+                  "joined (attn_kv_b, older GGUFs)")
+      ->check(CLI::IsMember({"absorbed", "joined"}));
+  sub->add_option("--tensor-type", o->tensor_types,
+                  "REGEX=TYPE: matrices whose name matches REGEX get TYPE (repeatable, applied in order), "
+                  "e.g. 'attn_.*=Q8_0'");
   sub->add_option("--split", o->split, "Write N parts NAME-0000k-of-0000N.gguf instead (llama.cpp gguf-split layout)");
   return {sub, [o] {
             SynthSpec s;
@@ -56,6 +64,18 @@ Command add_synth(CLI::App& app) {
             if (o->expert_width) s.n_ff_exp = o->expert_width;
             if (o->embd) s.n_embd = o->embd;
             if (o->skew >= 0) s.skew = o->skew;
+            for (const std::string& tt : o->tensor_types) {
+              size_t eq = tt.rfind('=');
+              SynthSpec::TypeOverride ov;
+              if (eq == std::string::npos || eq == 0) {
+                fmt::print(stderr, "error: --tensor-type wants REGEX=TYPE, got '{}'\n", tt);
+                return 2;
+              }
+              ov.pattern = tt.substr(0, eq);
+              if (!type_opt(tt.substr(eq + 1), &ov.type)) return 2;
+              s.type_overrides.push_back(ov);
+            }
+            if (!o->mla.empty()) s.mla_split_kv_b = o->mla == "absorbed";
             s.seed = o->seed;
             s.vocab_path = o->vocab;
             if (!o->size.empty() && !parse_size(o->size, &s.target_bytes)) {

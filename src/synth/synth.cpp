@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <regex>
 
 #include "core/aligned.h"
 #include "format/gguf_writer.h"
@@ -108,6 +109,24 @@ Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& p
   else if (spec.arch == "llama") st = plan_llama(spec, &plan);
   else return make_error("synth: unknown architecture '{}' (qwen3moe, deepseek2, kimi-k3, llama)", spec.arch);
   DF_TRY(st);
+  for (const auto& o : spec.type_overrides) {
+    std::regex re;
+    try {
+      re = std::regex(o.pattern);
+    } catch (const std::regex_error& e) {
+      return make_error("synth: bad --tensor-type pattern '{}': {}", o.pattern, e.what());
+    }
+    int hits = 0;
+    for (auto& t : plan.tensors) {
+      if (t.shape.size() < 2 || !std::regex_search(t.name, re)) continue;
+      if (t.shape[0] % block_geometry(o.type).block_elems != 0)
+        return make_error("synth: --tensor-type {}={}: tensor '{}' has {} columns, not a multiple of the {} block size",
+                          o.pattern, dtype_name(o.type), t.name, t.shape[0], dtype_name(o.type));
+      t.type = o.type;
+      ++hits;
+    }
+    if (hits == 0) return make_error("synth: --tensor-type pattern '{}' matches no matrix of this model", o.pattern);
+  }
 
   GGUFWriter w(path);
   w.file() = plan.meta;

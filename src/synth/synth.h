@@ -16,6 +16,14 @@ namespace deltafin {
 
 struct SynthSpec {
   std::string arch = "qwen3moe";
+  // Per-tensor type overrides, applied in order after the architecture's plan: a
+  // tensor whose name matches `pattern` (ECMAScript regex, searched) gets `type`
+  // (like llama-quantize's --tensor-type). 1-D tensors are never overridden.
+  struct TypeOverride {
+    std::string pattern;
+    DType type;
+  };
+  std::vector<TypeOverride> type_overrides;
   int n_layer = 2;
   int64_t n_embd = 256;
   int n_head = 4;
