@@ -108,6 +108,7 @@ Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& p
   else if (spec.arch == "llama") st = plan_llama(spec, &plan);
   else return make_error("synth: unknown architecture '{}' (qwen3moe, deepseek2, kimi-k3, llama)", spec.arch);
   DF_TRY(st);
+  if (!spec.chat_template.empty()) plan.meta.set("tokenizer.chat_template", GGUFValue::str(spec.chat_template));
 
   GGUFWriter w(path);
   w.file() = plan.meta;

