@@ -1,5 +1,6 @@
 #include "chat_input.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,9 +27,17 @@ InputStatus LineInput::read_line(std::string* line) {
       buf_.clear();  // the terminal discards the unfinished line on ^C as well
       return InputStatus::Interrupted;
     }
+    // poll() returns EINTR on a signal even under SA_RESTART (which keeps writes
+    // to the terminal from failing on ^C); the flag check above then decides.
+    pollfd pfd{fd_, POLLIN, 0};
+    if (::poll(&pfd, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      eof_ = true;
+      continue;
+    }
     char chunk[4096];
     ssize_t n = ::read(fd_, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;  // the flag check above decides
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       eof_ = true;
       continue;

@@ -27,15 +27,16 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 
 void on_sigint(int) { g_interrupted.store(true); }
 
-// Installs the SIGINT handler for the lifetime of the object. No SA_RESTART: a
-// read() waiting at the prompt returns EINTR so the input loop sees the flag.
+// Installs the SIGINT handler for the lifetime of the object. SA_RESTART keeps
+// output to the terminal from failing on ^C; the input waits in poll(), which a
+// signal always interrupts, so the input loop sees the flag at once.
 class SigintGuard {
  public:
   SigintGuard() {
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &old_);
   }
   ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
@@ -126,7 +127,7 @@ Command add_chat(CLI::App& app) {
       "In the chat: Enter sends; a line ending in \\ or a \"\"\"...\"\"\" block gives several lines; "
       "/help lists the commands\n(/reset, /system, /stats, /exit); Ctrl-C stops an answer; Ctrl-D quits. "
       "With stdin not a terminal,\neach line (or block) is one message and only the answers are printed.");
-  sub->add_option("-m,--model", o->model, "Model .gguf (with a chat template in its metadata)")->required();
+  sub->add_option("model,-m,--model", o->model, "Model .gguf (with a chat template in its metadata)")->required();
   sub->add_option("--system", o->system, "System message");
   sub->add_option("--system-file", o->system_file, "Read the system message from a file");
   sub->add_option("--chat-template", o->chat_template,

@@ -63,6 +63,14 @@ check "message longer than the context: says what to do" sh -c \
 check "... the next message is still answered" grep -q '^answer: ' "$dir/e4"
 check "... and the exit status reports the error" test $rc -ne 0
 
+vocab=$src/../shared/vocab/ggml-vocab-qwen2.gguf
+if [ -f "$vocab" ]; then  # has a chat template, but no weights
+  printf 'hi\n' | "$bin" chat -m "$vocab" >/dev/null 2>"$dir/e7"; rc=$?
+  check "vocabulary-only GGUF: says so" sh -c "test $rc -ne 0 && grep -q 'vocabulary-only' '$dir/e7'"
+fi
+printf 'hi\n' | "$bin" chat "$m" -n 2 --stats >/dev/null 2>"$dir/pos"; rc=$?
+check "the model may be given without -m" sh -c "test $rc = 0 && grep -q '^answer: ' '$dir/pos'"
+
 printf '{%% for m in messages %%}' >"$dir/broken.jinja"
 printf 'hi\n' | "$bin" chat -m "$m" --chat-template "$dir/broken.jinja" >/dev/null 2>"$dir/e5"; rc=$?
 check "broken template: a chat template error" sh -c "test $rc -ne 0 && grep -q 'chat template' '$dir/e5'"

@@ -37,6 +37,8 @@ wait_until() {
   while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
   return 1
 }
+# tmux may mark a pane dead a moment before it has the exit status.
+status_is() { [ "$(tm display-message -p -t "$1" '#{pane_dead_status}')" = "$2" ]; }
 more_prompts() { [ "$(prompts "$1")" -gt "$2" ]; }
 has() { screen "$1" | grep -qF -- "$2"; }
 # Sends a line and waits for the answer to end (a new prompt); false on timeout.
@@ -60,10 +62,16 @@ check "A: a line ending in \\ asks for more" wait_until 10 has a "... "
 tm send-keys -t a -l 'second line'; tm send-keys -t a Enter
 check "A: the continued message is answered" wait_until 60 more_prompts a "$before"
 
+# Typed as a person would: each line after the previous one's prompt appeared.
+conts() { screen a | grep -o '^\.\.\. \|[^.]\.\.\. ' | wc -l; }
+more_conts() { [ "$(conts)" -gt "$1" ]; }
 before=$(prompts a)
-for line in '"""' 'block one' 'block two' '"""'; do tm send-keys -t a -l -- "$line"; tm send-keys -t a Enter; done
+for line in '"""' 'block one' 'block two'; do
+  c=$(conts); tm send-keys -t a -l -- "$line"; tm send-keys -t a Enter
+  check "A: \"\"\" block: a continuation prompt after '$line'" wait_until 10 more_conts "$c"
+done
+tm send-keys -t a -l -- '"""'; tm send-keys -t a Enter
 check "A: a \"\"\" block is answered" wait_until 60 more_prompts a "$before"
-check "A: the block's lines got continuation prompts" sh -c "test \$(tmux -L $sock capture-pane -p -J -S - -t a | grep -c '^\.\.\. ') -ge 4"
 
 say a "/stats"
 st=$(screen a | grep -E '^prompt: [0-9]+ tokens, [0-9]+ reused' | tail -1)
@@ -85,7 +93,7 @@ say a "hello again"
 check "A: a turn after /reset is answered" test $? = 0
 tm send-keys -t a -l '/exit'; tm send-keys -t a Enter
 check "A: /exit quits" wait_until 10 dead a
-check "A: exit status 0" test "$(tm display-message -p -t a '#{pane_dead_status}')" = 0
+check "A: exit status 0" wait_until 5 status_is a 0
 
 # --- Session B: Ctrl-C stops a long answer, not the program -------------------
 # -n -1 and a large context: answers run until stopped.
@@ -110,7 +118,7 @@ sleep 0.3
 check "B: ... and does not quit" sh -c "! tmux -L $sock display-message -p -t b '#{pane_dead}' | grep -q 1"
 tm send-keys -t b C-d
 check "B: Ctrl-D quits" wait_until 10 dead b
-check "B: exit status 0" test "$(tm display-message -p -t b '#{pane_dead_status}')" = 0
+check "B: exit status 0" wait_until 5 status_is b 0
 
 # --- Session C: Ctrl-C twice at the prompt quits ------------------------------
 tm new-session -d -s c -x 200 -y 50 "$bin" chat -m "$m" -n 8 -t 2
