@@ -3,15 +3,12 @@
 // stdin not a terminal it reads messages line by line and answers each, printing
 // no prompts, so it can be scripted.
 #include <fmt/format.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <fstream>
-#include <optional>
 #include <sstream>
 
-#include "chat_input.h"
+#include "chat_repl.h"
 #include "commands.h"
 #include "runtime/chat.h"
 #include "runtime/engine.h"
@@ -21,67 +18,6 @@
 namespace deltafin::tools {
 
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-void on_sigint(int) { g_interrupted.store(true); }
-
-// Installs the SIGINT handler for the lifetime of the object. SA_RESTART keeps
-// output to the terminal from failing on ^C; the input waits in poll(), which a
-// signal always interrupts, so the input loop sees the flag at once.
-class SigintGuard {
- public:
-  SigintGuard() {
-    struct sigaction sa {};
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_);
-  }
-  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
-
- private:
-  struct sigaction old_ {};
-};
-
-constexpr const char* kHelp =
-    "Type a message and press Enter. Longer messages:\n"
-    "  end a line with \\ to continue it on the next line, or\n"
-    "  put \"\"\" on a line of its own before and after the text.\n"
-    "Commands:\n"
-    "  /help          this text\n"
-    "  /reset         forget the conversation (keeps the system message)\n"
-    "  /system TEXT   set the system message and start over (/system alone shows it)\n"
-    "  /stats         speed of the last answer and how full the context is\n"
-    "  /exit          quit (also /quit, Ctrl-D, or Ctrl-C twice at the prompt)\n"
-    "Ctrl-C while the model answers stops the answer. A message starting with / is\n"
-    "sent as text if you write it as //.\n";
-
-// Model output for a terminal: control characters other than newline and tab are
-// dropped, so that an answer cannot move the cursor, clear the screen or send
-// escape sequences to the terminal. (Pipes get the text unchanged.)
-std::string for_terminal(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7f) continue;
-    out += c;
-  }
-  return out;
-}
-
-void print_turn_stats(std::FILE* out, const ChatTurn& t, int n_past, int n_ctx) {
-  const GenerateStats& g = t.gen;
-  fmt::print(out, "prompt: {} tokens, {} reused from the previous turn{}, {} evaluated in {:.3f} s ({:.1f} tok/s)\n",
-             t.n_prompt, t.n_reused, t.reprefilled ? " (state rebuilt)" : "", g.n_prompt, g.prefill_s,
-             g.n_prompt / std::max(g.prefill_s, 1e-9));
-  fmt::print(out, "answer: {} tokens in {:.3f} s ({:.1f} tok/s); time to first token {:.3f} s; stop: {}\n",
-             g.n_generated, g.decode_s,
-             g.n_generated > 1 ? (g.n_generated - 1) / std::max(g.decode_s, 1e-9) : 0.0, g.ttft_s, g.stop_reason);
-  fmt::print(out, "context: {} of {} tokens used\n", n_past, n_ctx);
-}
 
 Result<std::string> read_text_file(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
@@ -170,15 +106,21 @@ Command add_chat(CLI::App& app) {
             {
               std::string probe = "Hello";
               auto r = chat->render(&probe, true);
+              if (!r && !system.empty()) {
+                chat->set_system("");
+                if (chat->render(&probe, true)) {
+                  fmt::print(stderr, "error: {}\n(this model's chat template does not take a system message: leave out "
+                             "--system, or put the instructions in your first message)\n", r.error().message);
+                  return 1;
+                }
+              }
               if (!r) {
                 fmt::print(stderr, "error: {}\n(the model's chat template cannot render a simple conversation; "
                            "give another with --chat-template FILE)\n", r.error().message);
                 return 1;
               }
             }
-
             const bool tty = ::isatty(STDIN_FILENO);
-            const bool out_tty = ::isatty(STDOUT_FILENO);
             const int n_ctx_train = engine->model().info().n_ctx_train;
             if (tty) {
               fmt::print(stderr, "deltafin chat: {} ({}, context {} tokens{})\n", o->model,
@@ -187,105 +129,12 @@ Command add_chat(CLI::App& app) {
               fmt::print(stderr, "Enter sends; end a line with \\ to continue; /help for commands; Ctrl-C stops an "
                                  "answer; Ctrl-D quits.\n");
             }
-            GenerateParams gp;
-            gp.n_predict = o->n;
-            gp.n_batch = o->batch;
-            gp.sampling = o->sp;
-            gp.cancel = &g_interrupted;
-
-            SigintGuard guard;
-            LineInput in(STDIN_FILENO, &g_interrupted);
-            std::optional<ChatTurn> last;
-            auto prompt = [&](bool first) {
-              if (!tty) return;
-              std::fputs(first ? "> " : "... ", stdout);
-              std::fflush(stdout);
-            };
-            bool interrupted_at_prompt = false;
-            int rc = 0;
-            for (;;) {
-              std::string msg;
-              InputStatus s = read_message(in, prompt, &msg);
-              if (s == InputStatus::Eof) {
-                if (tty) std::fputc('\n', stdout);
-                break;
-              }
-              if (s == InputStatus::Interrupted) {
-                g_interrupted.store(false);
-                if (!tty || interrupted_at_prompt) {
-                  std::fputc('\n', stdout);
-                  break;
-                }
-                interrupted_at_prompt = true;
-                std::fputs("\n(Ctrl-C again or Ctrl-D to quit)\n", stdout);
-                continue;
-              }
-              interrupted_at_prompt = false;
-              if (msg.empty()) continue;
-              if (msg[0] == '/' && msg.rfind("//", 0) != 0) {
-                const size_t sp = msg.find_first_of(" \n");
-                const std::string cmd = msg.substr(0, sp);
-                const std::string arg = sp == std::string::npos ? "" : msg.substr(sp + 1);
-                if (cmd == "/exit" || cmd == "/quit") break;
-                if (cmd == "/help") {
-                  std::fputs(kHelp, stdout);
-                } else if (cmd == "/reset") {
-                  chat->reset();
-                  last.reset();
-                  std::fputs("(conversation cleared)\n", stdout);
-                } else if (cmd == "/system") {
-                  if (arg.empty()) {
-                    fmt::print("system message: {}\n", chat->system().empty() ? "(none)" : chat->system());
-                  } else {
-                    chat->set_system(arg);
-                    chat->reset();
-                    last.reset();
-                    std::fputs("(system message set; conversation cleared)\n", stdout);
-                  }
-                } else if (cmd == "/stats") {
-                  if (last) print_turn_stats(stdout, *last, chat->n_past(), chat->n_ctx());
-                  else fmt::print("no answer yet; context: {} of {} tokens used\n", chat->n_past(), chat->n_ctx());
-                  if (StreamingExpertStore* st = engine->streaming_store()) fmt::print("{}", format_stats(st->stats()));
-                } else {
-                  fmt::print("unknown command '{}'; /help lists the commands (write //{} to send it as text)\n",
-                             cmd, cmd.substr(1));
-                }
-                std::fflush(stdout);
-                continue;
-              }
-              if (msg.rfind("//", 0) == 0) msg.erase(0, 1);
-
-              g_interrupted.store(false);
-              auto r = chat->turn(msg, gp, [out_tty](const std::string& text) {
-                const std::string piece = out_tty ? for_terminal(text) : text;
-                std::fwrite(piece.data(), 1, piece.size(), stdout);
-                std::fflush(stdout);
-                return true;
-              });
-              if (!r) {
-                fmt::print(stderr, "error: {}\n", r.error().message);
-                if (r.error().message.find("context holds") != std::string::npos)
-                  fmt::print(stderr, "  /reset starts a new conversation; or restart with a larger -c/--ctx-size{}\n",
-                             n_ctx_train > 0 ? fmt::format(" (the model was trained for up to {})", n_ctx_train)
-                                             : "");
-                if (!tty) rc = 1;
-                continue;
-              }
-              last = std::move(r.value());
-              const std::string& why = last->gen.stop_reason;
-              if (why == "cancelled") {
-                g_interrupted.store(false);
-                std::fputs(tty ? " [stopped]\n" : "\n", stdout);
-              } else {
-                std::fputc('\n', stdout);
-                if (why == "context")
-                  fmt::print(stderr, "[the context is full: /reset starts over, or restart with a larger "
-                                     "-c/--ctx-size]\n");
-              }
-              std::fflush(stdout);
-              if (o->stats) print_turn_stats(stderr, *last, chat->n_past(), chat->n_ctx());
-            }
-            return rc;
+            ReplOptions ro;
+            ro.gen.n_predict = o->n;
+            ro.gen.n_batch = o->batch;
+            ro.gen.sampling = o->sp;
+            ro.print_stats = o->stats;
+            return run_chat_repl(*chat, *engine, ro);
           }};
 }
 

@@ -71,6 +71,13 @@ fi
 printf 'hi\n' | "$bin" chat "$m" -n 2 --stats >/dev/null 2>"$dir/pos"; rc=$?
 check "the model may be given without -m" sh -c "test $rc = 0 && grep -q '^answer: ' '$dir/pos'"
 
+cat >"$dir/nosys.jinja" <<'T'
+{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}
+T
+printf 'hi\n' | "$bin" chat -m "$m" --chat-template "$dir/nosys.jinja" --system "Be brief." >/dev/null 2>"$dir/e8"; rc=$?
+check "template without system role: says to leave out --system" sh -c \
+  "test $rc -ne 0 && grep -q 'System role not supported' '$dir/e8' && grep -q 'leave out --system' '$dir/e8'"
+
 printf '{%% for m in messages %%}' >"$dir/broken.jinja"
 printf 'hi\n' | "$bin" chat -m "$m" --chat-template "$dir/broken.jinja" >/dev/null 2>"$dir/e5"; rc=$?
 check "broken template: a chat template error" sh -c "test $rc -ne 0 && grep -q 'chat template' '$dir/e5'"
