@@ -1,6 +1,9 @@
 // deltafin synth: write a synthetic GGUF model with random weights.
 #include <fmt/format.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "commands.h"
 #include "format/gguf_writer.h"
 #include "synth/synth.h"
@@ -9,7 +12,7 @@ namespace deltafin::tools {
 
 Command add_synth(CLI::App& app) {
   struct Opts {
-    std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla;
+    std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0;
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
@@ -33,6 +36,8 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--size", o->size, "Target total size (e.g. 8G): raises the expert count to reach it");
   sub->add_option("--skew", o->skew, "Routing skew: 0 uniform; s > 0 ~ Zipf(s) expert popularity");
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
+  sub->add_option("--chat-template", o->chat_template,
+                  "Write this Jinja file as tokenizer.chat_template (e.g. one of ../shared/templates)");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
   sub->add_option("--mla", o->mla,
@@ -78,6 +83,20 @@ Command add_synth(CLI::App& app) {
             if (!o->mla.empty()) s.mla_split_kv_b = o->mla == "absorbed";
             s.seed = o->seed;
             s.vocab_path = o->vocab;
+            if (!o->chat_template.empty()) {
+              std::ifstream f(o->chat_template, std::ios::binary);
+              if (!f) {
+                fmt::print(stderr, "error: cannot read chat template file '{}'\n", o->chat_template);
+                return 2;
+              }
+              std::stringstream ss;
+              ss << f.rdbuf();
+              s.chat_template = ss.str();
+              if (s.chat_template.empty()) {
+                fmt::print(stderr, "error: chat template file '{}' is empty\n", o->chat_template);
+                return 2;
+              }
+            }
             if (!o->size.empty() && !parse_size(o->size, &s.target_bytes)) {
               fmt::print(stderr, "error: bad --size '{}'\n", o->size);
               return 2;

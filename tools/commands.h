@@ -19,6 +19,7 @@ struct Command {
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_run(CLI::App& app);
+Command add_chat(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_tokenize(CLI::App& app);

@@ -30,12 +30,16 @@ std::vector<std::string> supported_architectures() {
 
 Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts) {
   DF_ASSIGN(std::string arch, file.meta().get_string("general.architecture"));
+  if (file.tensors().empty())
+    return make_error("{}: the file holds no tensors: it is a vocabulary-only GGUF (tokenizer metadata only), "
+                      "which `deltafin tokenize` can use; run and chat need a model file with weights",
+                      file.path());
   for (auto& a : arch_table())
     if (arch == a.name) return a.load(file, opts);
   std::string list;
   for (auto& a : arch_table()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
-  return make_error("{}: architecture '{}' is not supported by deltafin (supported: {})", file.path(), arch,
-                    list);
+  return make_error("{}: architecture '{}' is not supported by deltafin (supported: {}); models of other "
+                    "architectures run in llama.cpp", file.path(), arch, list);
 }
 
 std::vector<ExpertLayerInfo> find_expert_layers(const ModelFile& file) {

@@ -23,8 +23,15 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   Sampler sampler(params.sampling);
   for (int32_t id : prompt) sampler.accept(id);
 
+  auto cancelled = [&] { return params.cancel && params.cancel->load(std::memory_order_relaxed); };
   const double t0 = now_s();
   for (size_t i = 0; i < prompt.size(); i += size_t(params.n_batch)) {
+    if (cancelled()) {
+      st.stop_reason = "cancelled";
+      st.prefill_s = now_s() - t0;
+      if (stats) *stats = std::move(st);
+      return {};
+    }
     const int n = int(std::min(prompt.size() - i, size_t(params.n_batch)));
     DF_TRY(model.forward(state, &prompt[i], n, logits.data(), false));
   }
@@ -39,6 +46,11 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   st.stop_reason = "length";
   bool first = true;
   for (int n = 0; params.n_predict < 0 || n < params.n_predict; ++n) {
+    if (cancelled()) {
+      st.stop_reason = "cancelled";
+      held.clear();
+      break;
+    }
     const int32_t id = sampler.sample(logits.data(), V);
     sampler.accept(id);
     if (first) {

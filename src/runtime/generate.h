@@ -2,6 +2,7 @@
 // token at a time, streaming text out through a callback. Used by run, chat and the
 // server.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct GenerateParams {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not emitted)
   bool ignore_eos = false;
+  // Polled between prompt chunks and before each token; true stops generation with
+  // stop_reason "cancelled" (e.g. set from a SIGINT handler). Null: never.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct GenerateStats {

@@ -127,6 +127,7 @@ Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& p
     }
     if (hits == 0) return make_error("synth: --tensor-type pattern '{}' matches no matrix of this model", o.pattern);
   }
+  if (!spec.chat_template.empty()) plan.meta.set("tokenizer.chat_template", GGUFValue::str(spec.chat_template));
 
   GGUFWriter w(path);
   w.file() = plan.meta;

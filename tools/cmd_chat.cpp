@@ -1,0 +1,141 @@
+// deltafin chat: talk to a model through its own chat template. Answers stream to
+// stdout; Ctrl-C stops an answer (and, pressed twice at the prompt, exits). With
+// stdin not a terminal it reads messages line by line and answers each, printing
+// no prompts, so it can be scripted.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "chat_repl.h"
+#include "commands.h"
+#include "runtime/chat.h"
+#include "runtime/engine.h"
+#include "store_options.h"
+#include "tool_common.h"
+
+namespace deltafin::tools {
+
+namespace {
+
+Result<std::string> read_text_file(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error("cannot read {} '{}'", what, path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The chat template: --chat-template FILE, else the model's tokenizer.chat_template.
+Result<std::string> find_template(const std::string& model_path, const std::string& override_path) {
+  if (!override_path.empty()) return read_text_file(override_path, "chat template file");
+  if (::access(model_path.c_str(), R_OK) != 0)  // Engine::open explains a missing file
+    return std::string();
+  DF_ASSIGN(auto file, ModelFile::open(model_path, local_file_opener()));
+  const GGUFValue* v = file->meta().find("tokenizer.chat_template");
+  if (!v || v->type != GGUFType::STRING || v->s.empty())
+    return make_error(
+        "'{}' has no chat template (no tokenizer.chat_template in its metadata), so deltafin cannot tell how "
+        "this model expects a conversation to be written.\n"
+        "  - give one with --chat-template FILE (a Jinja template, e.g. chat_template.jinja or the "
+        "\"chat_template\" of tokenizer_config.json from the model's Hugging Face page), or\n"
+        "  - use `deltafin run -m {} -p TEXT` for plain text completion (base models have no chat format).",
+        model_path, model_path);
+  return v->s;
+}
+
+}  // namespace
+
+Command add_chat(CLI::App& app) {
+  struct Opts {
+    std::string model, system, system_file, chat_template;
+    int n = -1, ctx = 4096, threads = 0, batch = 512;
+    bool stats = false;
+    SamplingParams sp;
+    StoreCli store;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "chat", "Chat with a model in the terminal, using the model's own chat template");
+  sub->footer(
+      "\nExample:\n  deltafin chat -m model.gguf --system \"You are terse.\" --temp 0.7\n\n"
+      "In the chat: Enter sends; a line ending in \\ or a \"\"\"...\"\"\" block gives several lines; "
+      "/help lists the commands\n(/reset, /system, /stats, /exit); Ctrl-C stops an answer; Ctrl-D quits. "
+      "With stdin not a terminal,\neach line (or block) is one message and only the answers are printed.");
+  sub->add_option("model,-m,--model", o->model, "Model .gguf (with a chat template in its metadata)")->required();
+  sub->add_option("--system", o->system, "System message");
+  sub->add_option("--system-file", o->system_file, "Read the system message from a file");
+  sub->add_option("--chat-template", o->chat_template,
+                  "Jinja chat template file to use instead of the model's own");
+  sub->add_option("-n,--n-predict", o->n, "Most tokens per answer (-1: until the model ends it or the context is full)")
+      ->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens (the whole conversation must fit)")
+      ->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("--temp", o->sp.temperature, "Temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", o->sp.top_k, "Top-k (0: off)")->capture_default_str();
+  sub->add_option("--top-p", o->sp.top_p, "Top-p (1: off)")->capture_default_str();
+  sub->add_option("--min-p", o->sp.min_p, "Min-p (0: off)")->capture_default_str();
+  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  sub->add_option("--repeat-last-n", o->sp.penalty_last_n, "Tokens the penalties look back")->capture_default_str();
+  sub->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty");
+  sub->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty");
+  sub->add_option("-s,--seed", o->sp.seed, "Random seed");
+  sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");
+  add_store_options(sub, o->store);
+  return {sub, [o] {
+            if (o->ctx < 16) {
+              fmt::print(stderr, "error: -c/--ctx-size {} is too small for a conversation (try 4096)\n", o->ctx);
+              return 2;
+            }
+            std::string system = o->system;
+            if (!o->system_file.empty()) {
+              DF_ASSIGN_OR_EXIT(system, read_text_file(o->system_file, "system message file"));
+            }
+            DF_ASSIGN_OR_EXIT(std::string tmpl, find_template(o->model, o->chat_template));
+            EngineOptions eo;
+            eo.threads = o->threads;
+            DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            DF_ASSIGN_OR_EXIT(auto chat, ChatSession::create(engine->model(), tok, tmpl, o->ctx));
+            chat->set_system(system);
+            // A template that cannot render a plain conversation fails now, not at the first message.
+            {
+              std::string probe = "Hello";
+              auto r = chat->render(&probe, true);
+              if (!r && !system.empty()) {
+                chat->set_system("");
+                if (chat->render(&probe, true)) {
+                  fmt::print(stderr, "error: {}\n(this model's chat template does not take a system message: leave out "
+                             "--system, or put the instructions in your first message)\n", r.error().message);
+                  return 1;
+                }
+              }
+              if (!r) {
+                fmt::print(stderr, "error: {}\n(the model's chat template cannot render a simple conversation; "
+                           "give another with --chat-template FILE)\n", r.error().message);
+                return 1;
+              }
+            }
+            const bool tty = ::isatty(STDIN_FILENO);
+            const int n_ctx_train = engine->model().info().n_ctx_train;
+            if (tty) {
+              fmt::print(stderr, "deltafin chat: {} ({}, context {} tokens{})\n", o->model,
+                         engine->model().info().arch, o->ctx,
+                         n_ctx_train > 0 ? fmt::format(", trained for {}", n_ctx_train) : "");
+              fmt::print(stderr, "Enter sends; end a line with \\ to continue; /help for commands; Ctrl-C stops an "
+                                 "answer; Ctrl-D quits.\n");
+            }
+            ReplOptions ro;
+            ro.gen.n_predict = o->n;
+            ro.gen.n_batch = o->batch;
+            ro.gen.sampling = o->sp;
+            ro.print_stats = o->stats;
+            return run_chat_repl(*chat, *engine, ro);
+          }};
+}
+
+}  // namespace deltafin::tools
