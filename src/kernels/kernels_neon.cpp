@@ -119,7 +119,9 @@ void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* a = static_cast<const T*>(w);
   const T* b[NT];
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
-  constexpr int U = NT == 1 ? 4 : 1;
+  // Four accumulators per row whatever NT is: a row's sum is then computed in
+  // the same order alone or in a group (batch invariance, test_kernels X4EqualsSingle).
+  constexpr int U = 4;
   float32x4_t acc[NT][U];
   for (int t = 0; t < NT; ++t)
     for (int u = 0; u < U; ++u) acc[t][u] = vdupq_n_f32(0.0f);
@@ -144,7 +146,9 @@ void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
 }
 template <class T>
 void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_float<T, 4>(n, out, w, xp);
+  // Two rows at a time keeps the accumulators in registers (2 x 4).
+  dot_float<T, 2>(n, out, w, xp);
+  dot_float<T, 2>(n, out + 2, w, xp + 2);
 }
 
 }  // namespace

@@ -239,7 +239,7 @@ void dot512_q2k(int64_t n, float* out, const void* w, const void* const* xp) {
 
 // Measured per kernel (bench_kernels, matvec_l2 / matmul16_l2): the 256-bit VNNI
 // kernels win for single rows of Q4_K/Q5_K (fewer port-5 shuffles), the 512-bit ones
-// everywhere else.
+// everywhere else; single rows still use the 512-bit ones (see below).
 void install_kquants_avx512(TypeTraits* t) {
   auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
     TypeTraits& r = t[uint32_t(type)];
@@ -247,8 +247,10 @@ void install_kquants_avx512(TypeTraits* t) {
     r.vec_dot_x4 = dot4;
     r.isa = Isa::AVX512;
   };
-  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot512_q45k<4, 4>);
-  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot512_q45k<5, 4>);
+  // Single rows use the x4 kernel's code (batch invariance: a row's result must not
+  // depend on its batch grouping), although the 256-bit kernel is faster for them.
+  set(DType::Q4_K, one<dot512_q45k<4, 1>>, dot512_q45k<4, 4>);
+  set(DType::Q5_K, one<dot512_q45k<5, 1>>, dot512_q45k<5, 4>);
   set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>);
   set(DType::Q2_K, one<dot512_q2k<1>>, dot512_q2k<4>);
   set(DType::Q3_K, one<dot512_q3k<1>>, dot512_q3k<4>);

@@ -24,7 +24,9 @@ void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* b[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
-  constexpr int U = NT == 1 ? 4 : 1;
+  // Four accumulators per row whatever NT is: a row's sum is then computed in
+  // the same order alone or in a group (batch invariance, test_kernels X4EqualsSingle).
+  constexpr int U = 4;
   __m256 acc[NT][U];
   DF_UNROLL
   for (int t = 0; t < NT; ++t)
@@ -63,7 +65,9 @@ void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
 }
 template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
 void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_float<T, Load, Scalar, 4>(n, out, w, xp);
+  // Two rows at a time keeps the accumulators in registers (2 x 4).
+  dot_float<T, Load, Scalar, 2>(n, out, w, xp);
+  dot_float<T, Load, Scalar, 2>(n, out + 2, w, xp + 2);
 }
 
 void to_f16_avx2(const float* x, void* dst, int64_t n) {

@@ -29,7 +29,9 @@ void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* b[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
-  constexpr int U = NT == 1 ? 4 : 1;
+  // Four accumulators per row whatever NT is: a row's sum is then computed in
+  // the same order alone or in a group (batch invariance, test_kernels X4EqualsSingle).
+  constexpr int U = 4;
   __m512 acc[NT][U];
   DF_UNROLL
   for (int t = 0; t < NT; ++t)
@@ -64,7 +66,9 @@ void dot_float_1(int64_t n, float* out, const void* w, const void* x) {
 }
 template <class T, __m512 (*Load)(const T*), float (*Scalar)(T)>
 void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_float<T, Load, Scalar, 4>(n, out, w, xp);
+  // Two rows at a time keeps the accumulators in registers (2 x 4).
+  dot_float<T, Load, Scalar, 2>(n, out, w, xp);
+  dot_float<T, Load, Scalar, 2>(n, out + 2, w, xp + 2);
 }
 
 // ---- 32-value blocks, two per 512-bit vector -------------------------------------------
@@ -263,10 +267,11 @@ void install_avx512(TypeTraits* t) {
   set(DType::F32, dot_float_1<float, load16_f32, id_f32>, dot_float_4<float, load16_f32, id_f32>);
   set(DType::F16, dot_float_1<uint16_t, load16_f16, f16_scalar>, dot_float_4<uint16_t, load16_f16, f16_scalar>);
   set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
-  // Measured (min over repeated L2-resident runs): for single Q8_0 rows the 256-bit
-  // kernel with eight-block scale handling beats the pair kernel (~29 vs ~25 GB/s per
-  // core); the 4-bit types and all x4 kernels are faster as pairs.
-  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
+  // Single rows use the same kernel as groups of four, so a row's result does not
+  // depend on how a batch was grouped (batch invariance). Measured (min over repeated
+  // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs
+  // ~25 GB/s per core); the x4 kernels are faster as pairs.
+  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
   set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx512;

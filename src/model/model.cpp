@@ -72,6 +72,54 @@ Status check_tokens(const int32_t* tokens, int n, int64_t n_vocab, const SeqStat
   return {};
 }
 
+Status Model::forward_batch(std::span<const BatchSlice> slices) {
+  DF_TRY(check_batch(slices, info().n_vocab));
+  for (const BatchSlice& s : slices) DF_TRY(forward(*s.state, s.tokens, s.n, s.logits, s.all_logits));
+  return {};
+}
+
+Status check_batch(std::span<const BatchSlice> slices, int64_t n_vocab) {
+  if (slices.empty()) return make_error("forward_batch: no sequences to evaluate");
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const BatchSlice& s = slices[i];
+    if (s.state == nullptr || s.logits == nullptr) return make_error("batch slice {}: no state or logits buffer", i);
+    for (size_t j = 0; j < i; ++j)
+      if (slices[j].state == s.state) return make_error("batch slices {} and {} share one sequence state", j, i);
+    Status st = check_tokens(s.tokens, s.n, n_vocab, *s.state);
+    if (!st.ok()) return make_error("batch slice {}: {}", i, st.error().message);
+  }
+  return {};
+}
+
+BatchRows::BatchRows(std::span<const BatchSlice> slices) {
+  for (const BatchSlice& s : slices) {
+    row0.push_back(n);
+    for (int t = 0; t < s.n; ++t) pos.push_back(s.state->n_past + t);
+    n += s.n;
+  }
+}
+
+void output_logits_batch(ThreadPool* pool, const float* x, std::span<const BatchSlice> slices,
+                         const BatchRows& rows, int64_t n_embd, const float* norm_w, float eps,
+                         const Tensor& output, int64_t n_vocab) {
+  // The rows that need logits, in slice order.
+  std::vector<int> want;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const int first = slices[i].all_logits ? 0 : slices[i].n - 1;
+    for (int t = first; t < slices[i].n; ++t) want.push_back(rows.row0[i] + t);
+  }
+  const int m = int(want.size());
+  std::vector<float> h(size_t(m) * size_t(n_embd)), y(size_t(m) * size_t(n_vocab));
+  for (int r = 0; r < m; ++r) rms_norm(x + int64_t(want[size_t(r)]) * n_embd, norm_w, n_embd, eps, &h[size_t(r) * size_t(n_embd)]);
+  linear(pool, output, h.data(), m, y.data());
+  size_t r = 0;
+  for (const BatchSlice& s : slices) {
+    const int cnt = s.all_logits ? s.n : 1;
+    std::copy_n(&y[r * size_t(n_vocab)], size_t(cnt) * size_t(n_vocab), s.logits);
+    r += size_t(cnt);
+  }
+}
+
 void output_logits(ThreadPool* pool, const float* x, int n, int64_t n_embd, const float* norm_w,
                    float eps, const Tensor& output, bool all_logits, float* logits) {
   const int first = all_logits ? 0 : n - 1;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,17 @@ class SeqState {
   virtual Status truncate(int n) = 0;
 };
 
+// One sequence's part of a batched forward pass: `n` tokens evaluated at positions
+// state->n_past.. of their own sequence. logits: [n, n_vocab] when all_logits, else
+// [n_vocab] for the slice's last token.
+struct BatchSlice {
+  SeqState* state = nullptr;
+  const int32_t* tokens = nullptr;
+  int n = 0;
+  float* logits = nullptr;
+  bool all_logits = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -47,6 +59,16 @@ class Model {
   // logits: [n, n_vocab] when all_logits, else [n_vocab] for the last token.
   virtual Status forward(SeqState& state, const int32_t* tokens, int n, float* logits,
                          bool all_logits) = 0;
+  // Evaluates several sequences in one pass (continuous batching). Each slice's
+  // logits are what forward() on that slice alone gives; architectures that batch
+  // run every row-wise op (norms, matmuls, router, routed experts) over all slices'
+  // rows at once, so each MoE layer asks the expert store for the union of all
+  // sequences' experts once; attention and recurrent state stay per slice. The
+  // states must be distinct. Every slice is checked before anything is evaluated: on
+  // an error no state has changed. Default: forward() per slice (no sharing).
+  virtual Status forward_batch(std::span<const BatchSlice> slices);
+  // True when forward_batch shares one pass among the slices (not the fallback).
+  virtual bool batches() const { return false; }
 };
 
 struct LoadOptions {

@@ -112,17 +112,29 @@ class Qwen3Moe final : public Model {
     return s;
   }
 
-  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    State& st = static_cast<State&>(base);
-    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    const BatchSlice s{&st, tokens, n, logits, all_logits};
+    return forward_batch({&s, 1});
+  }
+
+  bool batches() const override { return true; }
+
+  // All slices' rows go through the row-wise ops together; rope positions, the KV
+  // cache and attention are per slice.
+  Status forward_batch(std::span<const BatchSlice> slices) override {
+    DF_TRY(check_batch(slices, c_.n_vocab));
+    const BatchRows rows(slices);
+    const int n = rows.n;
     const int64_t E = c_.n_embd, HD = c_.head_dim;
-    const int pos0 = st.n_past;
     const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv;
-    std::vector<float> x(static_cast<size_t>(n * E)), h(size_t(n * E)), q(size_t(n * q_w)), k(size_t(n * kv_w)),
-        v(size_t(n * kv_w)), att(size_t(n * q_w)), o(size_t(n * E)), rl(size_t(n) * size_t(c_.n_expert)),
-        rw(size_t(n) * size_t(c_.n_used)), rope_c(static_cast<size_t>(HD));
+    std::vector<float> x(size_t(n) * size_t(E)), h(size_t(n) * size_t(E)), q(size_t(n) * size_t(q_w)),
+        k(size_t(n) * size_t(kv_w)), v(size_t(n) * size_t(kv_w)), att(size_t(n) * size_t(q_w)),
+        o(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.n_expert)), rw(size_t(n) * size_t(c_.n_used)),
+        rope_c(static_cast<size_t>(HD));
     std::vector<int32_t> sel(size_t(n) * size_t(c_.n_used));
-    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t * E)]);
+    for (size_t i = 0; i < slices.size(); ++i)
+      for (int t = 0; t < slices[i].n; ++t)
+        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
 
     AttentionShape as{c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f};
     RouterConfig rc;
@@ -138,13 +150,18 @@ class Qwen3Moe final : public Model {
       linear(pool_, L.wv, h.data(), n, v.data());
       rms_norm_rows(q.data(), L.q_norm.data(), HD, int64_t(n) * c_.n_head, c_.eps, q.data());
       rms_norm_rows(k.data(), L.k_norm.data(), HD, int64_t(n) * c_.n_head_kv, c_.eps, k.data());
-      for (int t = 0; t < n; ++t) {
-        rope_cache(c_.rope, float(pos0 + t), rope_c.data());
-        rope_apply(c_.rope, rope_c.data(), &q[size_t(t * q_w)], c_.n_head, int(HD));
-        rope_apply(c_.rope, rope_c.data(), &k[size_t(t * kv_w)], c_.n_head_kv, int(HD));
+      for (int r = 0; r < n; ++r) {
+        rope_cache(c_.rope, float(rows.pos[size_t(r)]), rope_c.data());
+        rope_apply(c_.rope, rope_c.data(), &q[size_t(r) * size_t(q_w)], c_.n_head, int(HD));
+        rope_apply(c_.rope, rope_c.data(), &k[size_t(r) * size_t(kv_w)], c_.n_head_kv, int(HD));
       }
-      st.kv[size_t(il)].store(pos0, n, k.data(), v.data());
-      attention(pool_, as, st.kv[size_t(il)], pos0, n, q.data(), att.data());
+      for (size_t i = 0; i < slices.size(); ++i) {
+        State& st = static_cast<State&>(*slices[i].state);
+        const size_t r0 = size_t(rows.row0[i]);
+        st.kv[size_t(il)].store(st.n_past, slices[i].n, &k[r0 * size_t(kv_w)], &v[r0 * size_t(kv_w)]);
+        attention(pool_, as, st.kv[size_t(il)], st.n_past, slices[i].n, &q[r0 * size_t(q_w)],
+                  &att[r0 * size_t(q_w)]);
+      }
       linear(pool_, L.wo, att.data(), n, o.data());
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
@@ -154,8 +171,8 @@ class Qwen3Moe final : public Model {
       DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data()));
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     }
-    st.n_past += n;
-    output_logits(pool_, x.data(), n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    for (const BatchSlice& s : slices) s.state->n_past += s.n;
+    output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
     return {};
   }
 

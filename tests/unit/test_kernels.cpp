@@ -372,6 +372,33 @@ std::vector<int64_t> dot_lengths(DType t) {
 }
 }  // namespace
 
+// Batch invariance: a token's result must not depend on whether the matmul put its
+// row in a group of four (vec_dot_x4) or computed it alone (vec_dot), so a sequence
+// gets bit-identical logits whether it is evaluated alone or batched with others
+// (the server's continuous batching relies on it).
+TEST(KernelDot, X4EqualsSingleBitForBit) {
+  std::vector<Isa> isas = simd_isas();
+  isas.push_back(Isa::Scalar);
+  for (DType t : kWeightTypes) {
+    for (Isa isa : isas) {
+      const TypeTraits* tt = isa == Isa::Scalar ? type_traits_ref(t) : type_traits_isa(t, isa);
+      for (int64_t n : dot_lengths(t)) {
+        DotCase c = make_case(t, n, true, uint32_t(n) + 5);
+        const void* rows[4];
+        for (int k = 0; k < 4; ++k) rows[k] = c.x.data() + k * c.x_stride;
+        float got4[4];
+        tt->vec_dot_x4(n, got4, c.w.data(), rows);
+        for (int k = 0; k < 4; ++k) {
+          float one;
+          tt->vec_dot(n, &one, c.w.data(), rows[k]);
+          EXPECT_EQ(std::memcmp(&one, &got4[k], sizeof(float)), 0)
+              << name(t) << " " << isa_name(isa) << " n=" << n << " k=" << k << ": " << one << " vs " << got4[k];
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelDot, ReferenceEqualsDequantizedDot) {
   for (DType t : kAllTypes) {
     const TypeTraits* tt = type_traits_ref(t);
