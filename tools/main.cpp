@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Errors only");
 
   std::vector<Command> cmds = {add_run(app),   add_chat(app),    add_eval(app),     add_perplexity(app),
-                               add_synth(app), add_inspect(app), add_tokenize(app), add_bench(app)};
+                               add_synth(app), add_inspect(app), add_tokenize(app), add_bench(app),
+                               add_serve(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "runtime/output_text.h"
+
 namespace deltafin {
 
 namespace {
@@ -39,16 +41,12 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;
 
-  StreamDecoder dec(tok);
-  std::string held;  // text not yet emitted because it may be the start of a stop string
-  size_t max_stop = 0;
-  for (auto& s : params.stop) max_stop = std::max(max_stop, s.size());
+  OutputText out(tok, params.stop);
   st.stop_reason = "length";
   bool first = true;
   for (int n = 0; params.n_predict < 0 || n < params.n_predict; ++n) {
     if (cancelled()) {
       st.stop_reason = "cancelled";
-      held.clear();
       break;
     }
     const int32_t id = sampler.sample(logits.data(), V);
@@ -63,30 +61,13 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     }
     st.tokens.push_back(id);
     ++st.n_generated;
-    held += dec.push(id);
-    bool stopped = false;
-    for (auto& s : params.stop) {
-      size_t at = held.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        held.resize(at);
-        stopped = true;
-      }
+    const std::string text = out.push(id);
+    if (!text.empty() && !on_text(text)) {
+      st.stop_reason = "cancelled";
+      break;
     }
-    // Emit everything that cannot be the beginning of a stop string.
-    size_t keep = stopped ? 0 : std::min(held.size(), max_stop > 0 ? max_stop - 1 : 0);
-    // Do not split a UTF-8 sequence when holding back.
-    while (keep > 0 && keep < held.size() && (uint8_t(held[held.size() - keep]) & 0xC0) == 0x80) ++keep;
-    if (held.size() > keep) {
-      if (!on_text(held.substr(0, held.size() - keep))) {
-        st.stop_reason = "cancelled";
-        held.clear();
-        break;
-      }
-      held.erase(0, held.size() - keep);
-    }
-    if (stopped) {
+    if (out.stopped()) {
       st.stop_reason = "stop";
-      held.clear();
       break;
     }
     if (state.n_past >= state.n_ctx) {
@@ -96,8 +77,10 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     if (params.n_predict >= 0 && n + 1 >= params.n_predict) break;
     DF_TRY(model.forward(state, &id, 1, logits.data(), false));
   }
-  held += dec.flush();
-  if (!held.empty() && st.stop_reason != "cancelled") on_text(held);
+  if (st.stop_reason != "cancelled") {
+    const std::string rest = out.finish();
+    if (!rest.empty()) on_text(rest);
+  }
   st.decode_s = now_s() - t1;
   if (stats) *stats = std::move(st);
   return {};

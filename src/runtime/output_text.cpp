@@ -1,0 +1,38 @@
+#include "runtime/output_text.h"
+
+#include <algorithm>
+
+namespace deltafin {
+
+OutputText::OutputText(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stop_(std::move(stop)) {
+  std::erase_if(stop_, [](const std::string& s) { return s.empty(); });
+  for (const auto& s : stop_) max_stop_ = std::max(max_stop_, s.size());
+}
+
+std::string OutputText::push(int32_t id) {
+  if (stopped_) return {};
+  held_ += dec_.push(id);
+  for (const auto& s : stop_) {
+    const size_t at = held_.find(s);
+    if (at != std::string::npos) {
+      held_.resize(at);
+      stopped_ = true;
+    }
+  }
+  // Emit everything that cannot be the beginning of a stop string, without splitting
+  // a UTF-8 sequence in what is held back.
+  size_t keep = stopped_ ? 0 : std::min(held_.size(), max_stop_ > 0 ? max_stop_ - 1 : 0);
+  while (keep > 0 && keep < held_.size() && (uint8_t(held_[held_.size() - keep]) & 0xC0) == 0x80) ++keep;
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string OutputText::finish() {
+  if (stopped_) return {};
+  std::string out = std::move(held_) + dec_.flush();
+  held_.clear();
+  return out;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,35 @@
+// Generated token ids -> the text to show: detokenizes incrementally (never splitting
+// a UTF-8 sequence), cuts the text at the first stop string (which is not shown) and
+// holds back the tail that could still become the start of a stop string. Shared by
+// the generation loop and the server so both emit exactly the same text.
+//
+// Single-threaded state; the tokenizer must outlive it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+class OutputText {
+ public:
+  OutputText(const Tokenizer& tok, std::vector<std::string> stop);
+  // Adds a generated token; returns the text that can be shown now (maybe empty).
+  // After a stop string appears, stopped() is true and the text before it has been
+  // returned.
+  std::string push(int32_t id);
+  // The held-back rest at the end of generation ("" after a stop).
+  std::string finish();
+  bool stopped() const { return stopped_; }
+
+ private:
+  StreamDecoder dec_;
+  std::vector<std::string> stop_;
+  size_t max_stop_ = 0;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace deltafin

@@ -1,0 +1,283 @@
+#include "runtime/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "runtime/output_text.h"
+
+namespace deltafin {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+constexpr double kRecentWindowS = 5.0;
+}  // namespace
+
+GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !text_.empty() || done_; });
+  GenUpdate u;
+  u.text = std::move(text_);
+  text_.clear();
+  u.done = done_;
+  u.finish_reason = reason_;
+  u.error = error_;
+  u.n_prompt = n_prompt_;
+  u.n_generated = n_generated_;
+  return u;
+}
+
+void GenHandle::post(const std::string& text, bool done, const std::string& reason, const std::string& error,
+                     int n_generated) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    text_ += text;
+    n_generated_ = n_generated;
+    if (done) {
+      done_ = true;
+      reason_ = reason;
+      error_ = error;
+    }
+  }
+  cv_.notify_all();
+}
+
+// One request in the scheduler: its sequence state, sampler and text output.
+struct Scheduler::Seq {
+  std::shared_ptr<GenHandle> handle;
+  GenRequest req;
+  std::unique_ptr<SeqState> state;
+  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<OutputText> out;
+  std::vector<float> logits;
+  int n_prompt_done = 0;  // prompt tokens evaluated
+  int n_generated = 0;
+  int32_t next = -1;      // the sampled token to evaluate next (decoding)
+  bool decoding = false;
+  bool done = false;
+};
+
+Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opts)
+    : model_(model), tok_(tok), opts_(opts) {
+  opts_.n_parallel = std::max(1, opts_.n_parallel);
+  opts_.prefill_chunk = std::max(1, opts_.prefill_chunk);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { shutdown(false); }
+
+std::shared_ptr<GenHandle> Scheduler::submit(GenRequest req, SubmitError* err, std::string* message) {
+  *err = SubmitError::None;
+  if (req.prompt.empty()) {
+    *err = SubmitError::Invalid;
+    *message = "the prompt is empty";
+    return nullptr;
+  }
+  if (int64_t(req.prompt.size()) > opts_.n_ctx) {
+    *err = SubmitError::Invalid;
+    *message = fmt::format("the prompt has {} tokens but the context holds {} tokens", req.prompt.size(),
+                           opts_.n_ctx);
+    return nullptr;
+  }
+  auto s = std::make_unique<Seq>();
+  s->handle = std::make_shared<GenHandle>();
+  s->handle->n_prompt_ = int(req.prompt.size());
+  s->req = std::move(req);
+  std::shared_ptr<GenHandle> h = s->handle;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) {
+      *err = SubmitError::ShuttingDown;
+      *message = "the server is shutting down";
+      return nullptr;
+    }
+    const int free_places = std::max(0, opts_.n_parallel - n_active_.load());
+    if (int(queue_.size()) >= opts_.max_queue + free_places) {
+      *err = SubmitError::Busy;
+      *message = fmt::format("the server is busy: {} requests are running and {} waiting (the most it queues)",
+                             n_active_.load(), queue_.size());
+      return nullptr;
+    }
+    queue_.push_back(std::move(s));
+    stats_.queued = int(queue_.size());
+  }
+  cv_.notify_all();
+  return h;
+}
+
+void Scheduler::shutdown(bool drain, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+    draining_ = drain;
+  }
+  cv_.notify_all();
+  if (drain) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (queue_.empty() && n_active_ == 0) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    draining_ = false;  // whatever is left is cancelled
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Scheduler::cancel_all() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    draining_ = false;
+  }
+  cv_.notify_all();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  SchedulerStats s = stats_;
+  if (!recent_.empty()) {
+    const double span = std::max(now_s() - recent_.front().first, 1.0);
+    double toks = 0;
+    for (auto& r : recent_) toks += r.second;
+    s.recent_tokens_per_s = now_s() - recent_.back().first > kRecentWindowS ? 0.0 : toks / span;
+  }
+  return s;
+}
+
+void Scheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
+  std::string rest;
+  if (reason != "cancelled" && reason != "error" && s.out) rest = s.out->finish();
+  s.handle->post(rest, true, reason, error, s.n_generated);
+  s.done = true;
+  s.state.reset();
+  std::lock_guard<std::mutex> lk(mu_);
+  if (reason == "cancelled") ++stats_.cancelled;
+  else if (reason == "error") ++stats_.failed;
+  else ++stats_.finished;
+}
+
+void Scheduler::loop() {
+  std::vector<std::unique_ptr<Seq>> active;
+  for (;;) {
+    bool cancel_all = false;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
+      while (!queue_.empty() && int(active.size()) < opts_.n_parallel) {
+        active.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      if (active.empty() && queue_.empty() && stopping_) break;
+      cancel_all = stopping_ && !draining_;
+      n_active_ = int(active.size());
+      stats_.active = int(active.size());
+      stats_.queued = int(queue_.size());
+    }
+    for (auto& s : active) {
+      if (cancel_all || s->handle->cancelled()) {
+        finish(*s, "cancelled");
+        continue;
+      }
+      if (!s->state) {
+        s->state = model_.new_state(opts_.n_ctx);
+        s->sampler = std::make_unique<Sampler>(s->req.sampling);
+        for (int32_t id : s->req.prompt) s->sampler->accept(id);
+        s->out = std::make_unique<OutputText>(tok_, s->req.stop);
+        s->logits.resize(size_t(model_.info().n_vocab));
+      }
+    }
+    std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    if (!active.empty()) step(active);
+    std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    n_active_ = int(active.size());
+  }
+  n_active_ = 0;
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.active = 0;
+  stats_.queued = 0;
+}
+
+bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
+  std::vector<BatchSlice> slices;
+  std::vector<Seq*> who;
+  std::vector<bool> samples;  // the slice ends a prompt or is a decode step
+  int budget = opts_.prefill_chunk, prefill_rows = 0, decode_rows = 0;
+  for (auto& sp : active) {
+    Seq& s = *sp;
+    if (s.decoding) {
+      slices.push_back({s.state.get(), &s.next, 1, s.logits.data(), false});
+      samples.push_back(true);
+      ++decode_rows;
+    } else {
+      const int left = int(s.req.prompt.size()) - s.n_prompt_done;
+      if (budget <= 0) continue;
+      const int take = std::min(left, budget);
+      budget -= take;
+      slices.push_back({s.state.get(), &s.req.prompt[size_t(s.n_prompt_done)], take, s.logits.data(), false});
+      samples.push_back(take == left);
+      prefill_rows += take;
+    }
+    who.push_back(&s);
+  }
+  if (slices.empty()) return false;
+  const double t0 = now_s();
+  Status st = model_.forward_batch(slices);
+  const double dt = now_s() - t0;
+  if (!st.ok()) {
+    DF_LOG_ERROR("batched forward pass failed: {}", st.error().message);
+    for (Seq* s : who) finish(*s, "error", st.error().message);
+    return false;
+  }
+  const int64_t V = model_.info().n_vocab;
+  int generated = 0;
+  for (size_t i = 0; i < who.size(); ++i) {
+    Seq& s = *who[i];
+    if (!s.decoding) s.n_prompt_done += slices[i].n;
+    if (!samples[i]) continue;
+    const int32_t id = s.sampler->sample(s.logits.data(), V);
+    s.sampler->accept(id);
+    if (!s.req.ignore_eos && tok_.is_eog(id)) {
+      finish(s, "stop");
+      continue;
+    }
+    ++s.n_generated;
+    ++generated;
+    const std::string text = s.out->push(id);
+    if (s.out->stopped()) {
+      s.handle->post(text, false, {}, {}, s.n_generated);
+      finish(s, "stop");
+    } else if ((s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) || s.state->n_past >= opts_.n_ctx) {
+      s.handle->post(text, false, {}, {}, s.n_generated);
+      finish(s, "length");
+    } else {
+      if (!text.empty()) s.handle->post(text, false, {}, {}, s.n_generated);
+      s.next = id;
+      s.decoding = true;
+    }
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  const int rows = prefill_rows + decode_rows;
+  stats_.steps++;
+  stats_.batch_rows += uint64_t(rows);
+  stats_.prompt_tokens += uint64_t(prefill_rows);
+  stats_.generated_tokens += uint64_t(generated);
+  stats_.prefill_s += dt * prefill_rows / rows;
+  stats_.decode_s += dt * decode_rows / rows;
+  const double now = now_s();
+  recent_.emplace_back(now, generated);
+  while (!recent_.empty() && recent_.front().first < now - kRecentWindowS) recent_.pop_front();
+  return true;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,129 @@
+// Continuous batching: many generation requests share one model. A scheduler thread
+// runs steps; each step evaluates, in one Model::forward_batch pass, the next token
+// of every decoding sequence plus a bounded chunk of pending prompts (chunked
+// prefill, so a long prompt never stalls the others for its whole length), then
+// samples each sequence that finished its prompt or decoded. With a batching
+// architecture, every MoE layer of a step asks the expert store for the union of
+// all sequences' experts once. Requests join between steps and leave when done or
+// cancelled.
+//
+// Output per sequence is what generate() gives for the same prompt and sampling
+// alone (the model's batched pass computes each row as the single pass does).
+//
+// Thread safety: submit/stats/shutdown from any thread; a GenHandle is shared
+// between its owner (any thread) and the scheduler.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+struct SchedulerOptions {
+  int n_parallel = 4;       // sequences in the batch at most; more wait in the queue
+  int n_ctx = 4096;         // context per sequence (prompt + generated)
+  int prefill_chunk = 256;  // prompt tokens per step, all sequences together
+  int max_queue = 64;       // requests waiting for a batch place at most
+};
+
+struct GenRequest {
+  std::vector<int32_t> prompt;
+  int max_tokens = -1;  // < 0: until end of generation or the context is full
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+// What arrived for a request since the last wait().
+struct GenUpdate {
+  std::string text;
+  bool done = false;
+  // When done: "stop" (end of generation or a stop string), "length" (max_tokens
+  // or the context), "cancelled", "error".
+  std::string finish_reason;
+  std::string error;  // finish_reason == "error"
+  int n_prompt = 0, n_generated = 0;
+};
+
+class GenHandle {
+ public:
+  // Waits up to `timeout` for new text or the end and takes what arrived.
+  GenUpdate wait(std::chrono::milliseconds timeout);
+  // Asks the scheduler to drop the request at the next step (idempotent).
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+
+ private:
+  friend class Scheduler;
+  void post(const std::string& text, bool done, const std::string& reason, const std::string& error,
+            int n_generated);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  bool done_ = false, taken_done_ = false;
+  std::string reason_, error_;
+  int n_prompt_ = 0, n_generated_ = 0;
+  std::atomic<bool> cancelled_{false};
+};
+
+struct SchedulerStats {
+  uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  uint64_t batch_rows = 0;  // rows evaluated over all steps
+  double prefill_s = 0, decode_s = 0;  // step time split by each step's share of rows
+  double recent_tokens_per_s = 0;      // generated tokens/s over the last few seconds
+  int active = 0, queued = 0;
+  uint64_t finished = 0, cancelled = 0, failed = 0;
+};
+
+enum class SubmitError { None, Invalid, Busy, ShuttingDown };
+
+class Scheduler {
+ public:
+  Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opts);
+  ~Scheduler();  // shutdown(false)
+
+  // Queues a request. Invalid: empty prompt or longer than the context (the message
+  // names both numbers); Busy: the queue is full; ShuttingDown: after shutdown().
+  std::shared_ptr<GenHandle> submit(GenRequest req, SubmitError* err, std::string* message);
+
+  // Stops taking requests. drain: finish what is queued and running, waiting at most
+  // `timeout`, then cancel the rest; else cancel everything now. Joins the thread.
+  void shutdown(bool drain, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+  // Cancels everything queued and running at the next step (also ends a drain).
+  void cancel_all();
+
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return opts_; }
+
+ private:
+  struct Seq;
+  void loop();
+  bool step(std::vector<std::unique_ptr<Seq>>& active);
+  void finish(Seq& s, const std::string& reason, const std::string& error = {});
+
+  Model& model_;
+  const Tokenizer& tok_;
+  SchedulerOptions opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Seq>> queue_;
+  bool stopping_ = false, draining_ = false;
+  std::atomic<int> n_active_{0};
+  SchedulerStats stats_;  // counters, under mu_
+  std::deque<std::pair<double, int>> recent_;  // (time, tokens) of recent steps, under mu_
+  std::thread thread_;
+};
+
+}  // namespace deltafin

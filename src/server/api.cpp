@@ -1,0 +1,298 @@
+#include "server/api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+
+namespace deltafin::server {
+
+json ApiError::body() const {
+  json e;
+  e["message"] = message;
+  e["type"] = type;
+  e["param"] = param.empty() ? json(nullptr) : json(param);
+  e["code"] = code.empty() ? json(nullptr) : json(code);
+  return json{{"error", e}};
+}
+
+std::string make_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  const auto t = std::chrono::system_clock::now().time_since_epoch().count();
+  return fmt::format("{}-{:x}{:04x}", prefix, uint64_t(t) & 0xffffffffffULL, counter++ & 0xffff);
+}
+
+json usage_json(int n_prompt, int n_generated) {
+  return json{{"prompt_tokens", n_prompt}, {"completion_tokens", n_generated}, {"total_tokens", n_prompt + n_generated}};
+}
+
+std::string openai_finish_reason(const std::string& reason) { return reason == "length" ? "length" : "stop"; }
+
+namespace {
+
+using Err = std::optional<ApiError>;
+
+ApiError bad(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.status = 400;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+// A number in [lo, hi] under `key`, if present and not null.
+Err number(const json& j, const char* key, double lo, double hi, float* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number()) return bad(key, fmt::format("'{}' must be a number, not {}", key, type_name(*it)));
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) return bad(key, fmt::format("'{}' is {} but must be between {} and {}", key, v, lo, hi));
+  *out = float(v);
+  return {};
+}
+
+Err integer(const json& j, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_number_integer() && !(it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()))
+    return bad(key, fmt::format("'{}' must be an integer, not {}", key, type_name(*it)));
+  const double d = it->get<double>();
+  if (d < double(lo) || d > double(hi))
+    return bad(key, fmt::format("'{}' is {} but must be between {} and {}", key, d, lo, hi));
+  *out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
+  return {};
+}
+
+Err boolean(const json& j, const char* key, bool* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (!it->is_boolean()) return bad(key, fmt::format("'{}' must be a boolean, not {}", key, type_name(*it)));
+  *out = it->get<bool>();
+  return {};
+}
+
+#define API_TRY(expr)          \
+  do {                         \
+    if (Err e_ = (expr)) return e_; \
+  } while (0)
+
+Err parse_body(const std::string& body, json* out) {
+  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
+  try {
+    *out = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!out->is_object()) return bad("", fmt::format("the request body must be a JSON object, not {}", type_name(*out)));
+  return {};
+}
+
+// Fields both endpoints take.
+Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
+  if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return bad("model", fmt::format("'model' must be a string, not {}", type_name(*it)));
+    g->model = it->get<std::string>();
+  }
+  std::optional<int64_t> mt;
+  API_TRY(integer(j, "max_tokens", 1, 1 << 30, &mt));
+  if (chat) API_TRY(integer(j, "max_completion_tokens", 1, 1 << 30, &mt));
+  if (mt) g->max_tokens = int(*mt);
+  SamplingParams& sp = g->sampling;
+  sp.temperature = 1.0f;
+  sp.top_p = 1.0f;
+  sp.top_k = 0;
+  sp.min_p = 0.0f;
+  API_TRY(number(j, "temperature", 0.0, 2.0, &sp.temperature));
+  API_TRY(number(j, "top_p", 0.0, 1.0, &sp.top_p));
+  if (j.contains("top_p") && j["top_p"].is_number() && sp.top_p <= 0.0f) return bad("top_p", "'top_p' must be above 0");
+  API_TRY(number(j, "min_p", 0.0, 1.0, &sp.min_p));
+  API_TRY(number(j, "presence_penalty", -2.0, 2.0, &sp.presence_penalty));
+  API_TRY(number(j, "frequency_penalty", -2.0, 2.0, &sp.frequency_penalty));
+  API_TRY(number(j, "repeat_penalty", 0.0, 10.0, &sp.repeat_penalty));
+  std::optional<int64_t> v;
+  API_TRY(integer(j, "top_k", 0, 1 << 30, &v));
+  if (v) sp.top_k = int(*v);
+  v.reset();
+  API_TRY(integer(j, "seed", INT64_MIN, INT64_MAX, &v));
+  if (v) sp.seed = uint64_t(*v);
+  v.reset();
+  API_TRY(integer(j, "n", 1, 1 << 30, &v));
+  if (v && *v != 1) return bad("n", "only n = 1 is supported");
+  if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+    for (auto& [k, b] : it->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0 || id >= n_vocab)
+        return bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id (0..{})", k, n_vocab - 1));
+      if (!b.is_number() || b.get<double>() < -100 || b.get<double>() > 100)
+        return bad("logit_bias", fmt::format("logit_bias for token {} must be a number in -100..100", k));
+      sp.logit_bias[int32_t(id)] = b.get<float>();
+    }
+  }
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    if (it->is_string()) {
+      g->stop.push_back(it->get<std::string>());
+    } else if (it->is_array()) {
+      if (it->size() > 16) return bad("stop", fmt::format("'stop' has {} strings; at most 16 are allowed", it->size()));
+      for (auto& s : *it) {
+        if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+        g->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return bad("stop", fmt::format("'stop' must be a string or an array of strings, not {}", type_name(*it)));
+    }
+    for (auto& s : g->stop)
+      if (s.empty()) return bad("stop", "stop strings must not be empty");
+  }
+  API_TRY(boolean(j, "stream", &g->stream));
+  API_TRY(boolean(j, "ignore_eos", &g->ignore_eos));
+  if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    API_TRY(boolean(*it, "include_usage", &g->include_usage));
+  }
+  if (auto it = j.find("logprobs"); it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()) &&
+                                    !(it->is_number() && it->get<double>() == 0))
+    return bad("logprobs", "logprobs are not supported");
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+      return bad("response_format", "'response_format' must be an object with a string 'type'");
+    if ((*it)["type"] != "text")
+      return bad("response_format", fmt::format("response_format type '{}' is not supported (only 'text')",
+                                                (*it)["type"].get<std::string>()));
+  }
+  return {};
+}
+
+// OpenAI content (string, null, or an array of text parts) -> string or null.
+Err message_content(const json& c, size_t i, json* out) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  if (c.is_null() || c.is_string()) {
+    *out = c;
+    return {};
+  }
+  if (!c.is_array()) return bad(param, fmt::format("'{}' must be a string or an array of parts, not {}", param, type_name(c)));
+  std::string text;
+  for (auto& part : c) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      return bad(param, fmt::format("each part of '{}' must be an object with a 'type'", param));
+    if (part["type"] != "text")
+      return bad(param, fmt::format("content parts of type '{}' are not supported (only 'text')",
+                                    part["type"].get<std::string>()));
+    if (!part.contains("text") || !part["text"].is_string())
+      return bad(param, fmt::format("a text part of '{}' needs a string 'text'", param));
+    text += part["text"].get<std::string>();
+  }
+  *out = text;
+  return {};
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out) {
+  json j;
+  API_TRY(parse_body(body, &j));
+  API_TRY(parse_common(j, n_vocab, true, &out->gen));
+  auto it = j.find("messages");
+  if (it == j.end() || it->is_null()) return bad("messages", "'messages' is required");
+  if (!it->is_array()) return bad("messages", fmt::format("'messages' must be an array, not {}", type_name(*it)));
+  if (it->empty()) return bad("messages", "'messages' must not be empty");
+  out->messages = json::array();
+  static const char* roles[] = {"system", "developer", "user", "assistant", "tool"};
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    if (!m.is_object()) return bad(fmt::format("messages[{}]", i), fmt::format("messages[{}] must be an object", i));
+    if (!m.contains("role") || !m["role"].is_string())
+      return bad(fmt::format("messages[{}].role", i), fmt::format("messages[{}] needs a string 'role'", i));
+    const std::string role = m["role"].get<std::string>();
+    if (std::find(std::begin(roles), std::end(roles), role) == std::end(roles))
+      return bad(fmt::format("messages[{}].role", i),
+                 fmt::format("messages[{}].role '{}' is not one of system, developer, user, assistant, tool", i, role));
+    json msg = m;
+    json content = nullptr;
+    if (m.contains("content")) API_TRY(message_content(m["content"], i, &content));
+    if (content.is_null() && !(role == "assistant" && m.contains("tool_calls")))
+      return bad(fmt::format("messages[{}].content", i), fmt::format("messages[{}] needs a 'content'", i));
+    msg["content"] = content;
+    if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
+      if (!tc->is_array()) return bad(fmt::format("messages[{}].tool_calls", i), "'tool_calls' must be an array");
+      json calls = *tc;
+      for (auto& c : calls) {
+        // Templates want the arguments as an object; OpenAI sends a JSON string.
+        if (c.is_object() && c.contains("function") && c["function"].is_object() &&
+            c["function"].contains("arguments") && c["function"]["arguments"].is_string()) {
+          try {
+            c["function"]["arguments"] = json::parse(c["function"]["arguments"].get<std::string>());
+          } catch (const json::parse_error&) {
+            // keep the string
+          }
+        }
+      }
+      msg["tool_calls"] = calls;
+    }
+    out->messages.push_back(std::move(msg));
+  }
+  out->tools = nullptr;
+  if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
+    if (!t->is_array()) return bad("tools", fmt::format("'tools' must be an array, not {}", type_name(*t)));
+    for (size_t i = 0; i < t->size(); ++i)
+      if (!(*t)[i].is_object()) return bad("tools", fmt::format("tools[{}] must be an object", i));
+    if (!t->empty()) out->tools = *t;
+  }
+  out->template_kwargs = nullptr;
+  if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
+    if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    out->template_kwargs = *k;
+  }
+  return {};
+}
+
+std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out) {
+  json j;
+  API_TRY(parse_body(body, &j));
+  API_TRY(parse_common(j, n_vocab, false, &out->gen));
+  if (!out->gen.max_tokens) out->gen.max_tokens = 16;  // the OpenAI default for completions
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return bad("prompt", "'prompt' is required");
+  json p = *it;
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+  if (p.is_string()) {
+    out->prompt = p.get<std::string>();
+    if (out->prompt.empty()) return bad("prompt", "'prompt' must not be empty");
+  } else if (p.is_array() && !p.empty()) {
+    for (auto& t : p) {
+      if (!t.is_number_integer())
+        return bad("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= n_vocab)
+        return bad("prompt", fmt::format("prompt token id {} is out of range (the vocabulary has {} tokens)", id, n_vocab));
+      out->prompt_tokens.push_back(int32_t(id));
+    }
+  } else {
+    return bad("prompt", "'prompt' must be a non-empty string, an array of one string, or an array of token ids "
+                         "(several prompts in one request are not supported)");
+  }
+  bool echo = false;
+  API_TRY(boolean(j, "echo", &echo));
+  if (echo) return bad("echo", "'echo' is not supported");
+  if (auto s = j.find("suffix"); s != j.end() && !s->is_null()) return bad("suffix", "'suffix' is not supported");
+  std::optional<int64_t> best_of;
+  API_TRY(integer(j, "best_of", 1, 1 << 30, &best_of));
+  if (best_of && *best_of != 1) return bad("best_of", "only best_of = 1 is supported");
+  return {};
+}
+
+}  // namespace deltafin::server

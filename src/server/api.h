@@ -1,0 +1,66 @@
+// The OpenAI-compatible request and response bodies: validating a request's JSON
+// into what the scheduler needs, and building the responses, stream chunks and
+// error objects. No HTTP and no model here (pure functions, unit-testable).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace deltafin::server {
+
+using json = nlohmann::ordered_json;
+
+// An error to send: HTTP status and the OpenAI error object
+// {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+  json body() const;
+};
+
+// What both endpoints share after validation.
+struct GenParams {
+  std::optional<int> max_tokens;  // absent: until end of generation / context full
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool ignore_eos = false;     // extension: keep generating past end-of-text
+  std::string model;           // as given ("" if absent)
+};
+
+struct ChatRequest {
+  GenParams gen;
+  json messages;              // normalized: content always a string (or null)
+  json tools;                 // null when absent
+  json template_kwargs;       // chat_template_kwargs (object or null)
+};
+
+struct CompletionRequest {
+  GenParams gen;
+  std::string prompt;                 // text prompt, or
+  std::vector<int32_t> prompt_tokens; // token ids (prompt given as an array of integers)
+};
+
+// Parse + validate. `n_vocab` bounds token ids in logit_bias / prompt arrays.
+// On error returns the ApiError to send (400 with the offending param).
+std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out);
+std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out);
+
+// Response ids ("chatcmpl-...", "cmpl-...") unique within the process.
+std::string make_id(const char* prefix);
+
+json usage_json(int n_prompt, int n_generated);
+
+// finish_reason as OpenAI spells it ("stop", "length"; cancelled/error -> "stop").
+std::string openai_finish_reason(const std::string& reason);
+
+}  // namespace deltafin::server

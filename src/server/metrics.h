@@ -1,0 +1,26 @@
+// Counters for /metrics and their Prometheus text form (text exposition format
+// 0.0.4): HTTP responses by status, the scheduler's tokens and times, and the expert
+// cache tiers when experts stream. Thread-safe.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "runtime/scheduler.h"
+#include "store/streaming_store.h"
+
+namespace deltafin::server {
+
+class Metrics {
+ public:
+  void count_response(const std::string& path, int status);
+  // store may be null (experts resident).
+  std::string render(const SchedulerStats& s, const StreamingExpertStore* store) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> responses_;  // (endpoint, status) -> count
+};
+
+}  // namespace deltafin::server

@@ -1,0 +1,36 @@
+// Keeps a thinking model's reasoning apart from its answer: text between <think> and
+// </think> goes to reasoning_content, the rest to content (OpenAI-style responses as
+// DeepSeek's and llama.cpp's servers send them). Works on streamed pieces: a tag split
+// across pieces is held back until it is complete.
+//
+// The reasoning starts either with a <think> the model writes first (leading
+// whitespace allowed) or, when the prompt already ends inside an open <think> (the
+// chat template opened it), at the first generated character. Single-threaded.
+#pragma once
+#include <string>
+
+namespace deltafin::server {
+
+struct SplitText {
+  std::string reasoning, content;
+  bool empty() const { return reasoning.empty() && content.empty(); }
+};
+
+class ReasoningSplitter {
+ public:
+  // enabled = false: everything is content.
+  ReasoningSplitter(bool enabled, bool starts_inside);
+  SplitText push(const std::string& text);
+  SplitText finish();  // what is held back
+
+ private:
+  enum class Mode { Start, Reasoning, Content };
+  Mode mode_;
+  bool trim_content_ = false;  // drop whitespace at the start of the answer
+  std::string buf_;
+};
+
+// True when `prompt` ends inside an unclosed <think> (after its last </think>, if any).
+bool prompt_opens_think(const std::string& prompt);
+
+}  // namespace deltafin::server

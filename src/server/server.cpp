@@ -1,0 +1,396 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <ctime>
+
+#include "core/log.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/reasoning.h"
+#include "tokenizer/chat_template.h"
+
+namespace deltafin::server {
+
+const char* const kChatMLTemplate =
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+
+namespace {
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(e.body().dump(), "application/json");
+}
+
+ApiError error(int status, const std::string& message, const std::string& type = "invalid_request_error",
+               const std::string& param = {}, const std::string& code = {}) {
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  e.type = type;
+  e.param = param;
+  e.code = code;
+  return e;
+}
+
+// Constant-time comparison (the key's length is not secret).
+bool same_key(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= uint8_t(a[i] ^ b[i]);
+  return d == 0;
+}
+
+std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+}  // namespace
+
+struct Server::Impl {
+  Scheduler& sched;
+  const Tokenizer& tok;
+  const ModelInfo& info;
+  const StreamingExpertStore* store;
+  ServerOptions opts;
+  std::unique_ptr<ChatTemplate> tmpl;
+  bool template_thinks = false;
+  Metrics metrics;
+  httplib::Server http;
+  std::atomic<bool> stopping{false};
+  int64_t created = std::time(nullptr);
+
+  Impl(Scheduler& s, const Tokenizer& t, const ModelInfo& i, const StreamingExpertStore* st, ServerOptions o)
+      : sched(s), tok(t), info(i), store(st), opts(std::move(o)) {}
+
+  // --- generation -------------------------------------------------------------
+
+  enum class Kind { Chat, Completion };
+
+  // Validated prompt + parameters -> queued request, answered by a content provider.
+  void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
+                bool think, bool think_open, const std::string& prompt_param) {
+    const int n_ctx = sched.options().n_ctx;
+    if (int64_t(prompt.size()) > n_ctx) {
+      send_error(res, error(400,
+                            fmt::format("the prompt has {} tokens but the context holds {} tokens; shorten the "
+                                        "prompt (or start the server with a larger -c)",
+                                        prompt.size(), n_ctx),
+                            "invalid_request_error", prompt_param, "context_length_exceeded"));
+      return;
+    }
+    GenRequest r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = g.max_tokens ? *g.max_tokens : -1;
+    r.sampling = g.sampling;
+    r.stop = g.stop;
+    r.ignore_eos = g.ignore_eos;
+    SubmitError err;
+    std::string msg;
+    std::shared_ptr<GenHandle> h = sched.submit(std::move(r), &err, &msg);
+    if (!h) {
+      const bool busy = err == SubmitError::Busy || err == SubmitError::ShuttingDown;
+      send_error(res, error(busy ? 503 : 400, msg, busy ? "server_error" : "invalid_request_error",
+                            busy ? "" : prompt_param));
+      return;
+    }
+    struct Ctx {
+      std::shared_ptr<GenHandle> h;
+      ReasoningSplitter split;
+      std::string id;
+      int64_t created;
+      bool started = false;
+    };
+    auto ctx = std::make_shared<Ctx>(Ctx{h, ReasoningSplitter(think, think_open),
+                                         make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"), std::time(nullptr)});
+    const std::string model = opts.model_id;
+    const auto heartbeat = opts.heartbeat;
+    auto release = [ctx](bool ok) {
+      if (!ok) ctx->h->cancel();
+    };
+    if (g.stream) {
+      const bool usage = g.include_usage;
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [ctx, kind, model, heartbeat, usage](size_t, httplib::DataSink& sink) {
+            auto write = [&](const std::string& s) {
+              if (sink.write(s.data(), s.size())) return true;
+              ctx->h->cancel();
+              return false;
+            };
+            auto chunk = [&](const json& delta_or_text, const json& finish) {
+              json c{{"id", ctx->id},
+                     {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
+                     {"created", ctx->created},
+                     {"model", model}};
+              json choice{{"index", 0}};
+              if (kind == Kind::Chat) choice["delta"] = delta_or_text;
+              else choice["text"] = delta_or_text;
+              choice["logprobs"] = nullptr;
+              choice["finish_reason"] = finish;
+              c["choices"] = json::array({choice});
+              return sse(c);
+            };
+            auto text_chunks = [&](const SplitText& t) {
+              std::string out;
+              if (kind == Kind::Chat) {
+                if (!t.reasoning.empty()) out += chunk(json{{"reasoning_content", t.reasoning}}, nullptr);
+                if (!t.content.empty()) out += chunk(json{{"content", t.content}}, nullptr);
+              } else if (!t.content.empty() || !t.reasoning.empty()) {
+                out += chunk(t.reasoning + t.content, nullptr);
+              }
+              return out;
+            };
+            if (kind == Kind::Chat && !write(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)))
+              return false;
+            for (;;) {
+              GenUpdate u = ctx->h->wait(heartbeat);
+              std::string out = text_chunks(ctx->split.push(u.text));
+              if (!u.done) {
+                if (out.empty()) out = ": keep-alive\n\n";
+                if (!write(out)) return false;
+                continue;
+              }
+              out += text_chunks(ctx->split.finish());
+              if (u.finish_reason == "error") {
+                out += sse(error(500, "generation failed: " + u.error, "server_error").body());
+              } else {
+                out += chunk(kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason));
+                if (usage) {
+                  json c{{"id", ctx->id},
+                         {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
+                         {"created", ctx->created},
+                         {"model", model},
+                         {"choices", json::array()},
+                         {"usage", usage_json(u.n_prompt, u.n_generated)}};
+                  out += sse(c);
+                }
+              }
+              out += "data: [DONE]\n\n";
+              if (!write(out)) return false;
+              sink.done();
+              return true;
+            }
+          },
+          release);
+      return;
+    }
+    res.set_chunked_content_provider(
+        "application/json",
+        [ctx, kind, model, heartbeat](size_t, httplib::DataSink& sink) {
+          std::string reasoning, content;
+          auto last_write = std::chrono::steady_clock::now();
+          for (;;) {
+            GenUpdate u = ctx->h->wait(heartbeat);
+            SplitText t = ctx->split.push(u.text);
+            reasoning += t.reasoning;
+            content += t.content;
+            if (!u.done) {
+              // Whitespace before the JSON, once a heartbeat: how a client that left
+              // is noticed (the write after the peer closed fails).
+              const auto now = std::chrono::steady_clock::now();
+              if (now - last_write >= heartbeat) {
+                last_write = now;
+                if (!sink.write(" ", 1)) {
+                  ctx->h->cancel();
+                  return false;
+                }
+              }
+              continue;
+            }
+            t = ctx->split.finish();
+            reasoning += t.reasoning;
+            content += t.content;
+            json body;
+            if (u.finish_reason == "error") {
+              body = error(500, "generation failed: " + u.error, "server_error").body();
+            } else {
+              json choice{{"index", 0}};
+              if (kind == Kind::Chat) {
+                json msg{{"role", "assistant"}, {"content", content}};
+                if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
+                choice["message"] = msg;
+              } else {
+                choice["text"] = reasoning + content;
+              }
+              choice["logprobs"] = nullptr;
+              choice["finish_reason"] = openai_finish_reason(u.finish_reason);
+              body = json{{"id", ctx->id},
+                          {"object", kind == Kind::Chat ? "chat.completion" : "text_completion"},
+                          {"created", ctx->created},
+                          {"model", model},
+                          {"choices", json::array({choice})},
+                          {"usage", usage_json(u.n_prompt, u.n_generated)}};
+            }
+            const std::string s = body.dump();
+            if (!sink.write(s.data(), s.size())) return false;
+            sink.done();
+            return true;
+          }
+        },
+        release);
+  }
+
+  std::optional<ApiError> check_model(const GenParams& g) const {
+    if (!g.model.empty() && g.model != opts.model_id)
+      return error(404, fmt::format("the model '{}' does not exist; this server serves '{}'", g.model, opts.model_id),
+                   "invalid_request_error", "model", "model_not_found");
+    return {};
+  }
+
+  void chat(const httplib::Request& req, httplib::Response& res) {
+    ChatRequest cr;
+    if (auto e = parse_chat_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
+    if (auto e = check_model(cr.gen)) return send_error(res, *e);
+    json extra = json::object();
+    if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
+    if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
+    if (cr.template_kwargs.is_object())
+      for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
+    Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
+    if (!text.ok()) return send_error(res, error(400, "cannot render the conversation with the model's chat template: " +
+                                                          text.error().message, "invalid_request_error", "messages"));
+    const std::string& prompt = text.value();
+    std::vector<int32_t> ids;
+    const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
+    if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());
+    std::vector<int32_t> rest = tok.encode(prompt, false, true);
+    ids.insert(ids.end(), rest.begin(), rest.end());
+    const bool think = opts.reasoning && template_thinks;
+    generate(res, Kind::Chat, std::move(ids), cr.gen, think, think && prompt_opens_think(prompt), "messages");
+  }
+
+  void completion(const httplib::Request& req, httplib::Response& res) {
+    CompletionRequest cr;
+    if (auto e = parse_completion_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
+    if (auto e = check_model(cr.gen)) return send_error(res, *e);
+    std::vector<int32_t> ids = cr.prompt_tokens.empty() ? tok.encode(cr.prompt, true, true) : cr.prompt_tokens;
+    if (ids.empty()) return send_error(res, error(400, "the prompt has no tokens", "invalid_request_error", "prompt"));
+    generate(res, Kind::Completion, std::move(ids), cr.gen, false, false, "prompt");
+  }
+
+  json model_json() const {
+    return json{{"id", opts.model_id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "deltafin"},
+                {"meta",
+                 {{"arch", info.arch},
+                  {"n_ctx", sched.options().n_ctx},
+                  {"n_vocab", info.n_vocab},
+                  {"n_parallel", sched.options().n_parallel},
+                  {"batched", true}}}};
+  }
+
+  void routes() {
+    http.set_payload_max_length(opts.max_body_bytes);
+    http.set_read_timeout(30);
+    http.set_write_timeout(60);
+    const int threads = opts.http_threads > 0 ? opts.http_threads
+                                              : sched.options().n_parallel + sched.options().max_queue + 8;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (opts.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      const std::string prefix = "Bearer ";
+      if (auth.empty()) {
+        send_error(res, error(401, "no API key given: send it as 'Authorization: Bearer KEY'",
+                              "invalid_request_error", "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (auth.rfind(prefix, 0) != 0 || !same_key(auth.substr(prefix.size()), opts.api_key)) {
+        send_error(res, error(401, "the API key is wrong", "invalid_request_error", "", "invalid_api_key"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;  // our own error, already an OpenAI body
+      std::string msg;
+      switch (res.status) {
+        case 404: msg = fmt::format("no endpoint {} {}", req.method, req.path); break;
+        case 413: msg = fmt::format("the request body is larger than the limit of {} bytes", opts.max_body_bytes); break;
+        case 400: msg = "malformed HTTP request"; break;
+        default: msg = fmt::format("HTTP error {}", res.status);
+      }
+      send_error(res, error(res.status, msg, res.status >= 500 ? "server_error" : "invalid_request_error"));
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      DF_LOG_ERROR("request failed: {}", what);
+      send_error(res, error(500, "internal error: " + what, "server_error"));
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      metrics.count_response(req.path, res.status);
+      DF_LOG_INFO("{} {} -> {}", req.method, req.path, res.status);
+    });
+
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (stopping) {
+        res.status = 503;
+        res.set_content(R"({"status":"shutting down"})", "application/json");
+        return;
+      }
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.render(sched.stats(), store), "text/plain; version=0.0.4");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), "application/json");
+    });
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1];
+      if (id != opts.model_id)
+        return send_error(res, error(404, fmt::format("the model '{}' does not exist", id), "invalid_request_error",
+                                     "model", "model_not_found"));
+      res.set_content(model_json().dump(), "application/json");
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
+  }
+};
+
+Server::Server(Scheduler& sched, const Tokenizer& tok, const ModelInfo& info, const StreamingExpertStore* store,
+               ServerOptions opts)
+    : impl_(std::make_unique<Impl>(sched, tok, info, store, std::move(opts))) {}
+
+Server::~Server() = default;
+
+Result<int> Server::bind() {
+  Impl& s = *impl_;
+  const std::string& src = s.opts.chat_template.empty() ? std::string(kChatMLTemplate) : s.opts.chat_template;
+  DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
+  s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
+  s.template_thinks = src.find("<think>") != std::string::npos;
+  s.routes();
+  int port = s.opts.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.opts.host);
+    if (port < 0) return make_error("cannot listen on {}: no free port", s.opts.host);
+  } else if (!s.http.bind_to_port(s.opts.host, port)) {
+    return make_error("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
+  }
+  return port;
+}
+
+void Server::run() { impl_->http.listen_after_bind(); }
+
+void Server::set_draining() { impl_->stopping = true; }
+
+void Server::stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+}  // namespace deltafin::server

@@ -1,0 +1,59 @@
+// The OpenAI-compatible HTTP server: /v1/chat/completions and /v1/completions (SSE
+// streaming and not), /v1/models, /health and /metrics, over a Scheduler that
+// batches every running request into one forward pass per step.
+//
+// Robustness: bad JSON or fields get 400 with an OpenAI error body naming the
+// field; an unknown model 404; a prompt longer than the context 400 with both
+// numbers; with an API key, a missing or wrong key 401; bodies over the limit 413; a
+// full queue 503. A client that disconnects cancels its generation (non-streaming
+// responses send a space every heartbeat while they wait, which is how a gone client
+// is noticed; JSON allows leading whitespace).
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "model/model.h"
+#include "runtime/scheduler.h"
+#include "store/streaming_store.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;               // 0: any free port (see bind())
+  std::string api_key;           // empty: no authentication
+  std::string model_id;          // the name /v1/models lists and requests must use
+  size_t max_body_bytes = 4u << 20;
+  int http_threads = 0;          // 0: enough for every running and queued request
+  std::string chat_template;     // Jinja source; empty: ChatML
+  bool reasoning = true;         // split <think> text into reasoning_content when the template uses it
+  std::chrono::milliseconds heartbeat{1000};
+};
+
+class Server {
+ public:
+  // `store` may be null. Everything passed in must outlive the server.
+  Server(Scheduler& sched, const Tokenizer& tok, const ModelInfo& info, const StreamingExpertStore* store,
+         ServerOptions opts);
+  ~Server();
+  // Parses the chat template and binds the socket; returns the port.
+  Result<int> bind();
+  // Serves until stop(); returns when the listener has closed and in-flight
+  // responses are written.
+  void run();
+  // Marks the server as going down (/health answers 503) before the scheduler drains.
+  void set_draining();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A generic ChatML template for models whose file carries none.
+extern const char* const kChatMLTemplate;
+
+}  // namespace deltafin::server

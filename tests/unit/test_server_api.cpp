@@ -1,0 +1,201 @@
+// The server's pure parts: request validation (each bad field gets a 400 naming it),
+// response helpers, the <think> splitter on streamed pieces cut at every position,
+// and the scheduler's output against generate() on a tiny model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/scheduler.h"
+#include "server/api.h"
+#include "server/reasoning.h"
+#include "synth/synth.h"
+
+using namespace deltafin;
+using namespace deltafin::server;
+
+TEST(ServerApi, ChatRequestParses) {
+  ChatRequest r;
+  auto e = parse_chat_request(
+      R"({"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+          "max_tokens":5,"temperature":0,"top_p":0.5,"seed":42,"stop":["x","y"],"stream":true,
+          "stream_options":{"include_usage":true},"logit_bias":{"3":-100},
+          "tools":[{"type":"function","function":{"name":"f"}}]})",
+      100, &r);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.gen.model, "m");
+  EXPECT_EQ(*r.gen.max_tokens, 5);
+  EXPECT_EQ(r.gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.gen.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.gen.sampling.seed, 42u);
+  EXPECT_EQ(r.gen.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.gen.stream && r.gen.include_usage);
+  EXPECT_EQ(r.gen.sampling.logit_bias.at(3), -100.0f);
+  EXPECT_EQ(r.messages[1]["content"], "ab");  // text parts joined
+  EXPECT_TRUE(r.tools.is_array());
+}
+
+TEST(ServerApi, BadFieldsNameTheParam) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", ""},
+      {"{", ""},
+      {"[1]", ""},
+      {R"({"messages":"hi"})", "messages"},
+      {R"({"messages":[]})", "messages"},
+      {R"({"messages":[{"content":"x"}]})", "messages[0].role"},
+      {R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})", "temperature"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"5"})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2.5})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stop":7})", "stop"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stop":[""]})", "stop"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"100":1}})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"1":500}})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":3})", "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
+      {R"({"messages":[{"role":"user","content":"x"}],"model":5})", "model"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", "tools"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+  };
+  for (auto& [body, param] : cases) {
+    ChatRequest r;
+    auto e = parse_chat_request(body, 100, &r);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->status, 400) << body;
+    EXPECT_EQ(e->param, param) << body << ": " << e->message;
+    const json j = e->body();
+    EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("type") && j["error"].contains("param") &&
+                j["error"].contains("code"));
+  }
+}
+
+TEST(ServerApi, CompletionPrompts) {
+  CompletionRequest r;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt":["hello"]})", 100, &r));
+  EXPECT_EQ(r.prompt, "hello");
+  EXPECT_EQ(*r.gen.max_tokens, 16);  // the OpenAI default
+  CompletionRequest t;
+  ASSERT_FALSE(parse_completion_request(R"({"prompt":[1,2,3],"max_tokens":4})", 100, &t));
+  EXPECT_EQ(t.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+  for (const char* bad : {R"({})", R"({"prompt":""})", R"({"prompt":[1,200]})", R"({"prompt":["a","b"]})",
+                          R"({"prompt":"a","echo":true})"}) {
+    CompletionRequest x;
+    auto e = parse_completion_request(bad, 100, &x);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_FALSE(e->param.empty()) << bad;
+  }
+}
+
+namespace {
+// Feeds `text` to a splitter in pieces cut at `cuts` and returns the joined result.
+SplitText split_in_pieces(const std::string& text, bool open, size_t every) {
+  ReasoningSplitter s(true, open);
+  SplitText all;
+  for (size_t i = 0; i < text.size(); i += every) {
+    SplitText t = s.push(text.substr(i, every));
+    all.reasoning += t.reasoning;
+    all.content += t.content;
+  }
+  SplitText t = s.finish();
+  all.reasoning += t.reasoning;
+  all.content += t.content;
+  return all;
+}
+}  // namespace
+
+TEST(ServerReasoning, SplitsThinkAtAnyPieceBoundary) {
+  for (size_t every = 1; every <= 12; ++every) {
+    SplitText a = split_in_pieces("<think>\nweighing options</think>\n\nThe answer.", false, every);
+    EXPECT_EQ(a.reasoning, "\nweighing options") << every;
+    EXPECT_EQ(a.content, "The answer.") << every;
+    SplitText b = split_in_pieces("plan a < b </think>Done", true, every);  // template opened <think>
+    EXPECT_EQ(b.reasoning, "plan a < b ") << every;
+    EXPECT_EQ(b.content, "Done") << every;
+    SplitText c = split_in_pieces("No thinking <think> here", false, every);
+    EXPECT_EQ(c.reasoning, "") << every;
+    EXPECT_EQ(c.content, "No thinking <think> here") << every;
+    SplitText d = split_in_pieces("<think>cut off mid-thought </thi", false, every);
+    EXPECT_EQ(d.reasoning, "cut off mid-thought </thi") << every;
+    EXPECT_EQ(d.content, "") << every;
+  }
+  ReasoningSplitter off(false, false);
+  EXPECT_EQ(off.push("<think>x</think>y").content, "<think>x</think>y");
+  EXPECT_TRUE(prompt_opens_think("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_think("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(prompt_opens_think("<|im_start|>assistant\n"));
+}
+
+// The scheduler's output for several concurrent requests equals generate() alone.
+TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
+  const std::string path = ::testing::TempDir() + "deltafin_sched_" + std::to_string(::getpid()) + ".gguf";
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+  ThreadPool pool(2);
+  SynthReport rep;
+  ASSERT_TRUE(synth_model(s, path, pool, &rep).ok());
+  EngineOptions eo;
+  eo.threads = 2;
+  auto engine = Engine::open(path, eo);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  Model& m = (*engine)->model();
+  auto tok = Tokenizer::from_gguf((*engine)->file().meta());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<std::string> prompts = {"hello world", "a much longer prompt than the others, to be chunked",
+                                            "x", "the quick brown fox"};
+  std::vector<std::string> want;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateParams gp;
+    gp.n_predict = 12;
+    gp.sampling.temperature = i == 2 ? 0.9f : 0.0f;  // one sampled with a seed
+    gp.sampling.seed = 1234;
+    auto st = m.new_state(128);
+    std::string text;
+    ASSERT_TRUE(generate(m, *st, *tok, tok->encode(prompts[i], true, true), gp,
+                         [&](const std::string& t) { text += t; return true; }, nullptr).ok());
+    want.push_back(text);
+  }
+  SchedulerOptions so;
+  so.n_parallel = 3;  // one request waits in the queue
+  so.n_ctx = 128;
+  so.prefill_chunk = 5;
+  Scheduler sched(m, *tok, so);
+  std::vector<std::shared_ptr<GenHandle>> hs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenRequest r;
+    r.prompt = tok->encode(prompts[i], true, true);
+    r.max_tokens = 12;
+    r.sampling.temperature = i == 2 ? 0.9f : 0.0f;
+    r.sampling.seed = 1234;
+    SubmitError err;
+    std::string msg;
+    hs.push_back(sched.submit(r, &err, &msg));
+    ASSERT_TRUE(hs.back()) << msg;
+  }
+  for (size_t i = 0; i < hs.size(); ++i) {
+    std::string text;
+    GenUpdate u;
+    do {
+      u = hs[i]->wait(std::chrono::milliseconds(100));
+      text += u.text;
+    } while (!u.done);
+    EXPECT_EQ(text, want[i]) << "request " << i;
+    EXPECT_TRUE(u.finish_reason == "length" || u.finish_reason == "stop") << u.finish_reason;
+  }
+  EXPECT_GT(sched.stats().batch_rows, sched.stats().steps) << "steps should batch several rows";
+  // Too long a prompt is refused with both numbers.
+  GenRequest big;
+  big.prompt.assign(200, 1);
+  SubmitError err;
+  std::string msg;
+  EXPECT_FALSE(sched.submit(big, &err, &msg));
+  EXPECT_EQ(err, SubmitError::Invalid);
+  EXPECT_NE(msg.find("200"), std::string::npos);
+  EXPECT_NE(msg.find("128"), std::string::npos);
+  sched.shutdown(true, std::chrono::milliseconds(1000));
+  GenRequest late;
+  late.prompt = {1};
+  EXPECT_FALSE(sched.submit(late, &err, &msg));
+  EXPECT_EQ(err, SubmitError::ShuttingDown);
+}

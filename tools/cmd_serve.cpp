@@ -1,0 +1,148 @@
+// deltafin serve: the OpenAI-compatible HTTP server (src/server) over a continuous-
+// batching scheduler. SIGTERM/SIGINT: stop taking requests, let the running ones
+// finish (at most --drain-timeout seconds), then exit; a second signal cancels them.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "core/log.h"
+#include "runtime/engine.h"
+#include "runtime/scheduler.h"
+#include "server/server.h"
+#include "store_options.h"
+#include "tool_common.h"
+
+namespace deltafin::tools {
+
+Command add_serve(CLI::App& app) {
+  struct Opts {
+    std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M";
+    int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64;
+    double drain_timeout = 30;
+    bool no_reasoning = false;
+    StoreCli store;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  sub->add_option("-m,--model", o->model, "Model .gguf")->required();
+  sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  sub->add_option("--port", o->port, "Port (0: any free port, printed at start)")->capture_default_str();
+  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1/ endpoints");
+  sub->add_option("--alias", o->alias, "Model name clients use (default: the file name without .gguf)");
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("--parallel", o->parallel, "Sequences decoded together at most")->capture_default_str();
+  sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per batched step (chunked prefill)")
+      ->capture_default_str();
+  sub->add_option("--queue", o->queue, "Requests waiting for a batch place at most (more get 503)")
+      ->capture_default_str();
+  sub->add_option("--chat-template", o->chat_template_file,
+                  "Jinja chat template file (default: the model's tokenizer.chat_template, else ChatML)");
+  sub->add_option("--max-body", o->max_body, "Largest request body")->capture_default_str();
+  sub->add_option("--drain-timeout", o->drain_timeout, "Seconds SIGTERM waits for running requests")
+      ->capture_default_str();
+  sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
+  add_store_options(sub, o->store);
+  return {sub, [o] {
+            if (o->parallel < 1 || o->ctx < 1 || o->prefill_chunk < 1 || o->queue < 0) {
+              fmt::print(stderr, "error: --parallel, -c and --prefill-chunk must be >= 1 and --queue >= 0\n");
+              return 2;
+            }
+            uint64_t max_body = 0;
+            if (!parse_size(o->max_body, &max_body) || max_body == 0) {
+              fmt::print(stderr, "error: bad --max-body '{}' (expected a size such as 4M)\n", o->max_body);
+              return 2;
+            }
+            std::string tmpl_src;
+            if (!o->chat_template_file.empty()) {
+              std::ifstream f(o->chat_template_file, std::ios::binary);
+              if (!f) {
+                fmt::print(stderr, "error: cannot read chat template file '{}'\n", o->chat_template_file);
+                return 1;
+              }
+              std::stringstream ss;
+              ss << f.rdbuf();
+              tmpl_src = ss.str();
+            }
+            // Signals go to the watcher thread only: block them before any thread starts.
+            sigset_t sigs;
+            sigemptyset(&sigs);
+            sigaddset(&sigs, SIGINT);
+            sigaddset(&sigs, SIGTERM);
+            pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+            signal(SIGPIPE, SIG_IGN);
+
+            EngineOptions eo;
+            eo.threads = o->threads;
+            DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            if (tmpl_src.empty()) {
+              auto t = engine->file().meta().get_string("tokenizer.chat_template");
+              if (t.ok()) tmpl_src = t.value();
+              else DF_LOG_WARN("the model has no chat template; /v1/chat/completions uses ChatML (see --chat-template)");
+            }
+            Model& model = engine->model();
+            if (!model.batches() && o->parallel > 1)
+              DF_LOG_WARN("the {} architecture has no batched forward pass yet: requests share the scheduler "
+                          "but each runs its own pass", model.info().arch);
+            SchedulerOptions so;
+            so.n_parallel = o->parallel;
+            so.n_ctx = o->ctx;
+            so.prefill_chunk = o->prefill_chunk;
+            so.max_queue = o->queue;
+            Scheduler sched(model, tok, so);
+
+            server::ServerOptions sv;
+            sv.host = o->host;
+            sv.port = o->port;
+            sv.api_key = o->api_key;
+            sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias;
+            sv.max_body_bytes = size_t(max_body);
+            sv.chat_template = tmpl_src;
+            sv.reasoning = !o->no_reasoning;
+            server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
+            DF_ASSIGN_OR_EXIT(int port, srv.bind());
+            fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {})\n", o->host,
+                       port, sv.model_id, o->parallel, o->ctx);
+            std::fflush(stdout);
+
+            std::atomic<bool> exiting{false};
+            std::thread drainer;
+            std::thread watcher([&] {
+              int seen = 0;
+              const timespec tick{0, 200 * 1000 * 1000};
+              while (!exiting) {
+                const int sig = sigtimedwait(&sigs, nullptr, &tick);
+                if (sig < 0) continue;
+                if (++seen == 1) {
+                  fmt::print(stderr, "deltafin serve: signal {}: finishing running requests (at most {} s; signal "
+                                     "again to cancel them)\n", sig, o->drain_timeout);
+                  srv.set_draining();
+                  drainer = std::thread([&] {
+                    sched.shutdown(true, std::chrono::milliseconds(int64_t(o->drain_timeout * 1000)));
+                    srv.stop();
+                  });
+                } else {
+                  fmt::print(stderr, "deltafin serve: signal {}: cancelling running requests\n", sig);
+                  sched.cancel_all();
+                }
+              }
+            });
+            srv.run();
+            exiting = true;
+            watcher.join();
+            if (drainer.joinable()) drainer.join();
+            sched.shutdown(false);
+            fmt::print(stderr, "deltafin serve: stopped\n");
+            return 0;
+          }};
+}
+
+}  // namespace deltafin::tools
