@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# deltafin serve with curl: every error case gets its status and an OpenAI error body
+# naming what was wrong; the endpoints answer in the OpenAI shapes (streaming and
+# not); a client that disconnects cancels its generation; malformed input does not
+# bring the server down; SIGTERM lets a running stream finish, then the server exits.
+# usage: serve_api.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1; src=$2; build=$3; name=serve-api
+command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skip: needs curl and python3"; exit 77; }
+source "$src/tests/e2e/serve/common.sh"
+start_server --api-key sekrit --parallel 4 -c 4096 --max-body 64K
+
+auth=(-H "Authorization: Bearer sekrit")
+# req METHOD PATH [curl args...]: body to $dir/body, prints the status.
+# (JSON content type: cpp-httplib caps form-encoded bodies, curl's -d default, at 8 KiB.)
+req() { local m=$1 p=$2; shift 2; curl -s -o "$dir/body" -w '%{http_code}' -X "$m" "$base$p" -H 'Content-Type: application/json' "$@"; }
+# jq-like: py EXPR evaluates a Python expression over j = the last body as JSON.
+py() { python3 -c "import json,sys; j=json.load(open('$dir/body')); sys.exit(0 if ($1) else 1)"; }
+is_error() { py "set(j['error']) == {'message','type','param','code'} and isinstance(j['error']['message'], str) and len(j['error']['message']) > 5"; }
+chat='{"model":"tiny-qwen3moe-qwen2","messages":[{"role":"user","content":"Hello there"}],"max_tokens":8,"temperature":0}'
+
+check "health is open and ok" test "$(req GET /health)" = 200
+check "health body" py "j == {'status': 'ok'}"
+check "no key: 401" test "$(req POST /v1/chat/completions -d "$chat")" = 401
+check "no key: OpenAI error body" py "j['error']['code'] == 'invalid_api_key'"
+check "wrong key: 401" test "$(req POST /v1/chat/completions -H 'Authorization: Bearer nope' -d "$chat")" = 401
+is_error || { echo "FAIL 401 body: $(cat "$dir/body")"; fail=1; }
+check "bad JSON: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages": [')" = 400
+check "bad JSON: error body" is_error
+check "bad JSON: says JSON" py "'JSON' in j['error']['message'] and j['error']['type'] == 'invalid_request_error'"
+check "not an object: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '[1,2]')" = 400
+check "missing messages: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"max_tokens":3}')" = 400
+check "missing messages: names the param" py "j['error']['param'] == 'messages'"
+check "bad temperature: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}')" = 400
+check "bad temperature: names the param" py "j['error']['param'] == 'temperature'"
+check "temperature out of range: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"temperature":7}')" = 400
+check "bad role: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"wizard","content":"x"}]}')" = 400
+check "bad role: names it" py "j['error']['param'] == 'messages[0].role' and 'wizard' in j['error']['message']"
+check "max_tokens 0: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","max_tokens":0}')" = 400
+check "n=2: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","n":2}')" = 400
+check "unknown model: 404" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"model":"gpt-17","messages":[{"role":"user","content":"x"}]}')" = 404
+check "unknown model: model_not_found" py "j['error']['code'] == 'model_not_found' and 'gpt-17' in j['error']['message']"
+check "unknown model under /v1/models: 404" test "$(req GET /v1/models/gpt-17 "${auth[@]}")" = 404
+long=$(python3 -c "print(' '.join(['word']*5000))")
+echo "{\"prompt\":\"$long\"}" >"$dir/long.json"
+check "prompt longer than the context: 400" test "$(req POST /v1/completions "${auth[@]}" --data-binary @"$dir/long.json")" = 400
+check "prompt too long: names both numbers" py "'5000 tokens' in j['error']['message'] and '4096' in j['error']['message'] and j['error']['code'] == 'context_length_exceeded'"
+python3 -c "print('{\"prompt\":\"' + 'a'*70000 + '\"}')" >"$dir/big.json"
+check "body over the limit: 413" test "$(req POST /v1/completions "${auth[@]}" --data-binary @"$dir/big.json")" = 413
+check "413: error body" is_error
+check "unknown endpoint: 404" test "$(req GET /v2/nothing)" = 404
+check "unknown endpoint: error body" is_error
+
+check "models: 200" test "$(req GET /v1/models "${auth[@]}")" = 200
+check "models lists the model" py "j['object'] == 'list' and j['data'][0]['id'] == 'tiny-qwen3moe-qwen2'"
+check "chat: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d "$chat")" = 200
+check "chat: response shape" py "j['object'] == 'chat.completion' and j['choices'][0]['message']['role'] == 'assistant' and isinstance(j['choices'][0]['message']['content'], str) and j['usage']['completion_tokens'] + j['usage']['prompt_tokens'] == j['usage']['total_tokens'] and j['usage']['prompt_tokens'] > 5"
+check "chat: 8 tokens or a stop" py "j['usage']['completion_tokens'] == 8 and j['choices'][0]['finish_reason'] == 'length' or j['choices'][0]['finish_reason'] == 'stop'"
+check "chat with tools: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"weather?"}],"max_tokens":2,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}')" = 200
+check "tools reach the template (prompt grows)" py "j['usage']['prompt_tokens'] > 40"
+check "completion: 200" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"Once upon a time","max_tokens":5,"temperature":0}')" = 200
+check "completion: shape" py "j['object'] == 'text_completion' and isinstance(j['choices'][0]['text'], str) and j['usage']['completion_tokens'] <= 5"
+curl -s -N "$base/v1/chat/completions" "${auth[@]}" -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}' >"$dir/stream"
+check "stream: SSE chunks end with [DONE]" python3 - "$dir/stream" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ")]
+assert lines[-1] == "data: [DONE]", lines[-1]
+chunks = [json.loads(l[6:]) for l in lines[:-1]]
+assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+fin = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+assert len(fin) == 1, fin
+assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] >= 1
+PY
+curl -s "$base/metrics" >"$dir/metrics"
+check "metrics: tokens, times, queue" grep -q '^deltafin_generated_tokens_total [1-9]' "$dir/metrics"
+check "metrics: prefill time" grep -q '^deltafin_prefill_seconds_total ' "$dir/metrics"
+check "metrics: queue depth" grep -q '^deltafin_queue_depth ' "$dir/metrics"
+check "metrics: responses by status" grep -q 'deltafin_http_responses_total{endpoint="/v1/chat/completions",status="401"} 2' "$dir/metrics"
+
+# A client that goes away cancels its generation.
+# (4000 tokens take the tiny model several seconds; the clients leave after one.)
+curl -s -N --max-time 1 "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Tell me","max_tokens":4000,"ignore_eos":true,"stream":true}' >/dev/null
+curl -s --max-time 1 "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Tell me more","max_tokens":4000,"ignore_eos":true}' >/dev/null
+cancelled=0
+for _ in $(seq 1 50); do
+  cancelled=$(curl -s "$base/metrics" | grep 'deltafin_generations_total{result="cancelled"}' | grep -o '[0-9]*$')
+  [ "${cancelled:-0}" -ge 2 ] && break
+  sleep 0.2
+done
+check "disconnected clients (stream and not) cancel their work" test "${cancelled:-0}" -ge 2
+
+# Malformed and abrupt traffic; the server stays up.
+junk=()
+for i in $(seq 1 20); do
+  head -c 300 /dev/urandom | curl -s -o /dev/null --max-time 2 "$base/v1/chat/completions" "${auth[@]}" --data-binary @- &
+  junk+=($!)
+  printf 'GARBAGE %s\r\n\r\n' "$i" | timeout 2 bash -c "cat >/dev/tcp/127.0.0.1/$port" 2>/dev/null &
+  junk+=($!)
+  curl -s -o /dev/null --max-time 2 "$base/v1/completions" "${auth[@]}" -H 'Content-Length: 100' -d '{"prompt":' &
+  junk+=($!)
+done
+wait "${junk[@]}"
+check "still healthy after malformed load" test "$(req GET /health)" = 200
+
+# SIGTERM: a running stream still completes, then the server exits cleanly.
+curl -s -N "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Count","max_tokens":40,"stream":true}' >"$dir/drain" &
+cpid=$!
+sleep 0.5
+kill -TERM $pid
+wait $cpid
+check "the stream running at SIGTERM finished" grep -q 'data: \[DONE\]' "$dir/drain"
+for _ in $(seq 1 100); do alive $pid || break; sleep 0.1; done
+check "the server exited after SIGTERM" test "$(alive $pid && echo running || echo gone)" = gone
+wait $pid; rc=$?
+check "exit status 0 after SIGTERM (got $rc)" test $rc = 0
+exit $fail

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# deltafin serve with the official `openai` npm client (pinned version, installed into
+# the build directory at test time; skipped when npm or the registry is unavailable):
+# chat completions streaming and not, completions, the model list, and the client's
+# typed errors for a wrong key (401) and an unknown model (404).
+# usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1; src=$2; build=$3; name=serve-openai
+OPENAI_VERSION=4.95.0
+command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: needs node and npm"; exit 77; }
+npmdir=$build/npm-openai-$OPENAI_VERSION
+if [ ! -d "$npmdir/node_modules/openai" ]; then
+  mkdir -p "$npmdir"
+  timeout 120 npm install --prefix "$npmdir" --no-audit --no-fund --silent "openai@$OPENAI_VERSION" >"$npmdir/install.log" 2>&1 ||
+    { echo "skip: cannot install openai@$OPENAI_VERSION from npm: $(tail -3 "$npmdir/install.log")"; exit 77; }
+fi
+source "$src/tests/e2e/serve/common.sh"
+start_server --api-key k-123 --parallel 2 -c 512
+
+NODE_PATH=$npmdir/node_modules node - "$base" <<'JS' || fail=1
+const OpenAI = require("openai");
+const base = process.argv[2] + "/v1";
+const client = new OpenAI({ baseURL: base, apiKey: "k-123", maxRetries: 0 });
+let failed = 0;
+const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); if (!cond) failed = 1; };
+(async () => {
+  const models = await client.models.list();
+  const id = models.data[0].id;
+  check("models.list gives the model", id === "tiny-qwen3moe-qwen2");
+
+  const msgs = [{ role: "system", content: "Be brief." }, { role: "user", content: "Say hi" }];
+  const r = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 0 });
+  check("chat: a message", typeof r.choices[0].message.content === "string" && r.choices[0].message.role === "assistant");
+  check("chat: usage", r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 7);
+
+  const s = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 0,
+                                                   stream: true });
+  let text = "", finish = null, n = 0;
+  for await (const chunk of s) {
+    n++;
+    const c = chunk.choices[0];
+    if (c && c.delta && c.delta.content) text += c.delta.content;
+    if (c && c.finish_reason) finish = c.finish_reason;
+  }
+  check("chat stream: chunks and a finish reason", n >= 2 && (finish === "length" || finish === "stop"));
+  check("chat stream: same greedy text as non-streaming", text === r.choices[0].message.content);
+
+  const c = await client.completions.create({ model: id, prompt: "The capital of France is", max_tokens: 5,
+                                             temperature: 0, seed: 7 });
+  check("completion: text", typeof c.choices[0].text === "string" && c.object === "text_completion");
+  const cs = await client.completions.create({ model: id, prompt: "The capital of France is", max_tokens: 5,
+                                              temperature: 0, stream: true });
+  let ctext = "";
+  for await (const chunk of cs) ctext += chunk.choices[0] ? chunk.choices[0].text : "";
+  check("completion stream equals non-streaming", ctext === c.choices[0].text);
+
+  try {
+    await new OpenAI({ baseURL: base, apiKey: "wrong", maxRetries: 0 }).models.list();
+    check("wrong key rejected", false);
+  } catch (e) {
+    check("wrong key: AuthenticationError 401", e instanceof OpenAI.AuthenticationError && e.status === 401);
+  }
+  try {
+    await client.chat.completions.create({ model: "no-such-model", messages: msgs, max_tokens: 2 });
+    check("unknown model rejected", false);
+  } catch (e) {
+    check("unknown model: NotFoundError 404", e instanceof OpenAI.NotFoundError && e.status === 404);
+  }
+  try {
+    await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, temperature: 9 });
+    check("bad temperature rejected", false);
+  } catch (e) {
+    check("bad temperature: BadRequestError 400 naming the param",
+          e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "temperature");
+  }
+  process.exit(failed);
+})().catch((e) => { console.log("FAIL " + e); process.exit(1); });
+JS
+stop_server
+exit $fail
