@@ -7,8 +7,6 @@ each tensor starting at an aligned offset. Little-endian throughout.
 """
 import struct
 
-import numpy as np
-
 ALIGN = 32
 # Value types.
 U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
@@ -16,7 +14,7 @@ _SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: 
            U64: "<Q", I64: "<q", F64: "<d"}
 # Tensor types (ggml_type ids).
 T_F32, T_F16 = 0, 1
-_NP = {T_F32: np.float32, T_F16: np.float16}
+_NP = {T_F32: "<f4", T_F16: "<f2"}
 
 
 def _str(s):
@@ -32,7 +30,7 @@ def _value(vtype, v):
         out = struct.pack("<IQ", etype, len(items))
         if etype == STRING:
             return out + b"".join(_str(s) for s in items)
-        return out + np.asarray(items, dtype=np.dtype(_SCALAR[etype])).tobytes()
+        return out + b"".join(struct.pack(_SCALAR[etype], x) for x in items)
     return struct.pack(_SCALAR[vtype], v)
 
 
@@ -46,6 +44,7 @@ class Writer:
 
     def add_tensor(self, name, array, ttype):
         """array: numpy array in row-major order; its last axis becomes ne[0]."""
+        import numpy as np  # only the writer needs numpy (tests read headers without it)
         self.tensors.append((name, ttype, np.ascontiguousarray(array, dtype=_NP[ttype])))
 
     def write(self, path):
