@@ -127,10 +127,10 @@ def plot(res, path):
     ax2.bar(x + 0.27, [r.get("next_recall_out", np.nan) for r in L], 0.27, label="layer l+1 router on l's output")
     ax2.axhline(res["chance_overlap"], color="gray", ls="--", lw=1, label="chance k/E")
     ax2.set_xticks(x, [f"layer {r['layer']}" for r in L])
-    ax2.set_ylim(0, 1)
+    ax2.set_ylim(0, 1.3)
     ax2.set_ylabel("fraction of top-k experts")
     ax2.set_title("Expert locality")
-    ax2.legend(fontsize=8)
+    ax2.legend(fontsize=8, loc="upper center", ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
