@@ -1,0 +1,110 @@
+// deltafin quantize: which tensors change type, how close the values stay, and the
+// refusals. The input is a tiny synthetic F32 qwen3moe whose experts are 128 wide,
+// so their down matrices (rows of 128) cannot take Q4_K's 256-element blocks.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "format/model_file.h"
+#include "kernels/types.h"
+#include "quant/quantize_model.h"
+#include "synth/synth.h"
+
+using namespace deltafin;
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "deltafin_test_quantize_" + std::to_string(::getpid()) + "_" + name;
+}
+
+const std::string& f32_model() {
+  static const std::string path = [] {
+    SynthSpec s;
+    EXPECT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+    s.n_ff_exp = 128;
+    std::string p = tmp_path("f32.gguf");
+    ThreadPool pool(1);
+    SynthReport r;
+    Status st = synth_model(s, p, pool, &r);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return p;
+  }();
+  return path;
+}
+
+std::vector<float> floats(ModelFile& m, const std::string& name) {
+  const TensorRef* r = m.tensor(name);
+  EXPECT_NE(r, nullptr) << name;
+  std::vector<uint8_t> raw(size_t(r->info->bytes));
+  EXPECT_TRUE(m.read_tensor(*r, raw.data()).ok());
+  std::vector<float> out(size_t(r->info->n_elements()));
+  type_traits_ref(r->info->type)->to_float(raw.data(), out.data(), int64_t(out.size()));
+  return out;
+}
+
+// RMS of (b - a) over RMS of a.
+double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += double(b[i] - a[i]) * (b[i] - a[i]);
+    den += double(a[i]) * a[i];
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace
+
+TEST(Quantize, TypesPerTensorAndValuesStayClose) {
+  const std::string out = tmp_path("q4k.gguf");
+  QuantizeOptions o;
+  o.type = DType::Q4_K;
+  o.fallback = DType::Q8_0;
+  QuantizeReport rep;
+  Status st = quantize_model(f32_model(), out, o, &rep);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_LT(rep.bytes_out, rep.bytes_in / 4);
+  EXPECT_GT(rep.converted, 0);
+  EXPECT_GT(rep.fell_back, 0);
+
+  auto in = ModelFile::open(f32_model(), local_file_opener());
+  auto q = ModelFile::open(out, local_file_opener());
+  ASSERT_TRUE(in.ok() && q.ok());
+  EXPECT_EQ((*q)->meta().int_or("general.file_type", -1), 14);
+  EXPECT_EQ((*q)->meta().string_or("general.architecture", ""), "qwen3moe");
+  ASSERT_NE((*q)->meta().find("tokenizer.ggml.tokens"), nullptr);
+  for (const auto& [name, ref] : (*in)->tensors()) {
+    const GGUFTensorInfo& a = *ref.info;
+    const GGUFTensorInfo& b = *(*q)->tensor(name)->info;
+    for (int d = 0; d < kMaxDims; ++d) EXPECT_EQ(a.ne[d], b.ne[d]) << name;
+    DType want = a.n_dims < 2 || name.find("ffn_gate_inp") != std::string::npos ? DType::F32
+                 : a.ne[0] % 256 == 0                                           ? DType::Q4_K
+                                                                                : DType::Q8_0;
+    EXPECT_EQ(b.type, want) << name;
+    const double err = rel_rms(floats(**in, name), floats(**q, name));
+    // Round to nearest: Q8_0 keeps ~8 bits (< 1%), Q4_K ~4.5 bits (< 12% on Gaussian rows).
+    const double tol = want == DType::F32 ? 0.0 : want == DType::Q8_0 ? 0.01 : 0.12;
+    EXPECT_LE(err, tol) << name << " as " << dtype_name(want);
+  }
+  std::remove(out.c_str());
+}
+
+TEST(Quantize, Refusals) {
+  QuantizeOptions o;
+  Status same = quantize_model(f32_model(), f32_model(), o);
+  ASSERT_FALSE(same.ok());
+  EXPECT_NE(same.error().message.find("is the input"), std::string::npos);
+
+  o.type = DType::IQ2_XXS;  // known by name, no quantizer
+  Status no_q = quantize_model(f32_model(), tmp_path("x.gguf"), o);
+  ASSERT_FALSE(no_q.ok());
+  EXPECT_NE(no_q.error().message.find("IQ2_XXS"), std::string::npos);
+
+  Status missing = quantize_model(tmp_path("does-not-exist.gguf"), tmp_path("y.gguf"), QuantizeOptions{});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("does-not-exist"), std::string::npos);
+}
