@@ -23,6 +23,8 @@ Command add_eval(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_pull(CLI::App& app);
+Command add_cache(CLI::App& app);
 
 // Parses sizes such as "2G", "512M", "1.5GiB", "4096"; returns false if malformed.
 bool parse_size(const std::string& s, uint64_t* out);
