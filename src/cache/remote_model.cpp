@@ -84,7 +84,8 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
   remove_stale_temps(tmp_dir(m->root_));
   if (auto meta = read_small_file(m->dir_ + "/meta.json"); meta.ok()) {
     try {
-      for (const auto& p : nlohmann::json::parse(*meta).at("parts"))
+      const nlohmann::json j = nlohmann::json::parse(*meta);
+      for (const auto& p : j.at("parts"))
         m->pinned_.push_back({p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")});
     } catch (const std::exception& e) {
       return make_error("{}/meta.json is malformed ({}); remove the directory to start over", m->dir_, e.what());
@@ -123,6 +124,11 @@ Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
   }
   p->core_base = fmt::format("{}/core-{}", dir_, k + 1);
   DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
+  // Every read of the core comes after this check, the GGUF header's included.
+  if (p->core->complete()) {
+    DF_ASSIGN(int bad, p->core->verify());
+    if (bad) DF_LOG_WARN("{}: {} core chunk(s) failed their checksum; fetching them again", p->core->data_path(), bad);
+  }
   return p;
 }
 
@@ -194,6 +200,7 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
     DF_ASSIGN(lock, FileLock::acquire(dir_ + "/core.lock"));
     for (auto& p : parts_) {
       DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
+      if (p->core->complete()) DF_TRY(p->core->verify().ok() ? Status() : Status(make_error("cannot verify {}", p->core->data_path())));
     }
   }
   struct Job {
@@ -206,10 +213,6 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
   std::deque<Job> todo;
   uint64_t bytes = 0;
   for (auto& p : parts_) {
-    if (p->core->complete() && p->core->missing(p->plan).empty()) {
-      DF_ASSIGN(int bad, p->core->verify());
-      if (bad) DF_LOG_WARN("{}: {} core chunk(s) failed their checksum; fetching them again", p->core->data_path(), bad);
-    }
     for (const CoreChunk& c : p->core->missing(p->plan)) {
       todo.push_back({p.get(), c, {}, false, {}});
       bytes += c.len;

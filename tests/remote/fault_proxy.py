@@ -10,7 +10,7 @@ injects one fault (--fault):
   500, 503   answers with that status
   429        answers 429 with Retry-After: 1
   badrange   shifts the Content-Range start by one byte (body unchanged)
-  trickle    sends the body in 2 KiB pieces, 5 ms apart (every response)
+  trickle    sends the body in 8 KiB pieces, 5 ms apart
   stall      sends the head and half the body, then goes silent for 60 s
   etag       answers with another ETag (as if the file had changed upstream)
   none       passes everything through
@@ -38,7 +38,7 @@ def should_fault(range_header):
     with lock:
         counter["n"] += 1
         n = counter["n"]
-        hit = (args.first and n <= args.first) or (args.every and n % args.every == 0) or args.fault == "trickle"
+        hit = (args.first and n <= args.first) or (args.every and n % args.every == 0)
         if args.first == 0 and args.every == 0:
             hit = True
         if hit:
@@ -105,8 +105,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if fault == "trickle":
-            for i in range(0, len(body), 2048):
-                self.wfile.write(body[i:i + 2048])
+            for i in range(0, len(body), 8192):
+                self.wfile.write(body[i:i + 8192])
                 self.wfile.flush()
                 time.sleep(0.005)
             return
