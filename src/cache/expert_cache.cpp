@@ -262,14 +262,14 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
     }
     for (size_t i = 0; i < run->experts.size(); ++i) {
       const Want& w = run->experts[i];
-      store_entry(w.key, where[i].data());
+      Status stored = store_entry(w.key, where[i].data(), /*warn=*/w.dst != nullptr);
       release(w.key);
-      if (!w.dst) done(w.key, {});
+      if (!w.dst) done(w.key, stored);  // filling the disk: not storing is the failure
     }
   }
 }
 
-void ExpertCache::store_entry(int key, const char* const parts[kExpertParts]) {
+Status ExpertCache::store_entry(int key, const char* const parts[kExpertParts], bool warn) {
   const ExpertSlices& sl = ix_.slices(key);
   const int moe = ix_.key_moe(key);
   uint64_t bytes[kExpertParts];
@@ -284,13 +284,14 @@ void ExpertCache::store_entry(int key, const char* const parts[kExpertParts]) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       ++st_.write_errors;
-      first = !warned_write_;
-      warned_write_ = true;
+      first = warn && !warned_write_;
+      warned_write_ |= warn;
     }
     if (first) DF_LOG_WARN("disk cache: {}; experts are served from memory without being cached", s.error().message);
-    return;
+    return s;
   }
   maybe_evict(kEntryHeaderBytes + sl.bytes());
+  return {};
 }
 
 void ExpertCache::maybe_evict(uint64_t added) {

@@ -86,7 +86,9 @@ class ExpertCache final : public ExpertFetcher {
   void fetch_missing(std::vector<Want> wants, bool demand, const Done& done);
   void fetch_runs(std::vector<Want> wants, bool demand, const Done& done);
   void release(int key);  // drops this process's claim and the cross-process lock
-  void store_entry(int key, const char* const parts[kExpertParts]);
+  // warn: report the first failure (the expert is in use from memory); else the
+  // caller reports it.
+  Status store_entry(int key, const char* const parts[kExpertParts], bool warn);
   void maybe_evict(uint64_t added);
 
   const ExpertIndex& ix_;
