@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "cache/cache_admin.h"
 #include "cache/fs.h"
 #include "commands.h"
@@ -22,14 +24,15 @@ namespace {
 
 std::string root_of(const RemoteCli& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
 
-// Experts named by a usage profile (as the streaming store writes it), hottest first.
+// Experts named by a usage profile (as the streaming store writes it, or the disk
+// cache's usage counts), hottest first.
 Result<std::vector<int>> profile_keys(const std::string& path, const ExpertIndex& ix) {
   std::ifstream f(path);
   if (!f) return make_error("cannot read the usage profile '{}'", path);
   std::string magic, id;
   std::getline(f, magic);
-  std::getline(f, id);
-  if (magic != "deltafin-expert-profile 1") return make_error("'{}' is not an expert usage profile", path);
+  if (magic == "deltafin-expert-profile 1") std::getline(f, id);
+  else if (magic != "deltafin-usage 1") return make_error("'{}' is not an expert usage profile", path);
   std::vector<std::pair<double, int>> v;
   int layer = 0, expert = 0;
   double count = 0;
@@ -135,7 +138,13 @@ Command add_cache(CLI::App& app) {
               DF_CHECK_OR_EXIT(apply_remote_options(o->store.remote, &ro));
               DF_ASSIGN_OR_EXIT(OpenedRemote m, open_remote(o->model, ro));
               DF_CHECK_OR_EXIT(m.remote->ensure_core(terminal_progress()));
-              const std::string path = o->profile.empty() ? m.remote->dir() + "/profile" : o->profile;
+              // Default: what runs of this model recorded (the RAM profile, else the disk
+              // cache's fetch counts).
+              std::string path = o->profile;
+              if (path.empty()) {
+                path = m.remote->dir() + "/profile";
+                if (::access(path.c_str(), F_OK) != 0) path = m.remote->dir() + "/usage";
+              }
               DF_ASSIGN_OR_EXIT(std::vector<int> keys, profile_keys(path, m.remote->index()));
               uint64_t bytes = 0;
               for (int k : keys) bytes += m.remote->index().slices(k).bytes();

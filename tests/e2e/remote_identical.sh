@@ -5,7 +5,7 @@
 # token, redirect, revision pinned to X-Repo-Commit); split models; a warm cache
 # fetches nothing; a corrupt entry or core chunk is dropped and fetched again; a
 # --disk-cache budget evicts; a file changed upstream is a clear error; two
-# processes at once fetch each expert once; pull --layers; cache stats/clear.
+# processes at once fetch each expert once; pull --layers; cache stats/warm/clear.
 # usage: remote_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$(realpath "$1"); src=$(cd "$2" && pwd); build=$(cd "$3" && pwd)
@@ -110,6 +110,14 @@ check "pull --layers 1-1: layer 1's 8 experts only" test "$(ls "$P"/models/tiny-
   "$(ls "$P"/models/tiny-*/experts | grep -c '^0-')" = 0
 "$bin" cache stats --cache-dir "$P" >"$dir/stats"
 check "cache stats: one model, core complete, 8 experts" grep -q "experts: 8 cached" "$dir/stats"
+"$bin" cache warm "$url/tiny.gguf" --cache-dir "$P" -p "hello world" -p "a second prompt" >/dev/null 2>"$dir/warm-p.err"
+check "cache warm -p: the prompts' layer-0 experts fetched" \
+  bash -c "[ \$(ls '$P'/models/tiny-*/experts | grep -c '^0-') -ge 2 ] && grep -q 'warmed with 2 prompt' '$dir/warm-p.err'"
+n_before=$(ls "$P"/models/tiny-*/experts | wc -l)
+rm -f "$P"/models/tiny-*/experts/*
+"$bin" cache warm "$url/tiny.gguf" --cache-dir "$P" >/dev/null 2>"$dir/warm-u.err"
+check "cache warm (recorded usage): the same $n_before experts again" \
+  test "$(ls "$P"/models/tiny-*/experts | wc -l)" = "$n_before"
 "$bin" cache clear "$url/tiny.gguf" --cache-dir "$P" >/dev/null
 check "cache clear removes the model" test -z "$(ls "$P/models")"
 
