@@ -71,8 +71,10 @@ Command add_eval(CLI::App& app) {
                 std::fputs(line.c_str(), stdout);
               }
             }
-            if (o->stats)
+            if (o->stats) {
               if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
+              if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
+            }
             return 0;
           }};
 }

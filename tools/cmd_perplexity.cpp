@@ -36,7 +36,9 @@ Command add_perplexity(CLI::App& app) {
             }
             std::stringstream ss;
             ss << f.rdbuf();
-            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, {o->threads, nullptr}));
+            EngineOptions eo;
+            eo.threads = o->threads;
+            DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(ss.str(), true, false);
             const int n_ctx = o->ctx;

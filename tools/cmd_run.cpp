@@ -89,6 +89,7 @@ Command add_run(CLI::App& app) {
                          st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
               fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
               if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
+              if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
             }
             return 0;
           }};

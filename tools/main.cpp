@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
 
   std::vector<Command> cmds = {add_run(app),   add_chat(app),    add_eval(app),     add_perplexity(app),
                                add_synth(app), add_inspect(app), add_tokenize(app), add_bench(app),
-                               add_serve(app), add_quantize(app)};
+                               add_serve(app), add_quantize(app), add_pull(app), add_cache(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,19 +1,57 @@
 // The memory-budget options shared by run, eval and bench: --mem, --cache-policy,
-// --profile, --io-threads. They fill EngineOptions; the Engine builds the store.
+// --profile, --io-threads; and for remote models the disk cache and network
+// options (--cache-dir, --disk-cache, --net-timeout, --net-retries). They fill
+// EngineOptions; the Engine builds the store.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <string>
 
 #include "commands.h"
+#include "progress_bar.h"
 #include "core/result.h"
 #include "runtime/engine.h"
 
 namespace deltafin::tools {
 
+// The disk cache and network options, also used by pull and cache.
+struct RemoteCli {
+  std::string cache_dir, disk_cache;
+  double net_timeout = 30;
+  int net_retries = 8;
+  int net_parallel = 16;
+};
+
+inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
+  sub->add_option("--cache-dir", o.cache_dir,
+                  "Disk cache for remote models (default: $DELTAFIN_CACHE_DIR, else $XDG_CACHE_HOME/deltafin or "
+                  "~/.cache/deltafin)");
+  sub->add_option("--disk-cache", o.disk_cache,
+                  "Size budget of the disk cache (e.g. 200G); the least used experts are evicted, never a core "
+                  "(default: no limit)");
+  sub->add_option("--net-timeout", o.net_timeout, "Seconds without data before a transfer is retried")
+      ->capture_default_str();
+  sub->add_option("--net-retries", o.net_retries, "Attempts per range request before giving up")
+      ->capture_default_str();
+  sub->add_option("--net-parallel", o.net_parallel, "Range requests in flight at most")->capture_default_str();
+}
+
+inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
+  ro->cache_dir = o.cache_dir;
+  if (!o.disk_cache.empty() && !parse_size(o.disk_cache, &ro->disk_budget))
+    return make_error("bad --disk-cache '{}' (expected a size such as 200G)", o.disk_cache);
+  if (!(o.net_timeout > 0)) return make_error("--net-timeout must be positive");
+  if (o.net_retries < 1) return make_error("--net-retries must be at least 1");
+  ro->http.stall_timeout_s = o.net_timeout;
+  ro->http.max_attempts = o.net_retries;
+  ro->http.max_in_flight = std::max(1, o.net_parallel);
+  return {};
+}
+
 struct StoreCli {
   std::string mem, policy = "lfu", profile;
   int io_threads = 0;
+  RemoteCli remote;
 };
 
 inline void add_store_options(CLI::App* sub, StoreCli& o) {
@@ -26,6 +64,7 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
   sub->add_option("--profile", o.profile,
                   "Expert usage profile that warms the cache (default: ~/.cache/deltafin/profiles/; 'none': off)");
   sub->add_option("--io-threads", o.io_threads, "Expert reads in flight at most (default 16)");
+  add_remote_options(sub, o.remote);
 }
 
 // `default_profile`: the profile when --profile is not given ("auto" or "").
@@ -38,6 +77,8 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   if (!parse_cache_policy(o.policy, &eo->stream.policy)) return make_error("bad --cache-policy '{}'", o.policy);
   eo->stream.profile_path = o.profile.empty() ? default_profile : o.profile == "none" ? "" : o.profile;
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;
+  DF_TRY(apply_remote_options(o.remote, &eo->remote));
+  eo->progress = terminal_progress();
   return {};
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "io/direct_file.h"
+#include "remote/location.h"
 
 namespace deltafin {
 
@@ -10,13 +11,14 @@ namespace {
 
 // The store for a memory budget: null (resident) when auto and the model fits,
 // else a streaming store with what the budget leaves after the core.
+// A remote model always streams (through its disk cache), whatever fits.
 Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const EngineOptions& opts,
-                                                       StreamingExpertStore** streaming) {
+                                                       StreamingExpertStore** streaming, RemoteModel* remote) {
   std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
   if (layers.empty()) return std::unique_ptr<ExpertStore>();
-  const bool automatic = opts.mem_bytes == EngineOptions::kMemAuto;
+  const bool automatic = opts.mem_bytes == EngineOptions::kMemAuto || (remote && opts.mem_bytes == 0);
   const uint64_t mem = automatic ? default_mem_budget() : opts.mem_bytes;
-  if (automatic && file.total_bytes() <= mem) return std::unique_ptr<ExpertStore>();
+  if (automatic && file.total_bytes() <= mem && !remote) return std::unique_ptr<ExpertStore>();
   DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
   // Default reserve: 64 MiB + 3% of the budget.
   const uint64_t base = opts.reserve_bytes ? opts.reserve_bytes : uint64_t(64) << 20;
@@ -34,7 +36,8 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
   }
   StreamingOptions so = opts.stream;
   so.cache_bytes = mem - ix.core_bytes() - reserve;
-  if (so.profile_path == "auto") so.profile_path = default_profile_path(file);
+  if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file);
+  if (remote) so.fetcher = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
   *streaming = store.get();
   return std::unique_ptr<ExpertStore>(std::move(store));
@@ -43,22 +46,32 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const EngineOptions& opts) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return make_error("model file '{}' does not exist (generate one with `deltafin synth -o {}` or "
-                      "give the path of a .gguf file)", path, path);
   auto e = std::make_unique<Engine>();
+  if (is_remote_location(path)) {
+    DF_ASSIGN(ModelLocation loc, parse_model_location(path));
+    DF_ASSIGN(e->remote_, RemoteModel::open(loc, opts.remote));
+    DF_ASSIGN(e->file_, e->remote_->open_file());
+    DF_TRY(e->remote_->attach(*e->file_, find_expert_layers(*e->file_)));
+    DF_TRY(e->remote_->ensure_core(opts.progress));
+  } else {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0)
+      return make_error("model file '{}' does not exist (generate one with `deltafin synth -o {}` or "
+                        "give the path of a .gguf file)", path, path);
+    DF_ASSIGN(e->file_, ModelFile::open(path, local_file_opener()));
+  }
   e->pool_ = std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : default_thread_count());
-  DF_ASSIGN(e->file_, ModelFile::open(path, local_file_opener()));
   LoadOptions lo;
   lo.pool = e->pool_.get();
   if (opts.make_store) {
     DF_ASSIGN(lo.experts, opts.make_store(*e->file_));
-  } else if (opts.mem_bytes > 0) {
-    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_));
+  } else if (opts.mem_bytes > 0 || e->remote_) {
+    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get()));
   }
   DF_ASSIGN(e->model_, load_model(*e->file_, std::move(lo)));
-  if (e->streaming_) {
+  if (e->remote_) {
+    for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));
+  } else if (e->streaming_) {
     // The core was read through the page cache; the copy the kernel kept is not ours
     // to lean on.
     for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(e->file_->source(s).name());

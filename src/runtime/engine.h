@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "cache/remote_model.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "model/model.h"
@@ -30,19 +32,28 @@ struct EngineOptions {
   // Policy, I/O threads, profile ("auto": default_profile_path()); cache_bytes is
   // computed from mem_bytes.
   StreamingOptions stream;
+  // Remote models (http://, https://, hf:// locations): the disk cache and the
+  // network. The core is downloaded into the cache first (progress drawn by
+  // `progress` if set), then experts stream from the origin through the cache.
+  RemoteOptions remote;
+  ProgressFactory progress;
 };
 
 class Engine {
  public:
+  // `path`: a local .gguf file or a remote location (see remote/location.h).
   static Result<std::unique_ptr<Engine>> open(const std::string& path, const EngineOptions& opts = {});
   Model& model() { return *model_; }
   ModelFile& file() { return *file_; }
   ThreadPool& pool() { return *pool_; }
   // The streaming expert store when experts stream (stats, cache control), else null.
   StreamingExpertStore* streaming_store() { return streaming_; }
+  // The remote model and its disk cache when the model is remote, else null.
+  RemoteModel* remote() { return remote_.get(); }
 
  private:
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<RemoteModel> remote_;  // outlives the file and the model that read through it
   std::unique_ptr<ModelFile> file_;
   std::unique_ptr<Model> model_;
   StreamingExpertStore* streaming_ = nullptr;  // owned by model_

@@ -119,7 +119,7 @@ class Streaming final : public StreamingExpertStore {
     slots_.resize(size_t(n_slots_));
     entries_.resize(size_t(ix_.n_keys()));
     age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
-    for (int s = 0; s < file_.shard_count(); ++s) {
+    for (int s = 0; s < file_.shard_count() && !opts_.fetcher; ++s) {
       auto f = DirectFile::open(file_.source(s).name(), opts_.direct);
       // Not a local file (an HTTP origin later): read through the model's source.
       files_.push_back(f.ok() ? std::move(f).value() : nullptr);
@@ -371,8 +371,28 @@ class Streaming final : public StreamingExpertStore {
     return w;
   }
 
-  // Starts queued reads while slots can be found: demand before prefetch.
   void pump() {
+    pump_queues();
+    flush_batches();
+  }
+
+  // Hands the experts started by pump_queues to the fetcher, one batch per priority,
+  // so that it can coalesce neighbours into one request.
+  void flush_batches() {
+    for (int d = 0; d < 2; ++d) {
+      if (batch_[d].empty()) continue;
+      const bool demand = d == 1;
+      io_->submit(demand ? IoPriority::Demand : IoPriority::Prefetch, [this, jobs = std::move(batch_[d]), demand] {
+        opts_.fetcher->fetch(jobs, demand, [this, demand](int key, const Status& s) {
+          part_done(key, s, ix_.slices(key).bytes(), demand);
+        });
+      });
+      batch_[d].clear();
+    }
+  }
+
+  // Starts queued reads while slots can be found: demand before prefetch.
+  void pump_queues() {
     for (;;) {
       int key = -1;
       bool demand = true;
@@ -468,6 +488,16 @@ class Streaming final : public StreamingExpertStore {
     e.parts_left = 0;
     for (int p = 0; p < kExpertParts; ++p) e.parts_left += sl.part[p].bytes > 0;
     char* base = static_cast<char*>(slots_[size_t(slot)].buf.data());
+    if (opts_.fetcher) {
+      ExpertFetch job;
+      job.key = key;
+      for (int p = 0; p < kExpertParts; ++p)
+        if (sl.part[p].bytes > 0) job.dst[p] = base + lay[p].view_pos;
+      e.parts_left = 1;
+      if (in_flight_++ == 0) busy_since_ = Clock::now();
+      batch_[demand ? 1 : 0].push_back(job);
+      return;
+    }
     for (int p = 0; p < kExpertParts; ++p) {
       if (sl.part[p].bytes == 0) continue;
       if (in_flight_++ == 0) busy_since_ = Clock::now();
@@ -563,6 +593,7 @@ class Streaming final : public StreamingExpertStore {
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
   std::deque<int> demand_q_, prefetch_q_;
+  std::vector<ExpertFetch> batch_[2];  // started, not yet handed to the fetcher: [prefetch, demand]
   uint64_t clock_ = 0, age_period_ = 256;
   int in_flight_ = 0;
   Clock::time_point busy_since_;

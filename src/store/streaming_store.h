@@ -29,6 +29,7 @@
 
 #include "core/result.h"
 #include "format/model_file.h"
+#include "store/expert_fetcher.h"
 #include "store/expert_index.h"
 #include "store/expert_store.h"
 
@@ -49,6 +50,9 @@ struct StreamingOptions {
   bool direct = true;        // O_DIRECT where the file system allows it
   std::string profile_path;  // usage profile; empty: none
   bool warm = true;          // prefetch the profile's hottest experts at open
+  // Misses go here instead of to the model file (the disk cache over an HTTP
+  // origin); not owned, must outlive the store. Null: read the model file.
+  ExpertFetcher* fetcher = nullptr;
 };
 
 // Counters since open (or reset_stats). A lookup is one expert asked for by one

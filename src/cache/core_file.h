@@ -1,0 +1,70 @@
+// The core of one model part in the disk cache: the GGUF header and every tensor
+// that is not a routed expert, kept at their own offsets in a sparse file
+// (core-N.bin) so that a cached part reads like the original. Downloaded in chunks
+// (at most 16 MiB); each stored chunk is synced, then recorded with its XXH3-64
+// checksum in a journal (core-N.journal), so an interrupted download resumes where
+// it stopped. When every chunk is in, a manifest (core-N.ok, written atomically)
+// marks the core complete. verify() rehashes every chunk; a bad one is forgotten
+// and fetched again.
+//
+// Thread safety: covers/read may be called from any thread; the rest from one
+// thread holding the model's core lock.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "format/gguf.h"
+
+namespace deltafin {
+
+struct CoreChunk {
+  uint64_t offset = 0, len = 0;
+  uint64_t hash = 0;  // XXH3-64 of the bytes, once stored
+};
+
+// The chunks of a part's core: [0, header) (rounded up to the 1 MiB reads of the
+// GGUF parser) and every tensor not in `expert_tensors`, adjacent ranges merged.
+std::vector<CoreChunk> plan_core_chunks(const GGUFFile& meta, uint64_t file_size,
+                                        const std::set<std::string>& expert_tensors,
+                                        uint64_t max_chunk = uint64_t(16) << 20);
+
+class CoreFile {
+ public:
+  // `base`: path prefix of the part's files (".../core-1").
+  static Result<std::unique_ptr<CoreFile>> open(const std::string& base, const std::string& tmp_dir,
+                                                uint64_t file_size);
+  ~CoreFile();
+
+  bool complete() const { return complete_; }
+  // True if the core is complete and [offset, offset + n) lies within its chunks.
+  bool covers(uint64_t offset, uint64_t n) const;
+  Status read(uint64_t offset, void* dst, size_t n) const;
+
+  // Chunks of `plan` not stored yet.
+  std::vector<CoreChunk> missing(const std::vector<CoreChunk>& plan) const;
+  // Stores one planned chunk (len bytes): write, sync, then journal it.
+  Status store(const CoreChunk& c, const char* data);
+  // Marks the core complete; every chunk of `plan` must be stored.
+  Status finish(const std::vector<CoreChunk>& plan);
+  // Rehashes every stored chunk; a bad one is forgotten (the core becomes
+  // incomplete). Returns the number of bad chunks.
+  Result<int> verify();
+
+  uint64_t stored_bytes() const;
+  const std::string& data_path() const { return data_path_; }
+
+ private:
+  CoreFile() = default;
+  Status rewrite_journal();
+  std::string base_, tmp_dir_, data_path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  bool complete_ = false;
+  std::vector<CoreChunk> stored_;  // sorted by offset
+};
+
+}  // namespace deltafin

@@ -1,0 +1,362 @@
+#include "cache/expert_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <thread>
+
+#include "cache/cache_admin.h"
+#include "cache/expert_entry.h"
+#include "core/log.h"
+
+namespace deltafin {
+
+Result<std::unique_ptr<ExpertCache>> ExpertCache::open(const std::string& root, const std::string& model_dir,
+                                                       const ExpertIndex& ix, std::shared_ptr<HttpClient> client,
+                                                       std::vector<OriginPart> parts, ExpertCacheOptions opts) {
+  std::unique_ptr<ExpertCache> c(new ExpertCache(ix));
+  c->root_ = root;
+  c->dir_ = model_dir;
+  c->tmp_ = tmp_dir(root);
+  c->client_ = std::move(client);
+  c->parts_ = std::move(parts);
+  c->opts_ = opts;
+  DF_TRY(make_dirs(model_dir + "/experts"));
+  DF_TRY(make_dirs(c->tmp_));
+  DF_ASSIGN(KeyLocks locks, KeyLocks::open(model_dir + "/experts.lock"));
+  c->locks_ = std::make_unique<KeyLocks>(std::move(locks));
+  if (opts.budget > 0) {
+    DF_ASSIGN(auto models, scan_cache(root));
+    c->usage_estimate_ = cache_bytes(models);
+  }
+  return c;
+}
+
+ExpertCache::~ExpertCache() {
+  Status s = save_usage();
+  if (!s.ok()) DF_LOG_WARN("{}", s.error().message);
+}
+
+std::string ExpertCache::entry_path(int key) const {
+  const int moe = ix_.key_moe(key);
+  return fmt::format("{}/experts/{}-{}", dir_, ix_.model_layer(moe), key - ix_.key(moe, 0));
+}
+
+bool ExpertCache::on_disk(int key) const { return ::access(entry_path(key).c_str(), F_OK) == 0; }
+
+ExpertCacheStats ExpertCache::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return st_;
+}
+
+Status ExpertCache::save_usage() {
+  UsageCounts deltas;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [key, n] : new_uses_) {
+      const int moe = ix_.key_moe(key);
+      deltas[{ix_.model_layer(moe), key - ix_.key(moe, 0)}] = n;
+    }
+    new_uses_.clear();
+  }
+  return merge_usage(dir_, tmp_, deltas);
+}
+
+// An entry read into dst (null: checked only). A corrupt one is removed.
+bool ExpertCache::from_disk(int key, char* const* dst) {
+  const int moe = ix_.key_moe(key);
+  const std::string path = entry_path(key);
+  char* none[kExpertParts] = {};
+  EntryRead r = read_entry(path, ix_.model_layer(moe), key - ix_.key(moe, 0), ix_.slices(key), dst ? dst : none);
+  if (r.state == EntryState::Corrupt) {
+    DF_LOG_WARN("dropping corrupt cache entry {}: {}; fetching it again", path, r.why);
+    ::unlink(path.c_str());
+    std::lock_guard<std::mutex> lk(mu_);
+    ++st_.corrupt;
+  }
+  return r.state == EntryState::Ok;
+}
+
+void ExpertCache::fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) {
+  std::vector<Want> miss;
+  for (const ExpertFetch& j : jobs) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      new_uses_[j.key] += 1;
+    }
+    if (from_disk(j.key, j.dst)) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        ++st_.disk_hits;
+      }
+      done(j.key, {});
+    } else {
+      miss.push_back({j.key, j.dst});
+    }
+  }
+  if (!miss.empty()) fetch_missing(std::move(miss), demand, done);
+}
+
+void ExpertCache::release(int key) {
+  locks_->unlock(uint64_t(key));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    claimed_.erase(key);
+  }
+  released_.notify_all();
+}
+
+void ExpertCache::fetch_missing(std::vector<Want> wants, bool demand, const Done& done) {
+  // Claim: within this process by the set, across processes by the key lock.
+  std::vector<Want> mine, ours_elsewhere, theirs;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const Want& w : wants) (claimed_.insert(w.key).second ? mine : ours_elsewhere).push_back(w);
+  }
+  std::vector<Want> to_fetch;
+  for (const Want& w : mine) {
+    if (!locks_->try_lock(uint64_t(w.key))) {
+      theirs.push_back(w);
+      continue;
+    }
+    // Another process may have written it since we looked.
+    if (from_disk(w.key, w.dst)) {
+      release(w.key);
+      done(w.key, {});
+    } else {
+      to_fetch.push_back(w);
+    }
+  }
+  if (!to_fetch.empty()) fetch_runs(std::move(to_fetch), demand, done);
+  // Another process is fetching these: wait for its entry.
+  for (const Want& w : theirs) {
+    Status s = locks_->lock(uint64_t(w.key));
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++st_.waited;
+    }
+    if (s.ok() && from_disk(w.key, w.dst)) {
+      release(w.key);
+      done(w.key, {});
+    } else if (s.ok()) {
+      fetch_runs({w}, demand, done);  // it failed there: fetch here
+    } else {
+      release(w.key);
+      done(w.key, s);
+    }
+  }
+  // Another thread of this process is fetching these.
+  for (const Want& w : ours_elsewhere) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      released_.wait(lk, [&] { return !claimed_.count(w.key); });
+    }
+    if (from_disk(w.key, w.dst)) done(w.key, {});
+    else fetch_missing({w}, demand, done);
+  }
+}
+
+// Fetches claimed experts from the origin: runs of adjacent experts of one layer
+// share one range request per part.
+void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& done) {
+  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.key < b.key; });
+  struct Run {
+    std::vector<Want> experts;
+    std::vector<char> buf;
+    uint64_t part_pos[kExpertParts] = {};  // where part p's range starts in buf
+    int pending = 0;
+    Status status;
+    bool handled = false;
+  };
+  std::vector<std::unique_ptr<Run>> runs;
+  auto adjacent = [&](int a, int b) {
+    if (b != a + 1 || ix_.key_moe(a) != ix_.key_moe(b)) return false;
+    for (int p = 0; p < kExpertParts; ++p) {
+      const ExpertSlice &x = ix_.slices(a).part[p], &y = ix_.slices(b).part[p];
+      if (x.shard != y.shard || x.offset + x.bytes != y.offset) return false;
+    }
+    return true;
+  };
+  uint64_t run_bytes = 0;
+  for (const Want& w : wants) {
+    const uint64_t b = ix_.slices(w.key).bytes();
+    if (runs.empty() || !adjacent(runs.back()->experts.back().key, w.key) || run_bytes + b > opts_.max_request) {
+      runs.push_back(std::make_unique<Run>());
+      run_bytes = 0;
+    }
+    runs.back()->experts.push_back(w);
+    run_bytes += b;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  const IoPriority prio = demand ? IoPriority::Demand : IoPriority::Prefetch;
+  for (auto& r : runs) {
+    const ExpertSlices& first = ix_.slices(r->experts.front().key);
+    const ExpertSlices& last = ix_.slices(r->experts.back().key);
+    uint64_t total = 0;
+    for (int p = 0; p < kExpertParts; ++p) {
+      r->part_pos[p] = total;
+      if (first.part[p].bytes) total += last.part[p].offset + last.part[p].bytes - first.part[p].offset;
+    }
+    r->buf.resize(total);
+    for (int p = 0; p < kExpertParts; ++p) r->pending += first.part[p].bytes > 0;
+    for (int p = 0; p < kExpertParts; ++p) {
+      if (!first.part[p].bytes) continue;
+      const OriginPart& origin = parts_[size_t(first.part[p].shard)];
+      const uint64_t len = last.part[p].offset + last.part[p].bytes - first.part[p].offset;
+      Run* run = r.get();
+      client_->get_range(origin.url, first.part[p].offset, len, run->buf.data() + run->part_pos[p], &origin.id, prio,
+                         [run, &mu, &cv](const Status& s) {
+                           std::lock_guard<std::mutex> lk(mu);
+                           if (!s.ok() && run->status.ok()) run->status = s;
+                           if (--run->pending == 0) cv.notify_all();
+                         });
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    st_.requests += uint64_t(r->pending);
+  }
+  // Hand out each run as it lands; then store its entries.
+  for (size_t handled = 0; handled < runs.size(); ++handled) {
+    Run* run = nullptr;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] {
+        for (auto& r : runs)
+          if (!r->handled && r->pending == 0) return true;
+        return false;
+      });
+      for (auto& r : runs)
+        if (!r->handled && r->pending == 0) {
+          run = r.get();
+          break;
+        }
+      run->handled = true;
+    }
+    const ExpertSlices& first = ix_.slices(run->experts.front().key);
+    if (!run->status.ok()) {
+      for (const Want& w : run->experts) {
+        release(w.key);
+        done(w.key, run->status);
+      }
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      st_.fetched += run->experts.size();
+      st_.fetched_bytes += run->buf.size();
+    }
+    std::vector<std::array<const char*, kExpertParts>> where;
+    for (const Want& w : run->experts) {
+      const ExpertSlices& sl = ix_.slices(w.key);
+      std::array<const char*, kExpertParts> src{};
+      for (int p = 0; p < kExpertParts; ++p) {
+        if (!sl.part[p].bytes) continue;
+        src[size_t(p)] = run->buf.data() + run->part_pos[p] + (sl.part[p].offset - first.part[p].offset);
+        if (w.dst && w.dst[p]) std::memcpy(w.dst[p], src[size_t(p)], sl.part[p].bytes);
+      }
+      where.push_back(src);
+      if (w.dst) done(w.key, {});  // the caller may compute while we write
+    }
+    for (size_t i = 0; i < run->experts.size(); ++i) {
+      const Want& w = run->experts[i];
+      Status stored = store_entry(w.key, where[i].data(), /*warn=*/w.dst != nullptr);
+      release(w.key);
+      if (!w.dst) done(w.key, stored);  // filling the disk: not storing is the failure
+    }
+  }
+}
+
+Status ExpertCache::store_entry(int key, const char* const parts[kExpertParts], bool warn) {
+  const ExpertSlices& sl = ix_.slices(key);
+  const int moe = ix_.key_moe(key);
+  uint64_t bytes[kExpertParts];
+  for (int p = 0; p < kExpertParts; ++p) bytes[p] = sl.part[p].bytes;
+  const std::string header = encode_entry_header(ix_.model_layer(moe), key - ix_.key(moe, 0), sl, hash_parts(parts, bytes));
+  std::vector<std::string_view> pieces = {header};
+  for (int p = 0; p < kExpertParts; ++p)
+    if (bytes[p]) pieces.emplace_back(parts[p], bytes[p]);
+  Status s = write_file_atomic(entry_path(key), tmp_, pieces);
+  if (!s.ok()) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++st_.write_errors;
+      first = warn && !warned_write_;
+      warned_write_ |= warn;
+    }
+    if (first) DF_LOG_WARN("disk cache: {}; experts are served from memory without being cached", s.error().message);
+    return s;
+  }
+  maybe_evict(kEntryHeaderBytes + sl.bytes());
+  return {};
+}
+
+void ExpertCache::maybe_evict(uint64_t added) {
+  if (opts_.budget == 0) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    usage_estimate_ += added;
+    if (usage_estimate_ <= opts_.budget) return;
+  }
+  Status s = save_usage();  // let the counts of this process count
+  if (!s.ok()) DF_LOG_WARN("{}", s.error().message);
+  // Evict to 90% of the budget, so that evictions come in batches.
+  auto r = prune_cache(root_, opts_.budget / 10 * 9);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!r.ok()) {
+    DF_LOG_WARN("disk cache: eviction failed: {}", r.error().message);
+    usage_estimate_ = 0;
+    return;
+  }
+  st_.evicted += uint64_t(r->removed);
+  usage_estimate_ = r->after;
+  if (r->after > opts_.budget)
+    DF_LOG_WARN("disk cache: {:.1f} MB of cores exceed the --disk-cache budget of {:.1f} MB", r->after / 1e6,
+                opts_.budget / 1e6);
+}
+
+Status ExpertCache::fill(const std::vector<int>& keys, uint64_t window,
+                         const std::function<void(uint64_t)>& progress) {
+  std::mutex mu;
+  Status first_error;
+  auto done = [&](int key, const Status& s) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!s.ok() && first_error.ok()) first_error = s;
+    if (s.ok() && progress) progress(ix_.slices(key).bytes());
+  };
+  // Batches of a quarter of the window, four in flight, so that the link stays busy
+  // while a finished batch is written out.
+  std::vector<std::vector<Want>> batches(1);
+  uint64_t batch_bytes = 0;
+  for (int key : keys) {
+    if (on_disk(key) && from_disk(key, nullptr)) {
+      if (progress) progress(ix_.slices(key).bytes());
+      continue;
+    }
+    if (batch_bytes >= std::max<uint64_t>(window / 4, 1)) {
+      batches.emplace_back();
+      batch_bytes = 0;
+    }
+    batches.back().push_back({key, nullptr});
+    batch_bytes += ix_.slices(key).bytes();
+  }
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < batches.size();) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!first_error.ok()) return;
+      }
+      if (!batches[i].empty()) fetch_missing(std::move(batches[i]), /*demand=*/true, done);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min<size_t>(4, batches.size()); ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  return first_error;
+}
+
+}  // namespace deltafin

@@ -1,0 +1,111 @@
+// The disk tier under the streaming store: one file per (layer, expert) in the
+// model's cache directory, filled from the HTTP origin on a miss.
+//
+//   fetch(jobs): each expert on disk (checksum verified) -> copied into the slot.
+//   A corrupt entry is removed and fetched again. The missing ones are claimed
+//   (threads of this process by a set, other processes by a per-expert byte-range
+//   lock, so an expert is fetched once however many want it), runs of adjacent
+//   experts of a layer become one range request per part (gate/up/down), the
+//   bytes are copied into the slots (the caller may compute), then written as
+//   entries (temp file, fsync, rename) and the claims dropped. A process that
+//   finds an expert claimed by another waits for it and reads the entry.
+//
+// Size: after writes, when the cache directory exceeds its budget, the least used
+// experts (counts kept per model in `usage`, merged across processes) are evicted,
+// never a core. A failed write (disk full) is reported once and the expert is
+// still served from memory.
+//
+// Thread safety: every public member may be called from any thread.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cache/fs.h"
+#include "remote/http_client.h"
+#include "store/expert_fetcher.h"
+#include "store/expert_index.h"
+
+namespace deltafin {
+
+// One part (file) of the model at the origin.
+struct OriginPart {
+  std::string url;
+  HttpIdentity id;
+};
+
+struct ExpertCacheOptions {
+  uint64_t budget = 0;                      // bytes for the whole cache directory; 0: no limit
+  uint64_t max_request = uint64_t(64) << 20;  // a coalesced request at most
+};
+
+struct ExpertCacheStats {
+  uint64_t disk_hits = 0;      // experts served from disk
+  uint64_t fetched = 0;        // experts fetched from the origin
+  uint64_t requests = 0;       // range requests for them
+  uint64_t fetched_bytes = 0;
+  uint64_t waited = 0;         // experts another process was fetching
+  uint64_t corrupt = 0;        // entries dropped for a bad checksum
+  uint64_t write_errors = 0;
+  uint64_t evicted = 0;
+};
+
+class ExpertCache final : public ExpertFetcher {
+ public:
+  // `root`: the cache directory; `model_dir`: this model's directory in it.
+  static Result<std::unique_ptr<ExpertCache>> open(const std::string& root, const std::string& model_dir,
+                                                   const ExpertIndex& ix, std::shared_ptr<HttpClient> client,
+                                                   std::vector<OriginPart> parts, ExpertCacheOptions opts);
+  ~ExpertCache() override;  // saves the usage counts
+
+  void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) override;
+
+  // Makes sure `keys` are on disk (pull, warm) at prefetch priority with at most
+  // `window` bytes in flight; progress(bytes) as experts land (or are found).
+  Status fill(const std::vector<int>& keys, uint64_t window, const std::function<void(uint64_t)>& progress);
+
+  bool on_disk(int key) const;
+  std::string entry_path(int key) const;
+  ExpertCacheStats stats() const;
+  Status save_usage();
+  const ExpertIndex& index() const { return ix_; }
+
+ private:
+  struct Want {
+    int key;
+    char* const* dst;  // null: disk only
+  };
+  ExpertCache(const ExpertIndex& ix) : ix_(ix) {}
+  bool from_disk(int key, char* const* dst);
+  void fetch_missing(std::vector<Want> wants, bool demand, const Done& done);
+  void fetch_runs(std::vector<Want> wants, bool demand, const Done& done);
+  void release(int key);  // drops this process's claim and the cross-process lock
+  // warn: report the first failure (the expert is in use from memory); else the
+  // caller reports it.
+  Status store_entry(int key, const char* const parts[kExpertParts], bool warn);
+  void maybe_evict(uint64_t added);
+
+  const ExpertIndex& ix_;
+  std::string root_, dir_, tmp_;
+  std::shared_ptr<HttpClient> client_;
+  std::vector<OriginPart> parts_;
+  ExpertCacheOptions opts_;
+  std::unique_ptr<KeyLocks> locks_;
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  std::set<int> claimed_;            // being fetched by a thread of this process
+  std::map<int, double> new_uses_;   // uses since the last save, by key
+  ExpertCacheStats st_;
+  bool warned_write_ = false;
+  uint64_t added_since_evict_ = 0;
+  uint64_t usage_estimate_ = 0;      // bytes in the cache directory, last scanned + added since
+};
+
+}  // namespace deltafin

@@ -1,0 +1,284 @@
+#include "cache/remote_model.h"
+
+#include <xxhash.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cache/cache_admin.h"
+#include "cache/fs.h"
+#include "core/log.h"
+
+namespace deltafin {
+
+struct RemoteModel::Part {
+  std::string url;
+  HttpIdentity id;
+  std::unique_ptr<HttpSource> origin;
+  std::unique_ptr<CoreFile> core;
+  std::vector<CoreChunk> plan;
+  std::string core_base;
+};
+
+namespace {
+
+// A part of the model as the GGUF reader sees it: the cached core when complete,
+// else the origin.
+class CachedPartSource final : public ByteSource {
+ public:
+  explicit CachedPartSource(RemoteModel::Part& p) : p_(p) {}
+  uint64_t size() const override { return p_.id.size; }
+  const std::string& name() const override { return p_.origin->name(); }
+  Status read_at(uint64_t offset, void* dst, size_t n) override {
+    if (p_.core && p_.core->covers(offset, n)) return p_.core->read(offset, dst, n);
+    return p_.origin->read_at(offset, dst, n);
+  }
+
+ private:
+  RemoteModel::Part& p_;
+};
+
+std::string file_stem(const std::string& url) {
+  std::string name = redact_url(url);
+  name = name.substr(name.rfind('/') + 1);
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  return name.empty() ? "model" : name.substr(0, 80);
+}
+
+}  // namespace
+
+RemoteModel::~RemoteModel() = default;
+
+const std::string& RemoteModel::url() const { return parts_[0]->url; }
+
+Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc, const RemoteOptions& opts) {
+  if (!loc.remote()) return make_error("'{}' is not a remote location", loc.text);
+  std::unique_ptr<RemoteModel> m(new RemoteModel());
+  m->loc_ = loc;
+  m->opts_ = opts;
+  m->root_ = opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
+  HttpOptions h = opts.http;
+  if (loc.kind == ModelLocation::Kind::HuggingFace && !loc.token.empty()) h.bearer_token = loc.token;
+  m->client_ = std::make_shared<HttpClient>(h);
+  DF_ASSIGN(auto first, HttpSource::open(m->client_, loc.url));
+  std::string url = loc.url;
+  if (loc.kind == ModelLocation::Kind::HuggingFace) {
+    const std::string& commit = first->probe().repo_commit;
+    const std::string rev = commit.empty() ? loc.revision : commit;
+    if (!commit.empty() && commit != loc.revision) {
+      url = loc.hf_url(commit, loc.file);
+      DF_LOG_INFO("{}: revision {} is commit {}", loc.text, loc.revision, commit);
+    }
+    m->key_ = fmt::format("hf://{}@{}/{}", loc.repo, rev, loc.file);
+  } else {
+    m->key_ = redact_url(url);
+  }
+  m->dir_ = fmt::format("{}/{}-{:016x}", models_dir(m->root_), file_stem(url), XXH3_64bits(m->key_.data(), m->key_.size()));
+  DF_TRY(make_dirs(m->dir_));
+  DF_TRY(make_dirs(tmp_dir(m->root_)));
+  remove_stale_temps(tmp_dir(m->root_));
+  if (auto meta = read_small_file(m->dir_ + "/meta.json"); meta.ok()) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(*meta);
+      for (const auto& p : j.at("parts"))
+        m->pinned_.push_back({p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")});
+    } catch (const std::exception& e) {
+      return make_error("{}/meta.json is malformed ({}); remove the directory to start over", m->dir_, e.what());
+    }
+  }
+  auto part = std::make_unique<Part>();
+  part->url = url;
+  part->id = first->identity();
+  part->origin = std::make_unique<HttpSource>(m->client_, url, first->identity());
+  m->parts_.push_back(std::move(part));
+  DF_TRY(m->add_part(url));  // checks the pin and opens the core
+  return m;
+}
+
+// Finishes parts_.back() when it was just pushed with url, or opens a new part.
+Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
+  Part* p = nullptr;
+  if (!parts_.empty() && parts_.back()->url == url && !parts_.back()->core) {
+    p = parts_.back().get();
+  } else {
+    DF_ASSIGN(auto src, HttpSource::open(client_, url));
+    auto part = std::make_unique<Part>();
+    part->url = url;
+    part->id = src->identity();
+    part->origin = std::move(src);
+    p = part.get();
+    parts_.push_back(std::move(part));
+  }
+  const size_t k = parts_.size() - 1;
+  if (k < pinned_.size()) {
+    const std::string change = identity_change(pinned_[k], p->id);
+    if (!change.empty())
+      return make_error("{} changed at the origin since it was cached in {}: {}. The cache holds bytes of the old "
+                        "file; remove them with `deltafin cache clear {}` to use the new one",
+                        redact_url(url), dir_, change, loc_.text);
+  }
+  p->core_base = fmt::format("{}/core-{}", dir_, k + 1);
+  DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
+  // Every read of the core comes after this check, the GGUF header's included.
+  if (p->core->complete()) {
+    DF_ASSIGN(int bad, p->core->verify());
+    if (bad) DF_LOG_WARN("{}: {} core chunk(s) failed their checksum; fetching them again", p->core->data_path(), bad);
+  }
+  return p;
+}
+
+Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
+  SourceOpener opener = [this](const std::string& path) -> Result<std::unique_ptr<ByteSource>> {
+    for (auto& p : parts_)
+      if (p->url == path) return std::unique_ptr<ByteSource>(new CachedPartSource(*p));
+    DF_ASSIGN(Part * p, add_part(path));
+    return std::unique_ptr<ByteSource>(new CachedPartSource(*p));
+  };
+  DF_ASSIGN(auto file, ModelFile::open(parts_[0]->url, opener));
+  if (pinned_.size() != parts_.size()) DF_TRY(write_meta());
+  return file;
+}
+
+Status RemoteModel::write_meta() {
+  nlohmann::json j;
+  j["format"] = 1;
+  j["location"] = loc_.text;
+  j["key"] = key_;
+  j["parts"] = nlohmann::json::array();
+  for (const auto& p : parts_)
+    j["parts"].push_back({{"url", redact_url(p->url)}, {"size", p->id.size}, {"etag", p->id.etag},
+                          {"last_modified", p->id.last_modified}});
+  DF_TRY(write_file_atomic(dir_ + "/meta.json", tmp_dir(root_), {j.dump(1) + "\n"}));
+  pinned_.clear();
+  for (const auto& p : parts_) pinned_.push_back(p->id);
+  return {};
+}
+
+Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerInfo>& layers) {
+  DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
+  index_ = std::make_unique<ExpertIndex>(std::move(ix));
+  std::set<std::string> expert_tensors;
+  for (const ExpertLayerInfo& l : layers)
+    for (const std::string* n : {&l.gate_name, &l.up_name, &l.down_name})
+      if (!n->empty()) expert_tensors.insert(*n);
+  for (int k = 0; k < file.shard_count(); ++k)
+    parts_[size_t(k)]->plan = plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
+  std::vector<OriginPart> origin;
+  for (const auto& p : parts_) origin.push_back({p->url, p->id});
+  ExpertCacheOptions eo;
+  eo.budget = opts_.disk_budget;
+  DF_ASSIGN(experts_, ExpertCache::open(root_, dir_, *index_, client_, std::move(origin), eo));
+  return {};
+}
+
+CoreStatus RemoteModel::status() const {
+  CoreStatus s;
+  for (const auto& p : parts_) {
+    s.model_bytes += p->id.size;
+    for (const CoreChunk& c : p->plan) s.core_bytes += c.len;
+    for (const CoreChunk& c : p->core->missing(p->plan)) s.core_missing += c.len;
+  }
+  if (index_) {
+    s.expert_bytes = index_->expert_bytes();
+    s.experts = index_->n_keys();
+    for (int k = 0; k < index_->n_keys(); ++k) s.experts_on_disk += experts_->on_disk(k);
+    s.slot_bytes = 0;
+    for (int k = 0; k < index_->n_keys(); ++k) s.slot_bytes = std::max(s.slot_bytes, index_->slices(k).bytes());
+  }
+  return s;
+}
+
+Status RemoteModel::ensure_core(const ProgressFactory& progress) {
+  DF_ASSIGN(FileLock lock, FileLock::try_acquire(dir_ + "/core.lock"));
+  if (!lock.held()) {
+    DF_LOG_WARN("another deltafin process is downloading the core of {}; waiting for it", loc_.text);
+    DF_ASSIGN(lock, FileLock::acquire(dir_ + "/core.lock"));
+    for (auto& p : parts_) {
+      DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
+      if (p->core->complete()) DF_TRY(p->core->verify().ok() ? Status() : Status(make_error("cannot verify {}", p->core->data_path())));
+    }
+  }
+  struct Job {
+    Part* part;
+    CoreChunk chunk;
+    std::vector<char> buf;
+    bool done = false;
+    Status status;
+  };
+  std::deque<Job> todo;
+  uint64_t bytes = 0;
+  for (auto& p : parts_) {
+    for (const CoreChunk& c : p->core->missing(p->plan)) {
+      todo.push_back({p.get(), c, {}, false, {}});
+      bytes += c.len;
+    }
+  }
+  if (!todo.empty()) {
+    std::unique_ptr<Progress> bar = progress ? progress("core", bytes) : nullptr;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Job*> running;
+    Status first_error;
+    size_t next = 0;
+    const size_t window = 8;  // chunks in flight (16 MiB each at most)
+    for (;;) {
+      while (first_error.ok() && next < todo.size() && running.size() < window) {
+        Job* j = &todo[next++];
+        j->buf.resize(j->chunk.len);
+        running.push_back(j);
+        client_->get_range(j->part->url, j->chunk.offset, j->chunk.len, j->buf.data(), &j->part->id,
+                           IoPriority::Demand, [j, &mu, &cv](const Status& s) {
+                             std::lock_guard<std::mutex> lk(mu);
+                             j->status = s;
+                             j->done = true;
+                             cv.notify_all();
+                           });
+      }
+      if (running.empty()) break;
+      Job* j = nullptr;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] {
+          for (Job* r : running)
+            if (r->done) return true;
+          return false;
+        });
+        for (auto it = running.begin(); it != running.end(); ++it)
+          if ((*it)->done) {
+            j = *it;
+            running.erase(it);
+            break;
+          }
+      }
+      Status s = j->status;
+      if (s.ok()) s = j->part->core->store(j->chunk, j->buf.data());
+      if (s.ok() && bar) bar->add(j->chunk.len);
+      if (!s.ok() && first_error.ok()) first_error = s;
+      std::vector<char>().swap(j->buf);
+    }
+    if (!first_error.ok()) return first_error;
+  }
+  for (auto& p : parts_)
+    if (!p->core->complete()) DF_TRY(p->core->finish(p->plan));
+  return {};
+}
+
+}  // namespace deltafin
+
+namespace deltafin {
+std::string format_remote_stats(RemoteModel& m) {
+  const ExpertCacheStats c = m.experts().stats();
+  const HttpStats h = m.client()->stats();
+  return fmt::format(
+      "disk cache: {} experts from disk, {} fetched from the origin ({:.1f} MB in {} range requests), {} waited on "
+      "another process, {} corrupt dropped, {} write errors, {} evicted\n"
+      "network: {} requests, {} retries, {:.1f} MB received, {:.2f} MB/s while busy ({:.3f} s busy)\n",
+      c.disk_hits, c.fetched, c.fetched_bytes / 1e6, c.requests, c.waited, c.corrupt, c.write_errors, c.evicted,
+      h.requests, h.retries, h.bytes / 1e6, h.busy_s > 0 ? h.bytes / h.busy_s / 1e6 : 0.0, h.busy_s);
+}
+}  // namespace deltafin

@@ -1,0 +1,94 @@
+// HTTP range requests: one libcurl multi handle driven by one thread, many
+// transfers in flight over reused connections (HTTP/2 multiplexing where the
+// server offers it). Every response is checked strictly: 206, a Content-Range that
+// names exactly the bytes asked for and the object's pinned size, the pinned ETag,
+// exactly the expected length. Transient failures (connection reset, truncated
+// body, stall, 5xx, 429, wrong Content-Range) are retried with exponential backoff
+// and jitter, resuming from the last byte received; a Retry-After header sets the
+// delay. A changed object (ETag or size) fails at once: bytes of two revisions are
+// never mixed. Every error names the URL and the byte range.
+//
+// Priorities: demand transfers start before prefetch transfers, and while any
+// demand transfer is running every prefetch transfer is paused, so that prefetch
+// never takes bandwidth from a demand fetch.
+//
+// Thread safety: every public member may be called from any thread. Completion
+// callbacks run on the client's thread and must not block.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+#include "io/io_pool.h"
+
+namespace deltafin {
+
+struct HttpOptions {
+  double connect_timeout_s = 10;
+  double stall_timeout_s = 30;  // a running transfer that receives nothing this long is retried
+  int max_attempts = 8;         // per request; attempts that made progress are not counted
+  double backoff_base_s = 0.2;  // first retry delay (before jitter), doubled per attempt
+  double backoff_max_s = 10;
+  double retry_after_max_s = 60;  // a longer Retry-After fails the request
+  int max_in_flight = 16;         // transfers running at once
+  std::string bearer_token;       // "Authorization: Bearer" (never sent across hosts on redirect)
+};
+
+// What every response for an object must match, pinned when it was first opened.
+struct HttpIdentity {
+  uint64_t size = 0;
+  std::string etag;           // empty: the server sent none
+  std::string last_modified;  // compared only when there is no ETag
+};
+
+// The answer to a probe (a request for the first byte).
+struct HttpProbe {
+  HttpIdentity id;
+  std::string effective_url;  // after redirects
+  std::string repo_commit;    // X-Repo-Commit (Hugging Face), from any response on the way
+  long http_version = 0;      // 2 or 3 when multiplexed, else 1
+};
+
+struct HttpStats {
+  uint64_t requests = 0;  // completed requests
+  uint64_t attempts = 0;  // HTTP transfers started (retries included)
+  uint64_t retries = 0;
+  uint64_t bytes = 0;     // body bytes received into destinations
+  double busy_s = 0;      // wall time with at least one transfer running
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpOptions opts = {});
+  ~HttpClient();  // fails requests still queued or running ("shutting down")
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  using Done = std::function<void(const Status&)>;
+  // Fetches bytes [offset, offset + n) of `url` into dst (n >= 1); `pin`: what the
+  // object must be (null: no check). Calls done exactly once; dst must stay valid
+  // until then.
+  void get_range(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
+                 IoPriority prio, Done done);
+  // The same, waiting for the result.
+  Status get_range_sync(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
+                        IoPriority prio = IoPriority::Demand);
+  // Asks for the first byte: size, ETag, where redirects lead.
+  Result<HttpProbe> probe(const std::string& url);
+
+  HttpStats stats() const;
+  const HttpOptions& options() const { return opts_; }
+
+  struct Impl;
+
+ private:
+  HttpOptions opts_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "https://host/path?query" without user info or query (for messages and cache keys).
+std::string redact_url(const std::string& url);
+
+}  // namespace deltafin

@@ -1,0 +1,195 @@
+// Disk cache pieces on real files: model locations, expert entries (checksum,
+// corruption, wrong key, truncation), the core file's journal (resume after a torn
+// line, completion, verification), cross-process key locks (fork), atomic writes.
+// The network and whole-model paths are tested end to end against nginx
+// (tests/e2e/remote_*.sh).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+
+#include "cache/core_file.h"
+#include "cache/expert_entry.h"
+#include "cache/fs.h"
+#include "remote/http_client.h"
+#include "remote/location.h"
+
+using namespace deltafin;
+
+namespace {
+
+std::string fresh_dir(const char* name) {
+  std::string d = ::testing::TempDir() + "deltafin_remote_" + name + "_" + std::to_string(::getpid());
+  (void)std::system(("rm -rf '" + d + "'").c_str());
+  EXPECT_TRUE(make_dirs(d).ok());
+  return d;
+}
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = char(rng());
+  return s;
+}
+
+void flip_byte(const std::string& path, long at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x10;
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST(Location, ParsesEveryForm) {
+  auto l = parse_model_location("models/x.gguf");
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l->remote());
+  l = parse_model_location("https://example.org/a/b-00001-of-00002.gguf");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->kind, ModelLocation::Kind::Url);
+  ::setenv("HF_ENDPOINT", "http://127.0.0.1:9/", 1);
+  l = parse_model_location("hf://owner/repo@v1.0/sub/dir/m.gguf");
+  ::unsetenv("HF_ENDPOINT");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->repo, "owner/repo");
+  EXPECT_EQ(l->revision, "v1.0");
+  EXPECT_EQ(l->file, "sub/dir/m.gguf");
+  EXPECT_EQ(l->url, "http://127.0.0.1:9/owner/repo/resolve/v1.0/sub/dir/m.gguf");
+  l = parse_model_location("hf://owner/repo/m.gguf");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->revision, "main");
+  EXPECT_EQ(l->url, "https://huggingface.co/owner/repo/resolve/main/m.gguf");
+  for (const char* bad : {"hf://owner", "hf://owner/repo", "hf://owner/repo@/m.gguf", "hf://o/r/../m.gguf", "https://", "http://host"}) {
+    auto r = parse_model_location(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+    }
+  }
+  EXPECT_EQ(redact_url("https://u:p@h.org/x.gguf?sig=secret"), "https://h.org/x.gguf");
+}
+
+TEST(ExpertEntry, RoundTripAndEveryCorruptionIsCaught) {
+  const std::string dir = fresh_dir("entry");
+  ExpertSlices sl;
+  const std::string parts[3] = {random_bytes(5000, 1), random_bytes(7000, 2), random_bytes(6000, 3)};
+  for (int p = 0; p < 3; ++p) sl.part[p] = {0, uint64_t(100000 * (p + 1)), parts[p].size(), {}};
+  const char* ptr[3] = {parts[0].data(), parts[1].data(), parts[2].data()};
+  const uint64_t bytes[3] = {parts[0].size(), parts[1].size(), parts[2].size()};
+  const std::string header = encode_entry_header(4, 9, sl, hash_parts(ptr, bytes));
+  const std::string path = dir + "/4-9";
+  auto write = [&] { ASSERT_TRUE(write_file_atomic(path, dir, {header, parts[0], parts[1], parts[2]}).ok()); };
+  write();
+  std::string out[3] = {std::string(5000, 0), std::string(7000, 0), std::string(6000, 0)};
+  char* dst[3] = {out[0].data(), out[1].data(), out[2].data()};
+  EntryRead r = read_entry(path, 4, 9, sl, dst);
+  ASSERT_EQ(r.state, EntryState::Ok) << r.why;
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(out[p], parts[p]);
+  EXPECT_EQ(read_entry(path, 4, 8, sl, dst).state, EntryState::Corrupt);  // another expert's file
+  ExpertSlices moved = sl;
+  moved.part[1].offset += 1;
+  EXPECT_EQ(read_entry(path, 4, 9, moved, dst).state, EntryState::Corrupt);  // another revision's layout
+  flip_byte(path, long(kEntryHeaderBytes + 6000));
+  r = read_entry(path, 4, 9, sl, dst);
+  EXPECT_EQ(r.state, EntryState::Corrupt);
+  EXPECT_NE(r.why.find("checksum"), std::string::npos);
+  write();
+  flip_byte(path, 20);  // the header
+  EXPECT_EQ(read_entry(path, 4, 9, sl, dst).state, EntryState::Corrupt);
+  write();
+  ASSERT_EQ(::truncate(path.c_str(), off_t(kEntryHeaderBytes + 100)), 0);
+  EXPECT_EQ(read_entry(path, 4, 9, sl, dst).state, EntryState::Corrupt);
+  EXPECT_EQ(read_entry(dir + "/nope", 4, 9, sl, dst).state, EntryState::Missing);
+  int l = 0, e = 0;
+  uint64_t n = 0;
+  write();
+  EXPECT_EQ(check_entry_file(path, &l, &e, &n).state, EntryState::Ok);
+  EXPECT_EQ(l, 4);
+  EXPECT_EQ(e, 9);
+  EXPECT_EQ(n, 18000u);
+  EXPECT_TRUE(std::system(("test -z \"$(ls " + dir + " | grep tmp)\"").c_str()) == 0) << "temp files left";
+}
+
+TEST(CoreFile, JournalResumesCompletesAndVerifies) {
+  const std::string dir = fresh_dir("core");
+  const uint64_t size = 1 << 20;
+  const std::string data = random_bytes(size, 7);
+  const std::vector<CoreChunk> plan = {{0, 4096, 0}, {4096, 8192, 0}, {500000, 1000, 0}, {600000, 400000, 0}};
+  {
+    auto c = CoreFile::open(dir + "/core-1", dir, size);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ((*c)->missing(plan).size(), 4u);
+    ASSERT_TRUE((*c)->store(plan[0], data.data()).ok());
+    ASSERT_TRUE((*c)->store(plan[2], data.data() + 500000).ok());
+    EXPECT_FALSE((*c)->covers(0, 10));  // not complete yet
+  }
+  {  // A writer killed mid-line leaves a torn last line: ignored.
+    std::ofstream j(dir + "/core-1.journal", std::ios::app);
+    j << "4096 8192 dead";
+  }
+  auto c = CoreFile::open(dir + "/core-1", dir, size);
+  ASSERT_TRUE(c.ok());
+  auto missing = (*c)->missing(plan);
+  ASSERT_EQ(missing.size(), 2u);
+  EXPECT_EQ(missing[0].offset, 4096u);
+  EXPECT_FALSE((*c)->finish(plan).ok());
+  for (const CoreChunk& m : missing) ASSERT_TRUE((*c)->store(m, data.data() + m.offset).ok());
+  ASSERT_TRUE((*c)->finish(plan).ok());
+  EXPECT_TRUE((*c)->covers(0, 12288));
+  EXPECT_FALSE((*c)->covers(12000, 1000));  // runs past the chunks
+  EXPECT_TRUE((*c)->covers(600000, 400000));
+  std::string got(12288, 0);
+  ASSERT_TRUE((*c)->read(0, got.data(), got.size()).ok());
+  EXPECT_EQ(got, data.substr(0, 12288));
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  ASSERT_TRUE((*c)->complete());
+  EXPECT_EQ((*c)->verify().value(), 0);
+  flip_byte((*c)->data_path(), 700000);
+  EXPECT_EQ((*c)->verify().value(), 1);
+  EXPECT_FALSE((*c)->complete());
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_FALSE((*c)->complete());
+  ASSERT_EQ((*c)->missing(plan).size(), 1u);
+  EXPECT_EQ((*c)->missing(plan)[0].offset, 600000u);
+  // Another size (the origin's file changed): nothing is reused.
+  c = CoreFile::open(dir + "/core-1", dir, size + 1);
+  EXPECT_EQ((*c)->missing(plan).size(), 4u);
+}
+
+TEST(KeyLocks, ExcludeOtherProcesses) {
+  const std::string dir = fresh_dir("locks");
+  auto locks = KeyLocks::open(dir + "/keys.lock");
+  ASSERT_TRUE(locks.ok());
+  ASSERT_TRUE(locks->try_lock(5));
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(to_parent), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    auto l = KeyLocks::open(dir + "/keys.lock");
+    char r[2] = {char(l->try_lock(5) ? 1 : 0), char(l->try_lock(6) ? 1 : 0)};
+    (void)!::write(to_parent[1], r, 2);
+    char go;
+    (void)!::read(to_child[0], &go, 1);  // the parent released 5
+    r[0] = char(l->lock(5).ok() ? 1 : 0);
+    (void)!::write(to_parent[1], r, 1);
+    ::_exit(0);
+  }
+  char r[2] = {9, 9};
+  ASSERT_EQ(::read(to_parent[0], r, 2), 2);
+  EXPECT_EQ(r[0], 0) << "key 5 is held by the parent";
+  EXPECT_EQ(r[1], 1) << "key 6 is free";
+  locks->unlock(5);
+  (void)!::write(to_child[1], "g", 1);
+  ASSERT_EQ(::read(to_parent[0], r, 1), 1);
+  EXPECT_EQ(r[0], 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(locks->try_lock(6)) << "the child died holding key 6: the lock must be released";
+}

@@ -1,0 +1,38 @@
+#include "remote_common.h"
+
+#include <sys/statvfs.h>
+
+#include "model/model.h"
+#include "remote/location.h"
+
+namespace deltafin::tools {
+
+Result<OpenedRemote> open_remote(const std::string& location, const RemoteOptions& ro) {
+  DF_ASSIGN(ModelLocation loc, parse_model_location(location));
+  if (!loc.remote())
+    return make_error("'{}' is a local path; pull and cache work on http://, https:// and hf:// locations", location);
+  OpenedRemote r;
+  DF_ASSIGN(r.remote, RemoteModel::open(loc, ro));
+  DF_ASSIGN(r.file, r.remote->open_file());
+  DF_TRY(r.remote->attach(*r.file, find_expert_layers(*r.file)));
+  return r;
+}
+
+std::string human_bytes(uint64_t n) {
+  if (n >= 1000000000ull) return fmt::format("{:.2f} GB", n / 1e9);
+  if (n >= 1000000ull) return fmt::format("{:.1f} MB", n / 1e6);
+  return fmt::format("{:.1f} KB", n / 1e3);
+}
+
+uint64_t free_bytes(const std::string& dir) {
+  std::string d = dir;
+  for (;;) {
+    struct statvfs s;
+    if (::statvfs(d.c_str(), &s) == 0) return uint64_t(s.f_bavail) * uint64_t(s.f_frsize);
+    const size_t slash = d.rfind('/');
+    if (slash == std::string::npos || slash == 0) return 0;
+    d.resize(slash);
+  }
+}
+
+}  // namespace deltafin::tools

@@ -1,0 +1,26 @@
+// Helpers for the commands that manage remote models (pull, cache).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "cache/remote_model.h"
+#include "format/model_file.h"
+
+namespace deltafin::tools {
+
+struct OpenedRemote {
+  std::unique_ptr<RemoteModel> remote;  // declared first: outlives the file
+  std::unique_ptr<ModelFile> file;
+};
+
+// Opens a remote model's headers (from the cache or the origin) and binds its
+// experts to the disk cache.
+Result<OpenedRemote> open_remote(const std::string& location, const RemoteOptions& ro);
+
+// "1.23 GB", "456.7 MB", "12.0 KB".
+std::string human_bytes(uint64_t n);
+
+// Free bytes on the file system holding `dir` (or its nearest existing parent).
+uint64_t free_bytes(const std::string& dir);
+
+}  // namespace deltafin::tools
