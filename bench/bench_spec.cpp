@@ -11,8 +11,10 @@
 // (cost of verify passes on this model and budget). Plain decoding of the same text
 // (one token per pass) is the baseline.
 //
-//   bench_spec MODEL TEXT_FILE [--mem 1G] [--prompt 64] [--tokens 256] [--spec-max 8]
-//              [--fixed] [--threads N]
+//   bench_spec MODEL TEXT_FILE [--mem 1G] [--tokens 256] [--spec-max 8] [--fixed] [--threads N]
+//
+// The text is split at a line "<<<EMIT>>>": the prompt before it, the emitted text
+// after it (at most --tokens tokens). bench/spec_texts/ holds a few.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "format/model_file.h"
 #include "runtime/engine.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -104,13 +107,13 @@ Status replay(const std::string& path, const EngineOptions& eo, const std::vecto
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fmt::print(stderr, "usage: bench_spec MODEL TEXT_FILE [--mem 1G] [--prompt 64] [--tokens 256] "
-                       "[--spec-max 8] [--fixed] [--threads N]\n");
+    fmt::print(stderr, "usage: bench_spec MODEL TEXT_FILE [--mem 1G] [--tokens 256] [--spec-max 8] [--fixed] "
+                       "[--threads N]\n");
     return 2;
   }
   const std::string model = argv[1], text_path = argv[2];
   std::string mem = "0";
-  int prompt = 64, tokens = 256, spec_max = 8, threads = 0;
+  int tokens = 256, spec_max = 8, threads = 0;
   bool fixed = false;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
@@ -122,7 +125,6 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--mem") mem = next();
-    else if (a == "--prompt") prompt = std::atoi(next().c_str());
     else if (a == "--tokens") tokens = std::atoi(next().c_str());
     else if (a == "--spec-max") spec_max = std::atoi(next().c_str());
     else if (a == "--threads") threads = std::atoi(next().c_str());
@@ -145,26 +147,33 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "bad --mem '{}'\n", mem);
     return 2;
   }
+  const std::string text = ss.str(), marker = "\n<<<EMIT>>>\n";
+  const size_t cut = text.find(marker);
+  if (cut == std::string::npos) {
+    fmt::print(stderr, "'{}' has no line <<<EMIT>>> between the prompt and the text to emit\n", text_path);
+    return 1;
+  }
   std::vector<int32_t> ids;
+  int prompt = 0;
   {
-    auto e = Engine::open(model, EngineOptions{});  // tokenizer only (experts resident: small models)
-    if (!e.ok()) {
-      fmt::print(stderr, "{}\n", e.error().message);
+    auto file = ModelFile::open(model, local_file_opener());
+    if (!file.ok()) {
+      fmt::print(stderr, "{}\n", file.error().message);
       return 1;
     }
-    auto tok = Tokenizer::from_gguf((*e)->file().meta());
+    auto tok = Tokenizer::from_gguf((*file)->meta());
     if (!tok.ok()) {
       fmt::print(stderr, "{}\n", tok.error().message);
       return 1;
     }
-    ids = tok->encode(ss.str(), true, false);
+    ids = tok->encode(text.substr(0, cut + 1), true, false);
+    prompt = int(ids.size());
+    const std::vector<int32_t> rest = tok->encode(text.substr(cut + marker.size()), false, false);
+    ids.insert(ids.end(), rest.begin(), rest.end());
+    tokens = std::min(tokens, int(rest.size()));
   }
-  if (int(ids.size()) < prompt + tokens) {
-    fmt::print(stderr, "the text has {} tokens; --prompt {} + --tokens {} need more\n", ids.size(), prompt, tokens);
-    return 1;
-  }
-  fmt::print("text: {} ({} tokens), prompt {}, emitted {}, mem {}, spec-max {}{}\n", text_path, ids.size(), prompt,
-             tokens, mem, spec_max, fixed ? " fixed" : " adaptive");
+  fmt::print("text: {} (prompt {} tokens, emitted {}), mem {}, spec-max {}{}\n", text_path, prompt, tokens, mem,
+             spec_max, fixed ? " fixed" : " adaptive");
   Result1 base;
   for (int s = 0; s < 2; ++s) {
     Result1 r;

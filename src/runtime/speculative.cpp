@@ -80,7 +80,7 @@ int Speculator::choose_k(const Lane& l, int limit) const {
   if (!adaptive_) return std::max(0, limit);
   if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
   const double alpha = l.alpha();
-  const double b = have_b_ ? b_ : 0.25 * a_;
+  const double b = b_;
   const double c = l.cost_per_token();
   double best = 1.0 / a_, expect = 1.0, p = 1.0;
   int best_k = 0;
@@ -126,19 +126,20 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
 
 void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   ++st_.passes;
+  // Pass times swing with the cache (a pass of misses costs many of hits), so a
+  // starts as the mean of the first plain passes and b from a prior of a / 4, and
+  // both move slowly: one unlucky pass does not switch speculation off.
   if (n_drafted == 0) {
-    a_ = have_a_ ? a_ + kEma * (pass_s - a_) : pass_s;
+    ++n_plain_;
+    a_ += (pass_s - a_) * std::max(kEma, 1.0 / n_plain_);
+    if (!have_a_) b_ = 0.25 * a_;
     have_a_ = true;
     return;
   }
   ++st_.spec_passes;
   st_.drafted += n_drafted;
   st_.accepted += n_accepted;
-  if (have_a_) {
-    const double b = std::max(0.0, (pass_s - a_) / n_drafted);
-    b_ = have_b_ ? b_ + kEma * (b - b_) : b;
-    have_b_ = true;
-  }
+  if (have_a_) b_ += kEma * (std::max(0.0, (pass_s - a_) / n_drafted) - b_);
   if (last_lane_ < 0) return;
   Lane& l = *lanes_[size_t(last_lane_)];
   l.drafted += n_drafted;

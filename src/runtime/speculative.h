@@ -102,7 +102,8 @@ class Speculator {
   bool adaptive_;
   int last_lane_ = -1;
   double a_ = 0, b_ = 0;  // verify pass time: a + b * (tokens - 1)
-  bool have_a_ = false, have_b_ = false;
+  bool have_a_ = false;
+  int n_plain_ = 0;
   SpecStats st_;
 };
 
