@@ -21,6 +21,9 @@ Command add_run(CLI::App& app) {
     std::vector<std::string> stop;
     SamplingParams sp;
     StoreCli store;
+    std::string spec = "auto";
+    int spec_max = 8;
+    bool spec_fixed = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
@@ -43,6 +46,15 @@ Command add_run(CLI::App& app) {
   sub->add_option("--stop", o->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-text");
   sub->add_flag("--stats", o->stats, "Print timing and expert cache statistics to stderr");
+  sub->add_option("--spec", o->spec,
+                  "Speculative decoding: auto (n-gram, plus self-speculation when experts stream; adapts and "
+                  "switches off when it does not pay), off, ngram, self (the model on its resident experts), "
+                  "draft:PATH (a draft model with the same vocabulary)")
+      ->capture_default_str();
+  sub->add_option("--spec-max", o->spec_max, "Most drafted tokens per pass")
+      ->check(CLI::Range(1, SpecOptions::kMaxDraft))
+      ->capture_default_str();
+  sub->add_flag("--spec-fixed", o->spec_fixed, "Always draft --spec-max tokens (no adaptation; for measurements)");
   add_store_options(sub, o->store);
   return {sub, [o] {
             std::string prompt = o->prompt;
@@ -67,12 +79,19 @@ Command add_run(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
             auto state = engine->model().new_state(o->ctx);
+            SpecOptions so;
+            so.max_draft = o->spec_max;
+            so.adaptive = !o->spec_fixed;
+            DF_CHECK_OR_EXIT(parse_spec_mode(o->spec, &so));
+            DF_ASSIGN_OR_EXIT(auto spec, make_speculator(so, *engine, tok, o->ctx, o->threads));
             GenerateParams gp;
             gp.n_predict = o->n;
             gp.n_batch = o->batch;
             gp.sampling = o->sp;
             gp.stop = o->stop;
             gp.ignore_eos = o->ignore_eos;
+            gp.speculator = spec.get();
+            gp.store = engine->streaming_store();
             GenerateStats st;
             DF_CHECK_OR_EXIT(generate(engine->model(), *state, tok, ids, gp,
                                       [](const std::string& s) {
@@ -88,6 +107,16 @@ Command add_run(CLI::App& app) {
               fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,
                          st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
               fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
+              fmt::print(stderr, "speculation: {}; {} passes, {:.2f} tokens per pass; {} drafted, {} accepted ({:.1f}%)\n",
+                         spec ? spec_mode_name(so.mode) : "off", st.passes,
+                         st.passes ? double(st.n_generated) / st.passes : 0.0, st.drafted, st.accepted,
+                         st.drafted ? 100.0 * st.accepted / st.drafted : 0.0);
+              if (spec)
+                for (const std::string& line : spec->stats().per_drafter) fmt::print(stderr, "  {}\n", line);
+              if (gp.store)
+                fmt::print(stderr, "decode read {:.1f} MB of experts: {:.2f} MB per emitted token\n",
+                           st.decode_bytes_read / 1e6,
+                           st.n_generated ? st.decode_bytes_read / 1e6 / st.n_generated : 0.0);
               if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
             }

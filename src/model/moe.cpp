@@ -88,22 +88,13 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
   for (int t = 0; t < n_tok; ++t)
     for (int k = 0; k < n_used; ++k) routed[sel[t * n_used + k]].push_back(t * n_used + k);
 
-  // Per (token, slot) results, summed in slot order at the end.
-  std::vector<float> slot_out(size_t(n_tok) * size_t(n_used) * size_t(n_out));
+  // Per (token, slot) results, summed in slot order at the end. Slots of skipped
+  // experts (resident-only mode) stay zero.
+  const size_t n_slots = size_t(n_tok) * size_t(n_used);
+  std::vector<float> slot_out(n_slots * size_t(n_out), 0.0f);
   std::vector<float> xs, g, u, d;
-  // Ask for the whole union first so that every missing expert's read is in flight,
-  // then compute them in the order they land. Each expert writes only its own
-  // (token, slot) rows and the sum below runs in slot order, so the result does not
-  // depend on that order.
-  std::vector<int32_t> todo;
-  todo.reserve(routed.size());
-  for (const auto& r : routed) todo.push_back(r.first);
-  store.request(layer, todo.data(), int(todo.size()));
-  while (!todo.empty()) {
-    int which = 0;
-    DF_ASSIGN(ExpertWeights ew, store.acquire_any(layer, todo.data(), int(todo.size()), &which));
-    const int32_t e = todo[size_t(which)];
-    todo.erase(todo.begin() + which);
+  // Computes expert e (weights ew, pinned) for its routed rows, scaled by wt, and releases it.
+  auto run_expert = [&](int32_t e, const ExpertWeights& ew, const float* wt) {
     const std::vector<int>& slots = routed[e];
     const int m = int(slots.size());
     const int64_t n_ff = ew.up.rows();
@@ -120,10 +111,55 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
     store.release(layer, e);
     for (int i = 0; i < m; ++i) {
       const int slot = slots[size_t(i)];
-      const float wk = w[slot];
+      const float wk = wt[slot];
       float* dst = &slot_out[size_t(slot) * size_t(n_out)];
       const float* src = &d[size_t(i) * size_t(n_out)];
       for (int64_t j = 0; j < n_out; ++j) dst[j] = src[j] * wk;
+    }
+  };
+
+  if (store.resident_only()) {
+    // A self-speculation draft: only the experts in RAM now. Each token's skipped
+    // weight goes to its remaining experts in proportion (their weights are scaled
+    // to the sum of all its chosen weights); a token with none left gets zero.
+    std::vector<std::pair<int32_t, ExpertWeights>> have;
+    std::vector<char> kept(n_slots, 0);
+    for (const auto& [e, slots] : routed) {
+      ExpertWeights ew;
+      if (!store.try_acquire_resident(layer, e, &ew)) continue;
+      have.emplace_back(e, ew);
+      for (int s : slots) kept[size_t(s)] = 1;
+    }
+    std::vector<float> wt(n_slots);
+    for (int t = 0; t < n_tok; ++t) {
+      float all = 0, part = 0;
+      for (int k = 0; k < n_used; ++k) {
+        const size_t s = size_t(t * n_used + k);
+        all += w[s];
+        if (kept[s]) part += w[s];
+      }
+      const float scale = part != 0.0f ? all / part : 0.0f;
+      for (int k = 0; k < n_used; ++k) {
+        const size_t s = size_t(t * n_used + k);
+        wt[s] = kept[s] ? w[s] * scale : 0.0f;
+      }
+    }
+    for (const auto& [e, ew] : have) run_expert(e, ew, wt.data());
+  } else {
+    // Ask for the whole union first so that every missing expert's read is in
+    // flight, then compute them in the order they land. Each expert writes only its
+    // own (token, slot) rows and the sum below runs in slot order, so the result does
+    // not depend on that order.
+    std::vector<int32_t> todo;
+    todo.reserve(routed.size());
+    for (const auto& r : routed) todo.push_back(r.first);
+    store.request(layer, todo.data(), int(todo.size()));
+    while (!todo.empty()) {
+      int which = 0;
+      DF_ASSIGN(ExpertWeights ew, store.acquire_any(layer, todo.data(), int(todo.size()), &which));
+      const int32_t e = todo[size_t(which)];
+      todo.erase(todo.begin() + which);
+      run_expert(e, ew, w);
     }
   }
   for (int t = 0; t < n_tok; ++t) {

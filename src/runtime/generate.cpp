@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "runtime/output_text.h"
-
 namespace deltafin {
 
 namespace {
@@ -40,48 +38,113 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   const double t1 = now_s();
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;
+  const uint64_t bytes0 = params.store ? params.store->stats().bytes_read : 0;
 
-  OutputText out(tok, params.stop);
+  StreamDecoder dec(tok);
+  std::string held;  // text not yet emitted because it may be the start of a stop string
+  size_t max_stop = 0;
+  for (auto& s : params.stop) max_stop = std::max(max_stop, s.size());
   st.stop_reason = "length";
-  bool first = true;
-  for (int n = 0; params.n_predict < 0 || n < params.n_predict; ++n) {
-    if (cancelled()) {
-      st.stop_reason = "cancelled";
-      break;
-    }
-    const int32_t id = sampler.sample(logits.data(), V);
+  int n_sampled = 0;
+  // Takes a sampled token: false when generation ends with it (st.stop_reason says why).
+  auto take = [&](int32_t id) -> bool {
     sampler.accept(id);
-    if (first) {
-      st.ttft_s = now_s() - t0;
-      first = false;
-    }
+    if (n_sampled++ == 0) st.ttft_s = now_s() - t0;
     if (!params.ignore_eos && tok.is_eog(id)) {
       st.stop_reason = "eos";
-      break;
+      return false;
     }
     st.tokens.push_back(id);
     ++st.n_generated;
-    const std::string text = out.push(id);
-    if (!text.empty() && !on_text(text)) {
-      st.stop_reason = "cancelled";
-      break;
+    held += dec.push(id);
+    bool stopped = false;
+    for (auto& s : params.stop) {
+      size_t at = held.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        held.resize(at);
+        stopped = true;
+      }
     }
-    if (out.stopped()) {
+    // Emit everything that cannot be the beginning of a stop string.
+    size_t keep = stopped ? 0 : std::min(held.size(), max_stop > 0 ? max_stop - 1 : 0);
+    // Do not split a UTF-8 sequence when holding back.
+    while (keep > 0 && keep < held.size() && (uint8_t(held[held.size() - keep]) & 0xC0) == 0x80) ++keep;
+    if (held.size() > keep) {
+      if (!on_text(held.substr(0, held.size() - keep))) {
+        st.stop_reason = "cancelled";
+        held.clear();
+        return false;
+      }
+      held.erase(0, held.size() - keep);
+    }
+    if (stopped) {
       st.stop_reason = "stop";
+      held.clear();
+      return false;
+    }
+    if (params.n_predict >= 0 && n_sampled >= params.n_predict) return false;  // "length"
+    return true;
+  };
+
+  // seq: the prompt and the sampled tokens; its last token is pending (sampled, not
+  // yet in the state). Each pass evaluates it and the drafted guesses; row j of the
+  // logits then gives the token after guess j (j = 0: after the pending token).
+  std::vector<int32_t> seq(prompt);
+  std::vector<int32_t> batch, drafts;
+  std::vector<float> rows;
+  if (cancelled()) {
+    st.stop_reason = "cancelled";
+    if (stats) *stats = std::move(st);
+    return {};
+  }
+  int32_t id = sampler.sample(logits.data(), V);
+  bool go = params.n_predict != 0 && take(id);
+  seq.push_back(id);
+  while (go) {
+    if (cancelled()) {
+      st.stop_reason = "cancelled";
       break;
     }
     if (state.n_past >= state.n_ctx) {
       st.stop_reason = "context";
       break;
     }
-    if (params.n_predict >= 0 && n + 1 >= params.n_predict) break;
-    DF_TRY(model.forward(state, &id, 1, logits.data(), false));
+    drafts.clear();
+    if (params.speculator) {
+      int limit = state.n_ctx - state.n_past - 1;
+      if (params.n_predict >= 0) limit = std::min(limit, params.n_predict - n_sampled - 1);
+      if (limit > 0) DF_TRY(params.speculator->draft(seq, state, limit, &drafts));
+    }
+    const int k = int(drafts.size());
+    batch.assign(1, id);
+    batch.insert(batch.end(), drafts.begin(), drafts.end());
+    rows.resize(size_t(k + 1) * size_t(V));
+    const int base = state.n_past;
+    const double tp = now_s();
+    DF_TRY(model.forward(state, batch.data(), k + 1, rows.data(), k > 0));
+    const double pass_s = now_s() - tp;
+    ++st.passes;
+    int kept = 0;
+    for (int j = 0; j <= k; ++j) {
+      float* row = &rows[size_t(j) * size_t(V)];
+      bool accepted = false;
+      id = j < k ? sampler.verify(row, V, drafts[size_t(j)], &accepted) : sampler.sample(row, V);
+      go = take(id);
+      seq.push_back(id);
+      if (!go || !accepted) break;
+      ++kept;
+    }
+    // The state keeps the pending token and the accepted guesses; the token sampled
+    // last is the next pending one.
+    DF_TRY(state.truncate(base + 1 + kept));
+    st.drafted += k;
+    st.accepted += kept;
+    if (params.speculator) params.speculator->feedback(k, kept, pass_s);
   }
-  if (st.stop_reason != "cancelled") {
-    const std::string rest = out.finish();
-    if (!rest.empty()) on_text(rest);
-  }
+  held += dec.flush();
+  if (!held.empty() && st.stop_reason != "cancelled") on_text(held);
   st.decode_s = now_s() - t1;
+  if (params.store) st.decode_bytes_read = params.store->stats().bytes_read - bytes0;
   if (stats) *stats = std::move(st);
   return {};
 }

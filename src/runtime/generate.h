@@ -1,6 +1,7 @@
 // The generation loop: prefill the prompt (in chunks), then sample and evaluate one
-// token at a time, streaming text out through a callback. Used by run, chat and the
-// server.
+// token at a time — or, with a Speculator, the pending token and a few drafted ones
+// per pass (runtime/speculative.h) — streaming text out through a callback. Used by
+// run, chat and the server.
 #pragma once
 #include <atomic>
 #include <functional>
@@ -10,6 +11,8 @@
 #include "core/result.h"
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
+#include "store/streaming_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {
@@ -23,6 +26,8 @@ struct GenerateParams {
   // Polled between prompt chunks and before each token; true stops generation with
   // stop_reason "cancelled" (e.g. set from a SIGINT handler). Null: never.
   const std::atomic<bool>* cancel = nullptr;
+  Speculator* speculator = nullptr;     // not owned; null: one token per pass
+  const StreamingExpertStore* store = nullptr;  // for bytes_read in the stats; may be null
 };
 
 struct GenerateStats {
@@ -30,9 +35,14 @@ struct GenerateStats {
   double prefill_s = 0, decode_s = 0, ttft_s = 0;
   std::vector<int32_t> tokens;  // generated ids
   std::string stop_reason;      // "eos", "length", "stop", "cancelled", "context"
+  int passes = 0;               // decode forward passes
+  int drafted = 0, accepted = 0;  // speculation: guesses verified / kept
+  uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
 };
 
 // on_text gets each new piece of text (valid UTF-8); returning false cancels.
+// When it returns, `state` holds the prompt and every sampled token but the last
+// one sampled (with or without speculation).
 Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::vector<int32_t>& prompt,
                 const GenerateParams& params, const std::function<bool(const std::string&)>& on_text,
                 GenerateStats* stats);

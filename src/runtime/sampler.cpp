@@ -24,7 +24,7 @@ void Sampler::reset() {
 
 void Sampler::accept(int32_t id) { history_.push_back(id); }
 
-int32_t Sampler::sample(float* logits, int64_t n_vocab) {
+void Sampler::candidates(float* logits, int64_t n_vocab) {
   // Penalties over the last penalty_last_n tokens.
   if (p_.repeat_penalty != 1.0f || p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f) {
     std::unordered_map<int32_t, int> count;
@@ -42,9 +42,8 @@ int32_t Sampler::sample(float* logits, int64_t n_vocab) {
 
   cands_.clear();
   if (p_.temperature <= 0.0f) {
-    int32_t best = argmax(logits, n_vocab);
-    cands_.push_back({best, 1.0f});
-    return best;
+    cands_.push_back({argmax(logits, n_vocab), 1.0f});
+    return;
   }
   // Candidates sorted by logit (descending, lower id first on ties).
   std::vector<int32_t> idx(static_cast<size_t>(n_vocab));
@@ -88,8 +87,39 @@ int32_t Sampler::sample(float* logits, int64_t n_vocab) {
   }
   std::vector<float> p = probs(p_.temperature);
   for (size_t i = 0; i < idx.size(); ++i) cands_.push_back({idx[i], p[i]});
+}
+
+int32_t Sampler::sample(float* logits, int64_t n_vocab) {
+  candidates(logits, n_vocab);
+  if (p_.temperature <= 0.0f) return cands_[0].first;
+  std::vector<float> p(cands_.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] = cands_[i].second;
   std::discrete_distribution<size_t> dist(p.begin(), p.end());
-  return idx[dist(rng_)];
+  return cands_[dist(rng_)].first;
+}
+
+int32_t Sampler::verify(float* logits, int64_t n_vocab, int32_t draft, bool* accepted) {
+  candidates(logits, n_vocab);
+  if (p_.temperature <= 0.0f) {
+    *accepted = cands_[0].first == draft;
+    return cands_[0].first;
+  }
+  std::vector<float> p(cands_.size());
+  float p_draft = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] = cands_[i].second;
+    if (cands_[i].first == draft) p_draft = p[i];
+  }
+  if (p_draft > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < double(p_draft)) {
+    *accepted = true;
+    return draft;
+  }
+  *accepted = false;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (cands_[i].first == draft) p[i] = 0;
+  // (p_draft == 1 cannot get here: u < 1.)
+  std::discrete_distribution<size_t> dist(p.begin(), p.end());
+  return cands_[dist(rng_)].first;
 }
 
 }  // namespace deltafin

@@ -27,6 +27,14 @@ class Sampler {
   explicit Sampler(const SamplingParams& p);
   // Picks the next token from logits[n_vocab] (modified in place).
   int32_t sample(float* logits, int64_t n_vocab);
+  // Speculative decoding: the token to emit at a position for which `draft` was
+  // proposed, with the distribution of sample() (so speculation changes nothing
+  // but speed). The draft is a proposal with all its mass on one token (drafters
+  // propose greedily): it is kept with probability p(draft), else the token is drawn
+  // from p without it, renormalised — P(x) = p(d)[x=d] + (1-p(d)) p(x)/(1-p(d)) [x!=d]
+  // = p(x). Greedy: the argmax, kept iff it equals the draft. *accepted: the result
+  // is the draft.
+  int32_t verify(float* logits, int64_t n_vocab, int32_t draft, bool* accepted);
   // Records an emitted (or prompt) token for the penalties.
   void accept(int32_t id);
   void reset();
@@ -35,6 +43,9 @@ class Sampler {
   const std::vector<std::pair<int32_t, float>>& last_candidates() const { return cands_; }
 
  private:
+  // Fills cands_ with what sample() would draw from (greedy: the argmax alone).
+  void candidates(float* logits, int64_t n_vocab);
+
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::vector<int32_t> history_;

@@ -5,6 +5,7 @@
 //
 // Thread safety: acquire/release may be called from any thread.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +56,27 @@ class ExpertStore {
   // Hints that `experts` of `layer` will probably be needed soon: reads them at
   // prefetch priority into free cache room, never evicting. No pin, no obligation.
   virtual void prefetch(int layer, const int32_t* experts, int n) {}
+
+  // Pins (layer, expert) and returns true if its bytes are in RAM now; false, at no
+  // cost and without counting as a use, if not. Never starts a read. Default (every
+  // expert resident): acquire().
+  virtual bool try_acquire_resident(int layer, int expert, ExpertWeights* out) {
+    auto r = acquire(layer, expert);
+    if (!r.ok()) return false;
+    *out = *r;
+    return true;
+  }
+
+  // Resident-only mode, for self-speculation: while on, MoE blocks compute with the
+  // experts that try_acquire_resident() gives them and skip the others (renormalising
+  // the routing weights of the rest), so a forward pass reads nothing from disk. It is
+  // a mode of the whole store: whoever turns it on owns the model until it is off
+  // (the decode loop of one sequence; see runtime/speculative.h).
+  void set_resident_only(bool on) { resident_only_.store(on, std::memory_order_relaxed); }
+  bool resident_only() const { return resident_only_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> resident_only_{false};
 };
 
 // Everything resident: reads each layer's stacked expert tensors into RAM at load.

@@ -148,6 +148,18 @@ class Streaming final : public StreamingExpertStore {
     return take(layer, experts, n, which, /*requested=*/true);
   }
 
+  // No lookup: a draft's use must not count as a hit or shape the eviction policy.
+  bool try_acquire_resident(int layer, int expert, ExpertWeights* out) override {
+    auto k = key_of(layer, expert);
+    if (!k.ok()) return false;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (entries_[size_t(*k)].st != St::Ready) return false;
+    auto w = pin(*k, /*waited=*/false, Clock::now());
+    if (!w.ok()) return false;
+    *out = *w;
+    return true;
+  }
+
   void release(int layer, int expert) override {
     auto k = key_of(layer, expert);
     if (!k.ok()) return;

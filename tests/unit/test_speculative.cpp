@@ -1,0 +1,348 @@
+// Speculative decoding: greedy output identical to plain decoding with every drafter
+// on every architecture (resident and streaming, KDA rollback on kimi-k3), and the
+// accept/reject scheme preserving the sampling distribution (chi-square over many
+// seeds, at the sampler and through the whole generation loop).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "runtime/speculative.h"
+#include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace deltafin;
+
+namespace {
+
+std::string tmp_dir() {
+  static const std::string d = [] {
+    std::string p = ::testing::TempDir() + "deltafin_test_spec_" + std::to_string(::getpid());
+    std::string cmd = "mkdir -p '" + p + "'";
+    (void)std::system(cmd.c_str());
+    return p;
+  }();
+  return d;
+}
+
+// A tiny synthetic model (once per process and seed); empty with *why if it cannot be made.
+std::string tiny_model(const std::string& arch, uint64_t seed, std::string* why) {
+  static std::map<std::string, std::pair<std::string, std::string>> made;
+  const std::string key = arch + "-" + std::to_string(seed);
+  if (auto it = made.find(key); it != made.end()) {
+    *why = it->second.second;
+    return it->second.first;
+  }
+  SynthSpec s;
+  std::string path = tmp_dir() + "/tiny-" + key + ".gguf", err;
+  if (!synth_preset("tiny", arch, &s)) {
+    err = "no tiny preset";
+  } else {
+    s.seed = seed;
+    s.skew = 0.5f;
+    ThreadPool pool(2);
+    SynthReport r;
+    Status st = synth_model(s, path, pool, &r);
+    if (!st.ok()) err = st.error().message;
+  }
+  if (!err.empty()) path.clear();
+  made[key] = {path, err};
+  *why = err;
+  return path;
+}
+
+// Upper 0.1% points of chi-square with df = 1..30.
+double chi2_crit_001(int df) {
+  static const double t[] = {10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59,
+                             31.26, 32.91, 34.53, 36.12, 37.70, 39.25, 40.79, 42.31, 43.82, 45.31,
+                             46.80, 48.27, 49.73, 51.18, 52.62, 54.05, 55.48, 56.89, 58.30, 59.70};
+  return df >= 1 && df <= 30 ? t[df - 1] : 1e300;
+}
+
+// Chi-square goodness of fit of counts against probabilities (categories with p > 0);
+// *df_out: degrees of freedom. A count where p == 0 makes it infinite.
+double chi2(const std::map<int32_t, int>& counts, const std::map<int32_t, double>& p, int n, int* df_out) {
+  double x = 0;
+  int cats = 0;
+  for (auto [id, c] : counts)
+    if (!p.count(id) || p.at(id) <= 0) return INFINITY;
+  for (auto [id, pi] : p) {
+    if (pi <= 0) continue;
+    const double e = n * pi;
+    const double o = counts.count(id) ? counts.at(id) : 0;
+    x += (o - e) * (o - e) / e;
+    ++cats;
+  }
+  *df_out = cats - 1;
+  return x;
+}
+
+}  // namespace
+
+TEST(SpeculativeSampler, VerifyPreservesTheDistribution) {
+  const std::vector<float> logits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -1.0f};
+  struct Case {
+    float temp;
+    int top_k;
+  };
+  for (Case c : {Case{1.0f, 0}, Case{0.7f, 4}}) {
+    // The target: softmax(logits / temp) over the top_k largest (all when 0).
+    std::map<int32_t, double> p;
+    const int keep = c.top_k > 0 ? c.top_k : int(logits.size());
+    double z = 0;
+    for (int i = 0; i < keep; ++i) z += std::exp(logits[size_t(i)] / c.temp);
+    for (int i = 0; i < int(logits.size()); ++i) p[i] = i < keep ? std::exp(logits[size_t(i)] / c.temp) / z : 0.0;
+    for (int32_t draft : {0, 3, 5}) {
+      SamplingParams sp;
+      sp.temperature = c.temp;
+      sp.top_k = c.top_k;
+      sp.top_p = 1.0f;
+      sp.min_p = 0.0f;
+      const int N = 20000;
+      std::map<int32_t, int> counts, naive;
+      int accepted = 0;
+      for (int i = 0; i < N; ++i) {
+        sp.seed = 1000 + uint64_t(i);
+        Sampler s(sp);
+        std::vector<float> l = logits;
+        bool acc = false;
+        const int32_t t = s.verify(l.data(), int64_t(l.size()), draft, &acc);
+        ++counts[t];
+        accepted += acc;
+        EXPECT_EQ(acc, t == draft);
+        // The classic mistake, as a check that the test can tell: keep the draft with
+        // probability p(d), else draw from p with the draft still in it.
+        std::mt19937_64 g(sp.seed);
+        if (std::uniform_real_distribution<double>(0, 1)(g) < p[draft]) {
+          ++naive[draft];
+        } else {
+          std::vector<double> w;
+          for (auto [id, pi] : p) w.push_back(pi);
+          ++naive[int32_t(std::discrete_distribution<int>(w.begin(), w.end())(g))];
+        }
+      }
+      int df = 0;
+      const double x = chi2(counts, p, N, &df);
+      EXPECT_LT(x, chi2_crit_001(df)) << "temp " << c.temp << " top_k " << c.top_k << " draft " << draft;
+      if (p[draft] > 0.05) {
+        int df_naive = 0;
+        const double x_naive = chi2(naive, p, N, &df_naive);
+        EXPECT_GT(x_naive, chi2_crit_001(df_naive)) << "draft " << draft;
+      }
+      // The draft is kept with probability p(draft).
+      const double sd = std::sqrt(N * p[draft] * (1 - p[draft])) + 1e-9;
+      EXPECT_NEAR(accepted, N * p[draft], 4 * sd + 0.5) << "draft " << draft;
+    }
+  }
+  // Greedy: the argmax, accepted only when it is the draft.
+  SamplingParams g;
+  g.temperature = 0;
+  Sampler s(g);
+  bool acc = true;
+  std::vector<float> l = logits;
+  EXPECT_EQ(s.verify(l.data(), 6, 2, &acc), 0);
+  EXPECT_FALSE(acc);
+  l = logits;
+  EXPECT_EQ(s.verify(l.data(), 6, 0, &acc), 0);
+  EXPECT_TRUE(acc);
+}
+
+TEST(SpeculativeDrafter, NgramProposesTheContinuationOfTheLatestMatch) {
+  auto d = make_ngram_drafter(2, 4);
+  std::vector<int32_t> out;
+  // Suffix [7 8] occurred twice; the latest is followed by 1 2.
+  std::vector<int32_t> seq = {7, 8, 9, 9, 7, 8, 1, 2, 5, 7, 8};
+  struct NoState : SeqState {
+    Status truncate(int) override { return {}; }
+  } st;
+  ASSERT_TRUE(d->propose(seq, st, 3, &out).ok());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 5}));
+  // A loop of period 3 continues past the end of what was seen.
+  out.clear();
+  seq = {4, 1, 2, 3, 1, 2, 3};
+  ASSERT_TRUE(d->propose(seq, st, 7, &out).ok());
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 3, 1, 2, 3, 1}));
+  // No earlier occurrence of any suffix of two tokens or more: no guess.
+  out.clear();
+  seq = {1, 2, 3, 4, 5, 1};
+  ASSERT_TRUE(d->propose(seq, st, 4, &out).ok());
+  EXPECT_TRUE(out.empty());
+}
+
+namespace {
+
+struct GenRun {
+  std::vector<int32_t> tokens;
+  GenerateStats stats;
+};
+
+// Greedy or sampled generation from `engine` with an optional speculator.
+Result<GenRun> gen(Engine& engine, const Tokenizer& tok, const std::vector<int32_t>& prompt, int n,
+                   const SamplingParams& sp, Speculator* spec) {
+  auto st = engine.model().new_state(256);
+  GenerateParams gp;
+  gp.n_predict = n;
+  gp.sampling = sp;
+  gp.ignore_eos = true;
+  gp.speculator = spec;
+  GenRun r;
+  DF_TRY(generate(engine.model(), *st, tok, prompt, gp, [](const std::string&) { return true; }, &r.stats));
+  r.tokens = r.stats.tokens;
+  // The state holds everything sampled but the last token.
+  if (st->n_past != int(prompt.size() + r.tokens.size()) - 1)
+    return make_error("state holds {} tokens, expected {}", st->n_past, prompt.size() + r.tokens.size() - 1);
+  return r;
+}
+
+EngineOptions streaming_options(int slots, StreamingExpertStore** out) {
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.make_store = [=](ModelFile& f) -> Result<std::unique_ptr<ExpertStore>> {
+    StreamingOptions so;
+    so.max_slots = slots;
+    so.io_threads = 4;
+    DF_ASSIGN(auto s, make_streaming_expert_store(f, find_expert_layers(f), so));
+    *out = s.get();
+    return std::unique_ptr<ExpertStore>(std::move(s));
+  };
+  return eo;
+}
+
+std::unique_ptr<Speculator> one(std::unique_ptr<Drafter> d, int k) {
+  std::vector<std::unique_ptr<Drafter>> v;
+  v.push_back(std::move(d));
+  return std::make_unique<Speculator>(std::move(v), k, /*adaptive=*/false);
+}
+
+}  // namespace
+
+TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
+  for (const char* arch : {"qwen3moe", "deepseek2", "kimi-k3", "llama"}) {
+    SCOPED_TRACE(arch);
+    std::string why;
+    const std::string path = tiny_model(arch, 1, &why), other = tiny_model(arch, 7, &why);
+    ASSERT_FALSE(path.empty() || other.empty()) << why;
+    EngineOptions resident;
+    resident.threads = 2;
+    auto eng = Engine::open(path, resident);
+    ASSERT_TRUE(eng.ok()) << eng.error().message;
+    auto tok = Tokenizer::from_gguf((*eng)->file().meta());
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const std::vector<int32_t> prompt = tok->encode("one two three, one two three, one two", true, true);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    const int N = 48;
+    auto plain = gen(**eng, *tok, prompt, N, greedy, nullptr);
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    ASSERT_EQ(int(plain->tokens.size()), N);
+
+    // Random weights write no text worth looking up, and another seed's draft rarely
+    // agrees: those runs test rejection and rollback; the same model (the self draft
+    // with every expert resident, or as a separate draft) tests acceptance.
+    enum Expect { kDrafts, kAccepts, kRejects };
+    auto check = [&](const char* what, Engine& e, Speculator& spec, Expect ex) {
+      SCOPED_TRACE(what);
+      auto r = gen(e, *tok, prompt, N, greedy, &spec);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->tokens, plain->tokens);
+      EXPECT_GT(r->stats.drafted, 0);
+      if (ex == kAccepts) EXPECT_LT(r->stats.passes, N / 2);  // most passes gave several tokens
+      if (ex == kRejects) EXPECT_LT(r->stats.accepted, r->stats.drafted);
+    };
+    check("ngram", **eng, *one(make_ngram_drafter(1, 4), 6), kDrafts);
+    check("self, all resident", **eng, *one(make_self_drafter((*eng)->model(), nullptr), 4), kAccepts);
+    {
+      auto de = Engine::open(path, resident);
+      ASSERT_TRUE(de.ok());
+      auto d = make_model_drafter(std::move(*de), *tok, 256);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      check("draft: the same model", **eng, *one(std::move(*d), 5), kAccepts);
+    }
+    {
+      auto de = Engine::open(other, resident);
+      ASSERT_TRUE(de.ok());
+      auto d = make_model_drafter(std::move(*de), *tok, 256);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      check("draft: another model", **eng, *one(std::move(*d), 3), kRejects);
+    }
+    // Streaming through a cache of 3 experts: the self draft skips most of them.
+    StreamingExpertStore* store = nullptr;
+    auto se = Engine::open(path, streaming_options(3, &store));
+    ASSERT_TRUE(se.ok()) << se.error().message;
+    ASSERT_NE(store, nullptr);
+    auto sp = gen(**se, *tok, prompt, N, greedy, nullptr);
+    ASSERT_TRUE(sp.ok());
+    EXPECT_EQ(sp->tokens, plain->tokens);
+    const StoreStats before = store->stats();
+    check("self, streaming", **se, *one(make_self_drafter((*se)->model(), store), 4), kRejects);
+    const StoreStats d = store->stats() - before;
+    EXPECT_GT(d.bytes_read, 0u);
+    std::vector<std::unique_ptr<Drafter>> both;
+    both.push_back(make_ngram_drafter());
+    both.push_back(make_self_drafter((*se)->model(), store));
+    Speculator adaptive(std::move(both), 8, /*adaptive=*/true);
+    auto ar = gen(**se, *tok, prompt, N, greedy, &adaptive);
+    ASSERT_TRUE(ar.ok()) << ar.error().message;
+    EXPECT_EQ(ar->tokens, plain->tokens) << "auto";
+  }
+}
+
+TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
+  // Sequences of 4 tokens at temperature 1 over the top 2 candidates: the counts with
+  // a self draft (the full model's argmax, accepted about as often as it is the draw)
+  // against the counts without, over many seeds (chi-square test of homogeneity).
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", 1, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  EngineOptions eo;
+  eo.threads = 1;
+  auto eng = Engine::open(path, eo);
+  ASSERT_TRUE(eng.ok()) << eng.error().message;
+  auto tok = Tokenizer::from_gguf((*eng)->file().meta());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> prompt = tok->encode("abc", true, true);
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 2;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  const int N = 1200;
+  std::map<std::vector<int32_t>, std::array<int, 2>> counts;
+  int drafted = 0, accepted = 0;
+  for (int side = 0; side < 2; ++side) {
+    for (int i = 0; i < N; ++i) {
+      sp.seed = uint64_t(side * 100000 + i + 1);
+      auto spec = side ? one(make_self_drafter((*eng)->model(), nullptr), 3) : nullptr;
+      auto r = gen(**eng, *tok, prompt, 4, sp, spec.get());
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      ++counts[r->tokens][size_t(side)];
+      drafted += r->stats.drafted;
+      accepted += r->stats.accepted;
+    }
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+  // Pool rare sequences so that every cell expects at least 5.
+  std::vector<std::array<int, 2>> cells;
+  std::array<int, 2> rare{0, 0};
+  for (auto& [seq, c] : counts) {
+    if (c[0] + c[1] >= 10) cells.push_back(c);
+    else rare[0] += c[0], rare[1] += c[1];
+  }
+  if (rare[0] + rare[1] > 0) cells.push_back(rare);
+  ASSERT_GE(cells.size(), 3u);
+  double x = 0;
+  for (auto& c : cells) {
+    const double e = (c[0] + c[1]) / 2.0;  // equal sample sizes
+    x += (c[0] - e) * (c[0] - e) / e + (c[1] - e) * (c[1] - e) / e;
+  }
+  const int df = int(cells.size()) - 1;
+  EXPECT_LT(x, chi2_crit_001(df)) << cells.size() << " cells";
+}
