@@ -74,15 +74,7 @@ Command add_chat(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
   sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
-  sub->add_option("--temp", o->sp.temperature, "Temperature (0: greedy)")->capture_default_str();
-  sub->add_option("--top-k", o->sp.top_k, "Top-k (0: off)")->capture_default_str();
-  sub->add_option("--top-p", o->sp.top_p, "Top-p (1: off)")->capture_default_str();
-  sub->add_option("--min-p", o->sp.min_p, "Min-p (0: off)")->capture_default_str();
-  sub->add_option("--repeat-penalty", o->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
-  sub->add_option("--repeat-last-n", o->sp.penalty_last_n, "Tokens the penalties look back")->capture_default_str();
-  sub->add_option("--frequency-penalty", o->sp.frequency_penalty, "Frequency penalty");
-  sub->add_option("--presence-penalty", o->sp.presence_penalty, "Presence penalty");
-  sub->add_option("-s,--seed", o->sp.seed, "Random seed");
+  add_sampling_options(sub, o->sp);
   sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");
   add_store_options(sub, o->store);
   return {sub, [o] {

@@ -7,6 +7,8 @@
 
 #include "core/result.h"
 #include "format/model_file.h"
+#include "runtime/sampler.h"
+#include <CLI/CLI.hpp>
 
 namespace deltafin::tools {
 
@@ -31,5 +33,18 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s);
 // Tokenizes a prompt as llama.cpp does for completion: BOS per metadata, special
 // tokens parsed.
 Result<std::vector<int32_t>> tokenize_prompt(const ModelFile& file, const std::string& text);
+
+// The sampling flags shared by run and chat (llama.cpp's names).
+inline void add_sampling_options(CLI::App* sub, SamplingParams& sp) {
+  sub->add_option("--temp", sp.temperature, "Temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", sp.top_k, "Top-k (0: off)")->capture_default_str();
+  sub->add_option("--top-p", sp.top_p, "Top-p (1: off)")->capture_default_str();
+  sub->add_option("--min-p", sp.min_p, "Min-p (0: off)")->capture_default_str();
+  sub->add_option("--repeat-penalty", sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  sub->add_option("--repeat-last-n", sp.penalty_last_n, "Tokens the penalties look back")->capture_default_str();
+  sub->add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty");
+  sub->add_option("--presence-penalty", sp.presence_penalty, "Presence penalty");
+  sub->add_option("-s,--seed", sp.seed, "Random seed");
+}
 
 }  // namespace deltafin::tools
