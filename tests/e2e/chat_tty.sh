@@ -37,11 +37,15 @@ wait_until() {
   while [ $n -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
   return 1
 }
-# tmux may mark a pane dead a moment before it has the exit status.
-# Under ctest tmux sometimes reports no status at all for a dead pane (empty
-# #{pane_dead_status}); that counts as unknown, not as a failure. Any reported
-# non-zero status still fails.
-status_is() { local s; s=$(tm display-message -p -t "$1" '#{pane_dead_status}'); [ "$s" = "$2" ] || [ -z "$s" ]; }
+# Each program runs under a bash that writes its exit status to $dir/NAME.status
+# (tmux's #{pane_dead_status} sometimes came back empty under ctest). The trap
+# keeps that bash alive through the Ctrl-C the tests send to the pane.
+start() { # name, command...
+  local name=$1; shift
+  tm new-session -d -s "$name" -x 200 -y 50 \
+    bash -c 'trap : INT; "$@"; echo $? >"$0"' "$dir/$name.status" "$@"
+}
+status_is() { [ -s "$dir/$1.status" ] && [ "$(cat "$dir/$1.status")" = "$2" ]; }
 more_prompts() { [ "$(prompts "$1")" -gt "$2" ]; }
 has() { screen "$1" | grep -qF -- "$2"; }
 # Sends a line and waits for the answer to end (a new prompt); false on timeout.
@@ -52,7 +56,7 @@ say() { # session text
 }
 
 # --- Session A: turns, multi-line input, /stats, /reset, /help, /exit ---------
-tm new-session -d -s a -x 200 -y 50 "$bin" chat -m "$m" -n 16 --temp 0 -t 2
+start a "$bin" chat -m "$m" -n 16 --temp 0 -t 2
 check "A: the prompt appears" wait_until 60 more_prompts a 0
 check "A: a banner says how to get help" has a "/help"
 say a "hello there"; check "A: first turn answered" test $? = 0
@@ -100,7 +104,7 @@ check "A: exit status 0" wait_until 5 status_is a 0
 
 # --- Session B: Ctrl-C stops a long answer, not the program -------------------
 # -n -1 and a large context: answers run until stopped.
-tm new-session -d -s b -x 200 -y 50 "$bin" chat -m "$m" -n -1 -c 32768 --temp 0 -t 2
+start b "$bin" chat -m "$m" -n -1 -c 32768 --temp 0 -t 2
 wait_until 60 more_prompts b 0 || { echo "FAIL B: no prompt"; screen b; exit 1; }
 grown() { [ "$(screen b | wc -c)" -gt "$1" ]; }
 for turn in "write a very long story" "and another one"; do
@@ -124,7 +128,7 @@ check "B: Ctrl-D quits" wait_until 10 dead b
 check "B: exit status 0" wait_until 5 status_is b 0
 
 # --- Session C: Ctrl-C twice at the prompt quits ------------------------------
-tm new-session -d -s c -x 200 -y 50 "$bin" chat -m "$m" -n 8 -t 2
+start c "$bin" chat -m "$m" -n 8 -t 2
 wait_until 60 more_prompts c 0 || { echo "FAIL C: no prompt"; screen c; exit 1; }
 tm send-keys -t c C-c; wait_until 10 has c "Ctrl-C again"
 tm send-keys -t c C-c
