@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/weights.h"
+#include "synth/plan_common.h"
 #include "synth/synth.h"
 
 namespace deltafin {
@@ -78,19 +79,10 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   m.set("general.file_type", GGUFValue::u32(0));
 
   auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    TensorPlan t{std::move(name), fit_type(s.type, cols), {cols, rows}};
-    t.std = gain / std::sqrt(float(cols));
-    return t;
+    return plan_matrix(s, std::move(name), cols, rows, gain);
   };
   auto mat3 = [&](std::string name, int64_t cols, int64_t rows, int64_t n) {
-    TensorPlan t{std::move(name), fit_type(s.type, cols), {cols, rows, n}};
-    t.std = 1.0f / std::sqrt(float(cols));
-    return t;
-  };
-  auto norm = [&](std::string name, int64_t n) {
-    TensorPlan t{std::move(name), DType::F32, {n}};
-    t.init = Init::NormWeight;
-    return t;
+    return plan_matrix3(fit_type(s.type, cols), std::move(name), cols, rows, n);
   };
   // Skew: the router rows get offsets along the direction every embedding carries
   // (as for qwen3moe), and the selection bias (where DeepSeek-V3's load balancing
@@ -100,15 +92,12 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
   auto& T = p->tensors;
 
-  TensorPlan emb{"token_embd.weight", fit_type(s.type, E), {E, n_vocab}};
-  emb.std = 1.0f;
-  emb.add_dir_all_rows = !skew.empty();
-  T.push_back(emb);
+  T.push_back(plan_embedding(s, n_vocab, !skew.empty()));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    T.push_back(norm(n("attn_norm.weight"), E));
-    if (r_q > 0) T.push_back(norm(n("attn_q_a_norm.weight"), r_q));
-    T.push_back(norm(n("attn_kv_a_norm.weight"), r_kv));
+    T.push_back(plan_norm(n("attn_norm.weight"), E));
+    if (r_q > 0) T.push_back(plan_norm(n("attn_q_a_norm.weight"), r_q));
+    T.push_back(plan_norm(n("attn_kv_a_norm.weight"), r_kv));
     if (r_q > 0) {
       T.push_back(mat(n("attn_q_a.weight"), E, r_q));
       T.push_back(mat(n("attn_q_b.weight"), r_q, H * dqk));
@@ -123,18 +112,15 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
       T.push_back(mat(n("attn_kv_b.weight"), r_kv, H * (dn + dv)));
     }
     T.push_back(mat(n("attn_output.weight"), H * dv, E));
-    T.push_back(norm(n("ffn_norm.weight"), E));
+    T.push_back(plan_norm(n("ffn_norm.weight"), E));
     if (il < s.n_dense_lead) {
       T.push_back(mat(n("ffn_gate.weight"), E, s.n_ff));
       T.push_back(mat(n("ffn_up.weight"), E, s.n_ff));
       T.push_back(mat(n("ffn_down.weight"), s.n_ff, E));
       continue;
     }
-    TensorPlan router{n("ffn_gate_inp.weight"), DType::F32, {E, s.n_expert}};
-    router.std = 2.0f / std::sqrt(float(E));
-    router.row_dir = skew;
-    T.push_back(router);
-    TensorPlan bias{n("exp_probs_b.bias"), DType::F32, {s.n_expert}};
+    T.push_back(plan_router(s, il, E, skew));
+    TensorPlan bias = plan_tensor(n("exp_probs_b.bias"), DType::F32, {s.n_expert});
     bias.init = Init::Bias;
     bias.std = 0.1f;
     if (!skew.empty()) {
@@ -142,21 +128,12 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
       for (int e = 0; e < s.n_expert; ++e) bias.values[size_t(e)] = 0.1f * skew[size_t(e)];
     }
     T.push_back(bias);
-    for (const char* nm : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
-      TensorPlan t{n(nm), s.expert_type, {E, F, s.n_expert}};
-      t.std = 1.0f / std::sqrt(float(E));
-      t.expert = true;
-      T.push_back(t);
-    }
-    TensorPlan down{n("ffn_down_exps.weight"), s.expert_type, {F, E, s.n_expert}};
-    down.std = 1.0f / std::sqrt(float(F));
-    down.expert = true;
-    T.push_back(down);
+    plan_expert_stacks(s, il, E, &T);
     T.push_back(mat(n("ffn_gate_shexp.weight"), E, F * s.n_shared));
     T.push_back(mat(n("ffn_up_shexp.weight"), E, F * s.n_shared));
     T.push_back(mat(n("ffn_down_shexp.weight"), F * s.n_shared, E));
   }
-  T.push_back(norm("output_norm.weight", E));
+  T.push_back(plan_norm("output_norm.weight", E));
   T.push_back(mat("output.weight", E, n_vocab, 3.0f));
   return {};
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/weights.h"
+#include "synth/plan_common.h"
 #include "synth/synth.h"
 
 namespace deltafin {
@@ -64,33 +65,17 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
   f32("activation.situ_linear_beta", s.situ_linear_beta);
   m.set("general.file_type", GGUFValue::u32(0));
 
-  auto plan = [](std::string name, DType type, std::vector<int64_t> shape) {
-    TensorPlan t;
-    t.name = std::move(name);
-    t.type = type;
-    t.shape = std::move(shape);
-    return t;
-  };
   auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    TensorPlan t = plan(std::move(name), fit_type(s.type, cols), {cols, rows});
-    t.std = gain / std::sqrt(float(cols));
-    return t;
+    return plan_matrix(s, std::move(name), cols, rows, gain);
   };
   // The per-head MLA matrices stay F32: the oracle's llama.cpp (CPU) cannot run K3
   // otherwise (a non-F32 attn_k_b aborts graph scheduling, a Q8_0 or F16 attn_v_b
   // gives NaN logits).
   auto mat3 = [&](std::string name, int64_t cols, int64_t rows, int64_t n) {
-    TensorPlan t = plan(std::move(name), DType::F32, {cols, rows, n});
-    t.std = 1.0f / std::sqrt(float(cols));
-    return t;
-  };
-  auto norm = [&](std::string name, int64_t n) {
-    TensorPlan t = plan(std::move(name), DType::F32, {n});
-    t.init = Init::NormWeight;
-    return t;
+    return plan_matrix3(DType::F32, std::move(name), cols, rows, n);
   };
   auto vec = [&](std::string name, std::vector<int64_t> shape, float std) {
-    TensorPlan t = plan(std::move(name), DType::F32, std::move(shape));
+    TensorPlan t = plan_tensor(std::move(name), DType::F32, std::move(shape));
     t.init = Init::Bias;
     t.std = std;
     return t;
@@ -98,14 +83,11 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
   auto& T = p->tensors;
 
-  TensorPlan emb = plan("token_embd.weight", fit_type(s.type, E), {E, n_vocab});
-  emb.std = 1.0f;
-  emb.add_dir_all_rows = !skew.empty();
-  T.push_back(emb);
+  T.push_back(plan_embedding(s, n_vocab, !skew.empty()));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    T.push_back(norm(n("attn_norm.weight"), E));
-    T.push_back(norm(n("ffn_norm.weight"), E));
+    T.push_back(plan_norm(n("attn_norm.weight"), E));
+    T.push_back(plan_norm(n("ffn_norm.weight"), E));
     if (s.attn_res_block > 0) {
       // HF res_norm.weight * res_proj.weight, fused by the converter.
       T.push_back(vec(n("attn_res_score.weight"), {E}, 1.5f / std::sqrt(float(E))));
@@ -122,21 +104,21 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
       T.push_back(mat(n("ssm_beta.weight"), E, H));
       // ssm_a holds -exp(A_log); under the lower-bound gate, g = lb * sigmoid(-A z)
       // lies in (lb, 0) whatever A's sign, so a positive ~1 draw is as good.
-      T.push_back(norm(n("ssm_a"), H));
+      T.push_back(plan_norm(n("ssm_a"), H));
       T.push_back(vec(n("ssm_dt.bias"), {D}, 2.0f));  // spreads the decay rates
       T.push_back(mat(n("ssm_g.weight"), E, D));
-      T.push_back(norm(n("ssm_norm.weight"), S));
+      T.push_back(plan_norm(n("ssm_norm.weight"), S));
       T.push_back(mat(n("attn_output.weight"), D, E));
     } else {
       if (r_q > 0) {
-        T.push_back(norm(n("attn_q_a_norm.weight"), r_q));
+        T.push_back(plan_norm(n("attn_q_a_norm.weight"), r_q));
         T.push_back(mat(n("attn_q_a.weight"), E, r_q));
         T.push_back(mat(n("attn_q_b.weight"), r_q, H * dqk));
       } else {
         T.push_back(mat(n("attn_q.weight"), E, H * dqk));
       }
       T.push_back(mat(n("attn_kv_a_mqa.weight"), E, r_kv + dr));
-      T.push_back(norm(n("attn_kv_a_norm.weight"), r_kv));
+      T.push_back(plan_norm(n("attn_kv_a_norm.weight"), r_kv));
       T.push_back(mat3(n("attn_k_b.weight"), dn, r_kv, H));
       T.push_back(mat3(n("attn_v_b.weight"), r_kv, dv, H));
       if (s.mla_gate) T.push_back(mat(n("attn_gate.weight"), E, H * dv));
@@ -148,25 +130,13 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
       T.push_back(mat(n("ffn_down.weight"), s.n_ff, E));
       continue;
     }
-    TensorPlan router = plan(n("ffn_gate_inp.weight"), DType::F32, {E, s.n_expert});
-    router.std = 2.0f / std::sqrt(float(E));
-    router.row_dir = skew;
-    T.push_back(router);
+    T.push_back(plan_router(s, il, E, skew));
     T.push_back(vec(n("exp_probs_b.bias"), {s.n_expert}, 0.05f));
-    for (const char* nm : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
-      TensorPlan t = plan(n(nm), s.expert_type, {L, F, s.n_expert});
-      t.std = 1.0f / std::sqrt(float(L));
-      t.expert = true;
-      T.push_back(t);
-    }
-    TensorPlan down = plan(n("ffn_down_exps.weight"), s.expert_type, {F, L, s.n_expert});
-    down.std = 1.0f / std::sqrt(float(F));
-    down.expert = true;
-    T.push_back(down);
+    plan_expert_stacks(s, il, L, &T);
     if (s.moe_latent > 0) {
       T.push_back(mat(n("ffn_routed_down.weight"), E, L));
       T.push_back(mat(n("ffn_routed_up.weight"), L, E));
-      T.push_back(norm(n("ffn_routed_norm.weight"), L));
+      T.push_back(plan_norm(n("ffn_routed_norm.weight"), L));
     }
     if (s.n_shared > 0) {
       T.push_back(mat(n("ffn_gate_shexp.weight"), E, F_sh));
@@ -175,7 +145,7 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
     }
   }
   if (s.attn_res_block > 0) T.push_back(vec("output_res_score.weight", {E}, 1.5f / std::sqrt(float(E))));
-  T.push_back(norm("output_norm.weight", E));
+  T.push_back(plan_norm("output_norm.weight", E));
   T.push_back(mat("output.weight", E, n_vocab, 3.0f));
   return {};
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/weights.h"
+#include "synth/plan_common.h"
 #include "synth/synth.h"
 
 namespace deltafin {
@@ -44,55 +45,33 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   m.set("general.file_type", GGUFValue::u32(0));
 
   auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    TensorPlan t{std::move(name), fit_type(s.type, cols), {cols, rows}};
-    t.std = gain / std::sqrt(float(cols));
-    return t;
-  };
-  auto norm = [&](std::string name, int64_t n) {
-    TensorPlan t{std::move(name), DType::F32, {n}};
-    t.init = Init::NormWeight;
-    return t;
+    return plan_matrix(s, std::move(name), cols, rows, gain);
   };
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
 
-  TensorPlan emb{"token_embd.weight", fit_type(s.type, E), {E, n_vocab}};
-  emb.std = 1.0f;
-  emb.add_dir_all_rows = moe && !skew.empty();
-  p->tensors.push_back(emb);
+  p->tensors.push_back(plan_embedding(s, n_vocab, moe && !skew.empty()));
   // rope_freqs: one positive factor per rotated pair (angle / factor), here random
   // around 1 (1 + N(0, 0.1)) — Llama 3's are 1..8 — which moves every angle enough
   // that a wrong index or a multiply-for-divide shows in the logits.
-  p->tensors.push_back(norm("rope_freqs.weight", HD / 2));
+  p->tensors.push_back(plan_norm("rope_freqs.weight", HD / 2));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    p->tensors.push_back(norm(n("attn_norm.weight"), E));
+    p->tensors.push_back(plan_norm(n("attn_norm.weight"), E));
     p->tensors.push_back(mat(n("attn_q.weight"), E, HD * s.n_head));
     p->tensors.push_back(mat(n("attn_k.weight"), E, HD * s.n_head_kv));
     p->tensors.push_back(mat(n("attn_v.weight"), E, HD * s.n_head_kv));
     p->tensors.push_back(mat(n("attn_output.weight"), HD * s.n_head, E));
-    p->tensors.push_back(norm(n("ffn_norm.weight"), E));
+    p->tensors.push_back(plan_norm(n("ffn_norm.weight"), E));
     if (!moe) {
       p->tensors.push_back(mat(n("ffn_gate.weight"), E, F));
       p->tensors.push_back(mat(n("ffn_up.weight"), E, F));
       p->tensors.push_back(mat(n("ffn_down.weight"), F, E));
       continue;
     }
-    TensorPlan router{n("ffn_gate_inp.weight"), DType::F32, {E, s.n_expert}};
-    router.std = 2.0f / std::sqrt(float(E));
-    router.row_dir = skew;
-    p->tensors.push_back(router);
-    for (const char* nm : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
-      TensorPlan t{n(nm), s.expert_type, {E, F, s.n_expert}};
-      t.std = 1.0f / std::sqrt(float(E));
-      t.expert = true;
-      p->tensors.push_back(t);
-    }
-    TensorPlan down{n("ffn_down_exps.weight"), s.expert_type, {F, E, s.n_expert}};
-    down.std = 1.0f / std::sqrt(float(F));
-    down.expert = true;
-    p->tensors.push_back(down);
+    p->tensors.push_back(plan_router(s, il, E, skew));
+    plan_expert_stacks(s, il, E, &p->tensors);
   }
-  p->tensors.push_back(norm("output_norm.weight", E));
+  p->tensors.push_back(plan_norm("output_norm.weight", E));
   p->tensors.push_back(mat("output.weight", E, n_vocab, 3.0f));
   return {};
 }

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "model/weights.h"
+#include "synth/plan_common.h"
 #include "synth/synth.h"
 
 namespace deltafin {
@@ -25,49 +26,27 @@ Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p) {
   m.set(a + "expert_feed_forward_length", GGUFValue::u32(uint32_t(s.n_ff_exp)));
   m.set("general.file_type", GGUFValue::u32(0));
 
-  const int64_t E = s.n_embd, HD = s.head_dim, F = s.n_ff_exp;
+  const int64_t E = s.n_embd, HD = s.head_dim;
   auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    TensorPlan t{std::move(name), fit_type(s.type, cols), {cols, rows}};
-    t.std = gain / std::sqrt(float(cols));
-    return t;
-  };
-  auto norm = [&](std::string name, int64_t n) {
-    TensorPlan t{std::move(name), DType::F32, {n}};
-    t.init = Init::NormWeight;
-    return t;
+    return plan_matrix(s, std::move(name), cols, rows, gain);
   };
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
 
-  TensorPlan emb{"token_embd.weight", fit_type(s.type, E), {E, n_vocab}};
-  emb.std = 1.0f;
-  emb.add_dir_all_rows = !skew.empty();
-  p->tensors.push_back(emb);
+  p->tensors.push_back(plan_embedding(s, n_vocab, !skew.empty()));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    p->tensors.push_back(norm(n("attn_norm.weight"), E));
+    p->tensors.push_back(plan_norm(n("attn_norm.weight"), E));
     p->tensors.push_back(mat(n("attn_q.weight"), E, HD * s.n_head));
     p->tensors.push_back(mat(n("attn_k.weight"), E, HD * s.n_head_kv));
     p->tensors.push_back(mat(n("attn_v.weight"), E, HD * s.n_head_kv));
     p->tensors.push_back(mat(n("attn_output.weight"), HD * s.n_head, E));
-    p->tensors.push_back(norm(n("attn_q_norm.weight"), HD));
-    p->tensors.push_back(norm(n("attn_k_norm.weight"), HD));
-    p->tensors.push_back(norm(n("ffn_norm.weight"), E));
-    TensorPlan router{n("ffn_gate_inp.weight"), DType::F32, {E, s.n_expert}};
-    router.std = 2.0f / std::sqrt(float(E));
-    router.row_dir = skew;
-    p->tensors.push_back(router);
-    for (const char* nm : {"ffn_gate_exps.weight", "ffn_up_exps.weight"}) {
-      TensorPlan t{n(nm), s.expert_type, {E, F, s.n_expert}};
-      t.std = 1.0f / std::sqrt(float(E));
-      t.expert = true;
-      p->tensors.push_back(t);
-    }
-    TensorPlan down{n("ffn_down_exps.weight"), s.expert_type, {F, E, s.n_expert}};
-    down.std = 1.0f / std::sqrt(float(F));
-    down.expert = true;
-    p->tensors.push_back(down);
+    p->tensors.push_back(plan_norm(n("attn_q_norm.weight"), HD));
+    p->tensors.push_back(plan_norm(n("attn_k_norm.weight"), HD));
+    p->tensors.push_back(plan_norm(n("ffn_norm.weight"), E));
+    p->tensors.push_back(plan_router(s, il, E, skew));
+    plan_expert_stacks(s, il, E, &p->tensors);
   }
-  p->tensors.push_back(norm("output_norm.weight", E));
+  p->tensors.push_back(plan_norm("output_norm.weight", E));
   p->tensors.push_back(mat("output.weight", E, n_vocab, 3.0f));
   return {};
 }
