@@ -49,7 +49,7 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
 }
 
 struct StoreCli {
-  std::string mem, policy = "lfu", profile;
+  std::string mem, reserve, policy = "lfu", profile;
   int io_threads = 0;
   RemoteCli remote;
 };
@@ -58,6 +58,8 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
   sub->add_option("--mem", o.mem,
                   "Memory for everything deltafin uses (e.g. 8G): the core stays resident, the rest caches "
                   "experts streamed from disk (default: 80% of available RAM; streams only if the model does not fit)");
+  sub->add_option("--reserve", o.reserve,
+                  "Part of --mem kept for the KV cache, activations and the program (default 64M + 3% of --mem)");
   sub->add_option("--cache-policy", o.policy, "Expert cache eviction: lfu (frequency with aging) or lru")
       ->check(CLI::IsMember({"lfu", "lru"}))
       ->capture_default_str();
@@ -74,6 +76,8 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   } else if (!parse_size(o.mem, &eo->mem_bytes) || eo->mem_bytes == 0) {
     return make_error("bad --mem '{}' (expected a size such as 8G or 512M)", o.mem);
   }
+  if (!o.reserve.empty() && (!parse_size(o.reserve, &eo->reserve_bytes) || eo->reserve_bytes == 0))
+    return make_error("bad --reserve '{}' (expected a size such as 256M)", o.reserve);
   if (!parse_cache_policy(o.policy, &eo->stream.policy)) return make_error("bad --cache-policy '{}'", o.policy);
   eo->stream.profile_path = o.profile.empty() ? default_profile : o.profile == "none" ? "" : o.profile;
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;

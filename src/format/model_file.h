@@ -19,6 +19,15 @@ struct TensorRef {
   uint64_t file_offset = 0;  // absolute offset in the shard's file
 };
 
+// Lets the weight loader map some tensors from the file instead of reading them
+// into owned memory (model/core_pager.h). Not owned by the ModelFile.
+class TensorMapper {
+ public:
+  virtual ~TensorMapper() = default;
+  // The tensor's bytes, mapped and valid for the mapper's life; nullptr: read it.
+  virtual Result<const void*> map(const std::string& name, const TensorRef& t) = 0;
+};
+
 using SourceOpener = std::function<Result<std::unique_ptr<ByteSource>>(const std::string& path)>;
 SourceOpener local_file_opener(FileSourceOptions opts = {});
 
@@ -36,6 +45,9 @@ class ModelFile {
   int shard_count() const { return int(sources_.size()); }
   const std::string& path() const { return path_; }
   uint64_t total_bytes() const;
+  // Where the loader gets tensors mapped instead of read (null: read everything).
+  void set_tensor_mapper(TensorMapper* m) { mapper_ = m; }
+  TensorMapper* tensor_mapper() const { return mapper_; }
   // Reads a whole tensor's bytes.
   Status read_tensor(const TensorRef& t, void* dst) { return sources_[t.shard]->read_at(t.file_offset, dst, t.info->bytes); }
 
@@ -44,6 +56,7 @@ class ModelFile {
   std::vector<std::unique_ptr<ByteSource>> sources_;
   std::vector<GGUFFile> shards_;
   std::map<std::string, TensorRef> tensors_;
+  TensorMapper* mapper_ = nullptr;
 };
 
 // "dir/name-00002-of-00005.gguf" for part 2 of 5 given any part's path; returns

@@ -114,7 +114,7 @@ struct DecodeMXFP4 {
   }
   static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
   static __m256 d8(const Block* b) {  // 2^(e - 128): exponent field e - 1, subnormal below e = 2
-    alignas(16) uint32_t e[8];
+    alignas(32) uint32_t e[8];
     DF_UNROLL
     for (int k = 0; k < 8; ++k) e[k] = b[k].e;
     __m256i ev = _mm256_load_si256(reinterpret_cast<const __m256i*>(e));

@@ -36,6 +36,17 @@ Tensor WeightLoader::load(const std::string& name, std::initializer_list<int64_t
   t.type = info.type;
   for (int k = 0; k < kMaxDims; ++k) t.ne[k] = info.ne[k];
   if (!read) return t;
+  if (TensorMapper* mapper = file_.tensor_mapper()) {
+    Result<const void*> mapped = mapper->map(name, *ref);
+    if (!mapped.ok()) {
+      problems_.push_back(mapped.error().message);
+      return Tensor{};
+    }
+    if (*mapped) {
+      t.data = *mapped;
+      return t;
+    }
+  }
   AlignedBuffer buf(info.bytes);
   Status s = file_.read_tensor(*ref, buf.data());
   if (!s.ok()) {

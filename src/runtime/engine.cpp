@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "core/log.h"
 #include "io/direct_file.h"
 #include "remote/location.h"
 
@@ -13,7 +14,8 @@ namespace {
 // else a streaming store with what the budget leaves after the core.
 // A remote model always streams (through its disk cache), whatever fits.
 Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const EngineOptions& opts,
-                                                       StreamingExpertStore** streaming, RemoteModel* remote) {
+                                                       StreamingExpertStore** streaming, RemoteModel* remote,
+                                                       std::unique_ptr<CorePager>* pager) {
   std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
   if (layers.empty()) return std::unique_ptr<ExpertStore>();
   const bool automatic = opts.mem_bytes == EngineOptions::kMemAuto || (remote && opts.mem_bytes == 0);
@@ -25,21 +27,42 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
   const double share = opts.reserve_bytes ? 0.0 : 0.03;
   const uint64_t reserve = base + uint64_t(double(mem) * share);
   const uint64_t slot = expert_slot_bytes(ix);
+  const double MiB = 1024.0 * 1024.0;
   const uint64_t least = uint64_t(double(ix.core_bytes() + base + slot) / (1.0 - share)) + 1;
-  if (mem < least)
-  {
-    const double MiB = 1024.0 * 1024.0;
+  StreamingOptions so = opts.stream;
+  // When the core does not fit, its layers stream too: the expert cache keeps a
+  // quarter of what the reserve leaves (at least four experts), the core the rest:
+  // its first layers resident, the others paged per layer (model/core_pager.h).
+  const uint64_t avail = mem > reserve ? mem - reserve : 0;
+  const uint64_t paged_cache = std::max(avail / 4, 4 * slot);
+  const uint64_t paged_need = CorePager::least_bytes(file);
+  if (mem >= least) {
+    so.cache_bytes = mem - ix.core_bytes() - reserve;
+  } else if (!remote && avail >= paged_cache + paged_need) {
+    so.cache_bytes = paged_cache;
+    DF_ASSIGN(*pager, CorePager::plan(file, avail - paged_cache));
+    DF_LOG_WARN("the core does not fit --mem; {}", (*pager)->describe());
+  } else {
+    std::string paged;
+    if (!remote) {
+      const uint64_t avail_min = std::max(4 * slot + paged_need, paged_need / 3 * 4 + 4);
+      paged = fmt::format(" (or at least {:.1f} MiB to stream the core's layers from the file as well, which is slower)",
+                          (double(avail_min + base) / (1.0 - share) + 1) / MiB + 0.05);
+    }
     return make_error("{}: a memory budget of {:.1f} MiB is too small: the resident core takes {:.1f} MiB, {:.1f} MiB "
                       "is kept for the KV cache and buffers, and one expert takes {:.3f} MiB: give --mem of at "
-                      "least {:.1f} MiB",
-                      file.path(), mem / MiB, ix.core_bytes() / MiB, reserve / MiB, slot / MiB, least / MiB + 0.05);
+                      "least {:.1f} MiB{}",
+                      file.path(), mem / MiB, ix.core_bytes() / MiB, reserve / MiB, slot / MiB, least / MiB + 0.05,
+                      paged);
   }
-  StreamingOptions so = opts.stream;
-  so.cache_bytes = mem - ix.core_bytes() - reserve;
   if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file);
   if (remote) so.fetcher = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
   *streaming = store.get();
+  if (*pager) {
+    store->set_layer_observer(pager->get());
+    file.set_tensor_mapper(pager->get());
+  }
   return std::unique_ptr<ExpertStore>(std::move(store));
 }
 
@@ -66,9 +89,10 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   if (opts.make_store) {
     DF_ASSIGN(lo.experts, opts.make_store(*e->file_));
   } else if (opts.mem_bytes > 0 || e->remote_) {
-    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get()));
+    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get(), &e->pager_));
   }
   DF_ASSIGN(e->model_, load_model(*e->file_, std::move(lo)));
+  e->file_->set_tensor_mapper(nullptr);
   if (e->remote_) {
     for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));
   } else if (e->streaming_) {

@@ -10,6 +10,7 @@
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "format/model_file.h"
+#include "model/core_pager.h"
 #include "model/model.h"
 #include "store/streaming_store.h"
 
@@ -50,11 +51,14 @@ class Engine {
   StreamingExpertStore* streaming_store() { return streaming_; }
   // The remote model and its disk cache when the model is remote, else null.
   RemoteModel* remote() { return remote_.get(); }
+  // The core pager when core layers stream (the core did not fit --mem), else null.
+  const CorePager* core_pager() const { return pager_.get(); }
 
  private:
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<RemoteModel> remote_;  // outlives the file and the model that read through it
   std::unique_ptr<ModelFile> file_;
+  std::unique_ptr<CorePager> pager_;  // core layers streamed when the core does not fit; outlives the model
   std::unique_ptr<Model> model_;
   StreamingExpertStore* streaming_ = nullptr;  // owned by model_
 };

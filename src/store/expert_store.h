@@ -31,6 +31,14 @@ struct ExpertLayerInfo {
   std::string gate_name, up_name, down_name;  // gate_name empty if none
 };
 
+// Told when an MoE block starts on a layer (the core pager pages core layers
+// around it, model/core_pager.h).
+class LayerObserver {
+ public:
+  virtual ~LayerObserver() = default;
+  virtual void on_moe_layer(int layer) = 0;
+};
+
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
@@ -75,7 +83,12 @@ class ExpertStore {
   void set_resident_only(bool on) { resident_only_.store(on, std::memory_order_relaxed); }
   bool resident_only() const { return resident_only_.load(std::memory_order_relaxed); }
 
+  // Who hears of each MoE block's layer (moe_ffn tells it); null: nobody. Not owned.
+  void set_layer_observer(LayerObserver* o) { observer_ = o; }
+  LayerObserver* layer_observer() const { return observer_; }
+
  private:
+  LayerObserver* observer_ = nullptr;
   std::atomic<bool> resident_only_{false};
 };
 

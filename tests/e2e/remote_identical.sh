@@ -31,7 +31,7 @@ ev() { "$bin" eval --ids $ids --top 20 --all-positions -b 6 "$@"; }
 ev -m "$dir/www/tiny.gguf" >"$dir/ref" 2>/dev/null || { echo "FAIL local eval"; exit 1; }
 
 # 1. Cold, with a RAM cache of about two experts: experts stream origin -> disk -> RAM.
-mem=$("$bin" eval -m "$dir/www/tiny.gguf" --ids 1 --mem 1K --profile none 2>&1 | grep -o 'at least [0-9.]*' | grep -o '[0-9.]*')
+mem=$("$bin" eval -m "$dir/www/tiny.gguf" --ids 1 --mem 1K --profile none 2>&1 | grep -o 'give --mem of at least [0-9.]*' | grep -o '[0-9.]*')
 mem=$(python3 -c "print(f'{$mem + 1.6:.2f}M')")
 C=$dir/cache
 ev -m "$url/tiny.gguf" --cache-dir "$C" --mem "$mem" --stats >"$dir/cold" 2>"$dir/cold.err"

@@ -16,7 +16,7 @@ for arch in qwen3moe kimi-k3; do
   m=$dir/tiny-$arch.gguf
   "$bin" synth --preset tiny --arch $arch -o "$m" >/dev/null 2>&1 || { echo "FAIL synth $arch"; fail=1; continue; }
   "$bin" run -m "$m" -p x -n 1 --mem 1K --profile none >/dev/null 2>"$dir/small.err"
-  least=$(grep -o 'at least [0-9.]* MiB' "$dir/small.err" | grep -o '[0-9.]*')
+  least=$(grep -o 'give --mem of at least [0-9.]* MiB' "$dir/small.err" | grep -o '[0-9.]*')
   slot=$(grep -o 'one expert takes [0-9.]* MiB' "$dir/small.err" | grep -o '[0-9.]*')
   mem=$(python3 -c "print(f'{$least + 3.2 * $slot:.3f}M')")
   ref=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec off 2>/dev/null)

@@ -24,7 +24,7 @@ for arch in qwen3moe deepseek2 kimi-k3 llama; do
   # The smallest budget that works, from the error a too-small one gets; then room
   # for about two experts.
   "$bin" eval -m "$m" --ids 1 --mem 1K --profile none >/dev/null 2>"$dir/small-$arch.err"
-  least=$(grep -o 'at least [0-9.]* MiB' "$dir/small-$arch.err" | grep -o '[0-9.]*')
+  least=$(grep -o 'give --mem of at least [0-9.]* MiB' "$dir/small-$arch.err" | grep -o '[0-9.]*')
   slot=$(grep -o 'one expert takes [0-9.]* MiB' "$dir/small-$arch.err" | grep -o '[0-9.]*')
   if [ -z "$least" ]; then
     grep -q "experts" "$dir/small-$arch.err" || { echo "skip $arch: no routed experts"; continue; }
