@@ -162,6 +162,16 @@ void ExpertCache::fetch_missing(std::vector<Want> wants, bool demand, const Done
 // Fetches claimed experts from the origin: runs of adjacent experts of one layer
 // share one range request per part.
 void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& done) {
+  if (!opts_.offline_reason.empty()) {
+    for (const Want& w : wants) {
+      const int moe = ix_.key_moe(w.key);
+      Error e = make_error("{}: expert {} of layer {} is not in the disk cache ({}) and {}", opts_.model,
+                           w.key - ix_.key(moe, 0), ix_.model_layer(moe), entry_path(w.key), opts_.offline_reason);
+      release(w.key);
+      done(w.key, e);
+    }
+    return;
+  }
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.key < b.key; });
   struct Run {
     std::vector<Want> experts;

@@ -43,6 +43,8 @@ struct OriginPart {
 struct ExpertCacheOptions {
   uint64_t budget = 0;                      // bytes for the whole cache directory; 0: no limit
   uint64_t max_request = uint64_t(64) << 20;  // a coalesced request at most
+  std::string model;                        // the location, for messages
+  std::string offline_reason;               // non-empty: never fetch; a missing expert is an error saying this
 };
 
 struct ExpertCacheStats {

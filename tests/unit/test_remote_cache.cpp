@@ -162,6 +162,47 @@ TEST(CoreFile, JournalResumesCompletesAndVerifies) {
   EXPECT_EQ((*c)->missing(plan).size(), 4u);
 }
 
+TEST(CoreFile, CleanVerificationIsRememberedUntilTheFileChanges) {
+  const std::string dir = fresh_dir("core_stamp");
+  const uint64_t size = 256 << 10;
+  const std::string data = random_bytes(size, 11);
+  const std::vector<CoreChunk> plan = {{0, 65536, 0}, {65536, 65536, 0}, {200000, 50000, 0}};
+  auto c = CoreFile::open(dir + "/core-1", dir, size);
+  ASSERT_TRUE(c.ok());
+  for (const CoreChunk& k : plan) ASSERT_TRUE((*c)->store(k, data.data() + k.offset).ok());
+  ASSERT_TRUE((*c)->finish(plan).ok());  // all stored by this process: stamped
+  bool skipped = false;
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+  // A byte changed on disk: the stamp no longer matches, the chunk is caught.
+  flip_byte((*c)->data_path(), 70000);
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 1);
+  EXPECT_FALSE(skipped);
+  EXPECT_FALSE((*c)->complete());
+  ASSERT_TRUE((*c)->store(plan[1], data.data() + plan[1].offset).ok());
+  ASSERT_TRUE((*c)->finish(plan).ok());
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+  // The full check still reads everything (cache verify), and refreshes the stamp.
+  EXPECT_EQ((*c)->verify().value(), 0);
+  // A core finished from a journal an earlier process left is rehashed once.
+  const std::string dir2 = fresh_dir("core_stamp2");
+  {
+    auto d = CoreFile::open(dir2 + "/core-1", dir2, size);
+    ASSERT_TRUE((*d)->store(plan[0], data.data()).ok());
+  }
+  auto d = CoreFile::open(dir2 + "/core-1", dir2, size);
+  for (const CoreChunk& k : (*d)->missing(plan)) ASSERT_TRUE((*d)->store(k, data.data() + k.offset).ok());
+  ASSERT_TRUE((*d)->finish(plan).ok());
+  EXPECT_EQ((*d)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_FALSE(skipped);
+  EXPECT_EQ((*d)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+}
+
 TEST(KeyLocks, ExcludeOtherProcesses) {
   const std::string dir = fresh_dir("locks");
   auto locks = KeyLocks::open(dir + "/keys.lock");
