@@ -196,14 +196,24 @@ struct HttpClient::Impl {
     return false;
   }
 
+  int active_demand() const {
+    int n = 0;
+    for (const auto& [e, t] : active) n += t->prio == IoPriority::Demand;
+    return n;
+  }
+
   // Starts waiting transfers whose time has come: demand first; prefetch only while
-  // no demand transfer runs.
+  // no demand transfer runs. Only demand transfers count against a demand
+  // transfer's limit: prefetch transfers filling every slot (paused as soon as a
+  // demand transfer runs) never hold one back.
   void start_ready() {
     const auto now = Clock::now();
     for (IoPriority p : {IoPriority::Demand, IoPriority::Prefetch}) {
       if (p == IoPriority::Prefetch && demand_running()) return;
-      for (size_t i = 0; i < waiting.size() && int(active.size()) < opts.max_in_flight;) {
+      int running = p == IoPriority::Demand ? active_demand() : int(active.size());
+      for (size_t i = 0; i < waiting.size() && running < opts.max_in_flight;) {
         if (waiting[i]->prio == p && waiting[i]->not_before <= now) {
+          ++running;
           std::unique_ptr<Transfer> t = std::move(waiting[i]);
           waiting.erase(waiting.begin() + std::ptrdiff_t(i));
           start_attempt(std::move(t));

@@ -8,9 +8,10 @@
 // delay. A changed object (ETag or size) fails at once: bytes of two revisions are
 // never mixed. Every error names the URL and the byte range.
 //
-// Priorities: demand transfers start before prefetch transfers, and while any
-// demand transfer is running every prefetch transfer is paused, so that prefetch
-// never takes bandwidth from a demand fetch.
+// Priorities: demand transfers start before prefetch transfers, a demand transfer
+// counts only other demand transfers against max_in_flight (prefetches never hold
+// its slot), and while any demand transfer is running every prefetch transfer is
+// paused, so that prefetch never delays a demand fetch nor takes its bandwidth.
 //
 // Thread safety: every public member may be called from any thread. Completion
 // callbacks run on the client's thread and must not block.
