@@ -5,7 +5,8 @@
 # token, redirect, revision pinned to X-Repo-Commit); split models; a warm cache
 # fetches nothing; a corrupt entry or core chunk is dropped and fetched again; a
 # --disk-cache budget evicts; a file changed upstream is a clear error; two
-# processes at once fetch each expert once; pull --layers; cache stats/warm/clear.
+# processes at once fetch each expert once; pull --layers; cache stats/warm/prune/
+# clear; DELTAFIN_CACHE_DIR and the default cache directory; coalesced ranges.
 # usage: remote_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$(realpath "$1"); src=$(cd "$2" && pwd); build=$(cd "$3" && pwd)
@@ -118,8 +119,23 @@ rm -f "$P"/models/tiny-*/experts/*
 "$bin" cache warm "$url/tiny.gguf" --cache-dir "$P" >/dev/null 2>"$dir/warm-u.err"
 check "cache warm (recorded usage): the same $n_before experts again" \
   test "$(ls "$P"/models/tiny-*/experts | wc -l)" = "$n_before"
+"$bin" cache prune --cache-dir "$P" --disk-cache 3M >"$dir/prune.out"
+check "cache prune --disk-cache 3M: experts evicted, the core kept" bash -c \
+  "grep -Eq 'pruned [1-9][0-9]* expert' '$dir/prune.out' && [ \$(du -s --block-size=1 '$P' | cut -f1) -le 3300000 ] && test -f $P/models/tiny-*/core-1.ok"
 "$bin" cache clear "$url/tiny.gguf" --cache-dir "$P" >/dev/null
 check "cache clear removes the model" test -z "$(ls "$P/models")"
+
+# 9b. Where the cache lives without --cache-dir; pull fetches the core only by
+# default; adjacent experts are fetched as one range per part (gate, up, down).
+DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" >/dev/null 2>"$dir/pull-env.err"
+check "DELTAFIN_CACHE_DIR: the cache is there; pull took the core only" bash -c \
+  "test -f $dir/env-cache/models/tiny-*/core-1.ok && [ -z \"\$(ls $dir/env-cache/models/tiny-*/experts)\" ]"
+(unset DELTAFIN_CACHE_DIR; XDG_CACHE_HOME=$dir/xdg "$bin" pull "$url/tiny.gguf" >/dev/null 2>&1)
+check "default cache directory: \$XDG_CACHE_HOME/deltafin" test -f "$(ls -d "$dir"/xdg/deltafin/models/tiny-* | head -1)/core-1.ok"
+: >"$dir/ng/ranges.log"; kill -USR1 "$(cat "$dir/ng/nginx.pid")"; sleep 0.2
+DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" --layers 0-0 >/dev/null 2>&1
+n_req=$(grep '^GET /tiny.gguf' "$dir/ng/ranges.log" | grep -vc 'bytes=0-0 ')
+check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (one per part)" test "$n_req" = 3
 
 # 10. The file changes upstream: a clear error, nothing mixed.
 cp "$dir/www/tiny.gguf" "$dir/tiny.orig"
