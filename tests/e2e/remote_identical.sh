@@ -2,7 +2,8 @@
 # Remote models against a real nginx on loopback: a model served over HTTP computes
 # exactly what the local file computes (logits of `eval`, greedy text of `run`),
 # experts streaming through the disk cache; hf:// locations (HF_ENDPOINT, bearer
-# token, redirect, revision pinned to X-Repo-Commit); split models; a warm cache
+# token, redirect, revision pinned to X-Repo-Commit, the token never sent to another
+# host a redirect leads to); split models; a warm cache
 # fetches nothing; a corrupt entry or core chunk is dropped and fetched again; a
 # --disk-cache budget evicts; a file changed upstream is a clear error; two
 # processes at once fetch each expert once; pull --layers; cache stats/warm/prune/
@@ -25,7 +26,18 @@ start_nginx "$dir/ng" "$dir/www" "" "
       add_header X-Repo-Commit $commit always;
       return 302 /cdn/\$2;
     }
-    location /cdn/ { alias $dir/www/; }"
+    location /cdn/ { alias $dir/www/; }
+    # Another host (localhost, not 127.0.0.1), like Hugging Face's CDN: it must not
+    # see the token.
+    location ~ ^/acme/cross/resolve/(main|$commit)/(.+)\$ {
+      if (\$http_authorization != 'Bearer hf_test_token') { return 401; }
+      add_header X-Repo-Commit $commit always;
+      return 302 http://localhost:\$server_port/cdn2/\$2;
+    }
+    location /cdn2/ {
+      if (\$http_authorization) { return 403; }
+      alias $dir/www/;
+    }"
 url=http://127.0.0.1:$NGINX_PORT
 ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
 ev() { "$bin" eval --ids $ids --top 20 --all-positions -b 6 "$@"; }
@@ -59,6 +71,8 @@ HF_ENDPOINT=$url HF_TOKEN=hf_test_token ev -m "hf://acme/tiny/tiny.gguf" --cache
 check "hf:// eval = local eval" cmp -s "$dir/ref" "$dir/hf"
 check "hf:// revision pinned to the commit" grep -q "acme/tiny@$commit/tiny.gguf" "$H"/models/*/meta.json
 check "hf:// requests went to the pinned commit" grep -q "resolve/$commit/tiny.gguf" "$dir/ng/ranges.log"
+HF_ENDPOINT=$url HF_TOKEN=hf_test_token ev -m "hf://acme/cross/tiny.gguf" --cache-dir "$H" >"$dir/hf-cross" 2>"$dir/hf-cross.err"
+check "hf:// redirected to another host: the token is not sent there, eval = local eval" cmp -s "$dir/ref" "$dir/hf-cross"
 HF_ENDPOINT=$url HF_TOKEN=wrong ev -m "hf://acme/tiny@main/tiny.gguf" --cache-dir "$H" >/dev/null 2>"$dir/hf401.err"
 check "hf:// with a bad token: clear error naming HTTP 401" grep -q "HTTP 401" "$dir/hf401.err"
 
