@@ -120,7 +120,10 @@ check "two processes: no byte range fetched twice ($dups duplicates)" test "$dup
 # 9. pull --layers fetches those layers' experts only; cache stats and clear.
 P=$dir/cache-pull
 "$bin" pull "$url/tiny.gguf" --cache-dir "$P" --layers 1-1 >"$dir/pull.out" 2>"$dir/pull.err"
-check "pull --layers 1-1: says what it needs first" grep -q "needs: disk" "$dir/pull.err"
+check "pull --layers 1-1: says first what it needs on disk and in RAM" \
+  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]B .*; RAM at least [0-9.]+ [KMG]B'"
+check "pull: progress bars with bytes, rate and ETA" \
+  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MB [0-9.]+ MB/s ETA'"
 check "pull --layers 1-1: layer 1's 8 experts only" test "$(ls "$P"/models/tiny-*/experts | grep -c '^1-')" = 8 -a \
   "$(ls "$P"/models/tiny-*/experts | grep -c '^0-')" = 0
 "$bin" cache stats --cache-dir "$P" >"$dir/stats"
