@@ -10,6 +10,9 @@
 //   entries (temp file, fsync, rename) and the claims dropped. A process that
 //   finds an expert claimed by another waits for it and reads the entry.
 //
+// Offline (opts.offline_reason set): nothing is fetched; an expert not on disk
+// fails with an error naming it, its entry path and why the origin is not used.
+//
 // Size: after writes, when the cache directory exceeds its budget, the least used
 // experts (counts kept per model in `usage`, merged across processes) are evicted,
 // never a core. A failed write (disk full) is reported once and the expert is

@@ -98,7 +98,7 @@ TEST(HttpClient, PrefetchFillingEverySlotNeverDelaysADemandFetch) {
   const double demand_s = since(t1);
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(demand, blob.substr(at, demand.size()));
-  EXPECT_LT(demand_s, 0.5) << "the demand fetch waited for a prefetch slot";
+  EXPECT_LT(demand_s, 0.8) << "the demand fetch waited for a prefetch slot";  // ~1.4 s if it waits
   const double p0 = pre_done[0].get_future().get(), p1 = pre_done[1].get_future().get();
   EXPECT_GT(std::min(p0, p1), 0.2 + demand_s) << "the demand fetch finished after a prefetch";
   EXPECT_EQ(pre[0], blob.substr(0, big));
