@@ -70,6 +70,7 @@ class ExpertCache final : public ExpertFetcher {
   ~ExpertCache() override;  // saves the usage counts
 
   void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) override;
+  void promote(int key) override;
 
   // Makes sure `keys` are on disk (pull, warm) at prefetch priority with at most
   // `window` bytes in flight; progress(bytes) as experts land (or are found).
@@ -106,6 +107,8 @@ class ExpertCache final : public ExpertFetcher {
   mutable std::mutex mu_;
   std::condition_variable released_;
   std::set<int> claimed_;            // being fetched by a thread of this process
+  std::map<int, std::shared_ptr<std::atomic<bool>>> urgent_;  // prefetched keys in flight: their run's flag
+  std::set<int> promoted_early_;  // promoted before their prefetch reached fetch_runs
   std::map<int, double> new_uses_;   // uses since the last save, by key
   ExpertCacheStats st_;
   bool warned_write_ = false;

@@ -42,6 +42,7 @@ struct Transfer {
   bool has_pin = false;
   HttpIdentity pin;
   IoPriority prio = IoPriority::Demand;
+  std::shared_ptr<const std::atomic<bool>> urgent;  // a prefetch promoted to demand once true
   HttpClient::Done done;
   HttpProbe* probe = nullptr;  // a probe: fill in what the response says
   int max_attempts = 0;        // > 0: overrides the option
@@ -63,6 +64,7 @@ struct Transfer {
   Clock::time_point last_data;
   bool paused = false;
 
+  bool is_demand() const { return prio == IoPriority::Demand || (urgent && urgent->load()); }
   std::string range_text() const { return fmt::format("bytes {}-{}", offset, offset + n - 1); }
 };
 
@@ -192,13 +194,13 @@ struct HttpClient::Impl {
 
   bool demand_running() const {
     for (const auto& [e, t] : active)
-      if (t->prio == IoPriority::Demand) return true;
+      if (t->is_demand()) return true;
     return false;
   }
 
   int active_demand() const {
     int n = 0;
-    for (const auto& [e, t] : active) n += t->prio == IoPriority::Demand;
+    for (const auto& [e, t] : active) n += t->is_demand();
     return n;
   }
 
@@ -212,7 +214,8 @@ struct HttpClient::Impl {
       if (p == IoPriority::Prefetch && demand_running()) return;
       int running = p == IoPriority::Demand ? active_demand() : int(active.size());
       for (size_t i = 0; i < waiting.size() && running < opts.max_in_flight;) {
-        if (waiting[i]->prio == p && waiting[i]->not_before <= now) {
+        if ((waiting[i]->is_demand() ? IoPriority::Demand : IoPriority::Prefetch) == p &&
+            waiting[i]->not_before <= now) {
           ++running;
           std::unique_ptr<Transfer> t = std::move(waiting[i]);
           waiting.erase(waiting.begin() + std::ptrdiff_t(i));
@@ -227,7 +230,14 @@ struct HttpClient::Impl {
   void apply_pauses() {
     const bool demand = demand_running();
     for (auto& [e, t] : active) {
-      if (t->prio != IoPriority::Prefetch) continue;
+      if (t->is_demand()) {
+        if (t->paused) {  // promoted while paused
+          t->paused = false;
+          t->last_data = Clock::now();
+          curl_easy_pause(e, CURLPAUSE_CONT);
+        }
+        continue;
+      }
       if (demand && !t->paused) {
         t->paused = true;
         curl_easy_pause(e, CURLPAUSE_RECV);
@@ -530,8 +540,9 @@ HttpClient::HttpClient(HttpOptions opts) : opts_(opts), impl_(std::make_unique<I
 HttpClient::~HttpClient() = default;
 
 void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
-                           IoPriority prio, Done done) {
+                           IoPriority prio, Done done, std::shared_ptr<const std::atomic<bool>> urgent) {
   auto t = std::make_unique<Transfer>();
+  t->urgent = std::move(urgent);
   t->url = url;
   t->offset = offset;
   t->n = n;
@@ -546,6 +557,8 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t n, 
   }
   impl_->submit(std::move(t));
 }
+
+void HttpClient::wake() { curl_multi_wakeup(impl_->multi); }
 
 Status HttpClient::get_range_sync(const std::string& url, uint64_t offset, uint64_t n, char* dst,
                                   const HttpIdentity* pin, IoPriority prio) {

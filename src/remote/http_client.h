@@ -16,6 +16,7 @@
 // Thread safety: every public member may be called from any thread. Completion
 // callbacks run on the client's thread and must not block.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -78,9 +79,12 @@ class HttpClient {
   using Done = std::function<void(const Status&)>;
   // Fetches bytes [offset, offset + n) of `url` into dst (n >= 1); `pin`: what the
   // object must be (null: no check). Calls done exactly once; dst must stay valid
-  // until then.
+  // until then. `urgent` (a prefetch only; may be null): once it turns true the
+  // transfer counts as a demand transfer (someone now waits for it); call wake().
   void get_range(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
-                 IoPriority prio, Done done);
+                 IoPriority prio, Done done, std::shared_ptr<const std::atomic<bool>> urgent = nullptr);
+  // Makes the client's thread look at `urgent` flags now.
+  void wake();
   // The same, waiting for the result.
   Status get_range_sync(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
                         IoPriority prio = IoPriority::Demand);

@@ -1,6 +1,7 @@
 // HttpClient against a real HTTP server on loopback (cpp-httplib, its bodies sent at
 // a throttled rate): a demand request is never held back by prefetch transfers
-// that fill every slot; a Retry-After is honoured, and one longer than allowed
+// that fill every slot; a paused prefetch that someone now waits for resumes at
+// demand priority once promoted; a Retry-After is honoured, and one longer than allowed
 // fails at once with a message saying so. (Faults and nginx: tests/e2e/remote_*.sh.)
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -103,6 +104,38 @@ TEST(HttpClient, PrefetchFillingEverySlotNeverDelaysADemandFetch) {
   EXPECT_GT(std::min(p0, p1), 0.2 + demand_s) << "the demand fetch finished after a prefetch";
   EXPECT_EQ(pre[0], blob.substr(0, big));
   EXPECT_EQ(pre[1], blob.substr(big, big));
+}
+
+TEST(HttpClient, APromotedPrefetchRunsBesideDemandFetches) {
+  const std::string blob = random_blob(8 << 20);
+  SlowServer srv(blob);
+  HttpClient client;
+  // A prefetch of 1 MiB (about 0.5 s alone), paused by a demand fetch of 3 MiB (about
+  // 1.5 s) until someone waits for it.
+  auto urgent = std::make_shared<std::atomic<bool>>(false);
+  std::string pre(1 << 20, '\0'), dem(3 << 20, '\0');
+  std::promise<double> pre_done, dem_done;
+  const auto t0 = Clock::now();
+  client.get_range(srv.url("/blob"), 0, pre.size(), pre.data(), nullptr, IoPriority::Prefetch,
+                   [&](const Status& s) {
+                     EXPECT_TRUE(s.ok());
+                     pre_done.set_value(since(t0));
+                   },
+                   urgent);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  client.get_range(srv.url("/blob"), 4 << 20, dem.size(), dem.data(), nullptr, IoPriority::Demand,
+                   [&](const Status& s) {
+                     EXPECT_TRUE(s.ok());
+                     dem_done.set_value(since(t0));
+                   });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  urgent->store(true);
+  client.wake();
+  const double p = pre_done.get_future().get(), d = dem_done.get_future().get();
+  EXPECT_LT(p, d) << "the promoted prefetch stayed paused behind the demand fetch";
+  EXPECT_LT(p, 1.2);
+  EXPECT_EQ(pre, blob.substr(0, pre.size()));
+  EXPECT_EQ(dem, blob.substr(4 << 20, dem.size()));
 }
 
 TEST(HttpClient, RetryAfterIsHonoured) {
