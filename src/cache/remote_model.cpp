@@ -4,6 +4,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -133,6 +135,9 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
   m->opts_ = opts;
   m->root_ = opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
   HttpOptions h = opts.http;
+  if (!h.ca_file.empty() && loc.url.rfind("https://", 0) == 0 && ::access(h.ca_file.c_str(), R_OK) != 0)
+    return make_error("cannot read the CA certificates '{}' (from --ca-cert, $CURL_CA_BUNDLE or $SSL_CERT_FILE): {}",
+                      h.ca_file, std::strerror(errno));
   if (loc.kind == ModelLocation::Kind::HuggingFace && !loc.token.empty()) h.bearer_token = loc.token;
   m->client_ = std::make_shared<HttpClient>(h);
   const std::string cached = find_cached_dir(m->root_, loc);

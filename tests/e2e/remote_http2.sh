@@ -61,6 +61,8 @@ a=$("$bin" run -m "$dir/www/tiny.gguf" -p "hello world" -n 16 --temp 0 2>/dev/nu
 b=$(CURL_CA_BUNDLE=$t/ca.pem "$bin" run -m "$url" --cache-dir "$dir/c2" -p "hello world" -n 16 --temp 0 2>"$dir/env.err")
 check "CURL_CA_BUNDLE: remote run over HTTP/2 generates the local text" test -n "$a" -a "$a" = "$b"
 CURL_CA_BUNDLE=$dir/nope.pem "$bin" run -m "$url" --cache-dir "$dir/c2" -p hi -n 1 >/dev/null 2>"$dir/nope.err"
-check "a CA file that cannot be read: clear error naming it" grep -q "nope.pem" "$dir/nope.err"
+check "a CA file that cannot be read: clear error naming it" grep -q "cannot read the CA certificates '$dir/nope.pem'" "$dir/nope.err"
+CURL_CA_BUNDLE=$dir/nope.pem "$bin" run -m "$dir/www/tiny.gguf" -p "hello world" -n 16 --temp 0 >"$dir/local-nope" 2>/dev/null
+check "... but a local model does not care" test "$a" = "$(cat "$dir/local-nope")"
 check "cache verify: clean" "$bin" cache verify --cache-dir "$dir/c1"
 exit $fail
