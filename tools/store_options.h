@@ -5,6 +5,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <string>
 
 #include "commands.h"
@@ -20,6 +21,8 @@ struct RemoteCli {
   double net_timeout = 30;
   int net_retries = 8;
   int net_parallel = 16;
+  std::string ca_cert;
+  bool offline = false;
 };
 
 inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
@@ -34,6 +37,9 @@ inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
   sub->add_option("--net-retries", o.net_retries, "Attempts per range request before giving up")
       ->capture_default_str();
   sub->add_option("--net-parallel", o.net_parallel, "Range requests in flight at most")->capture_default_str();
+  sub->add_option("--ca-cert", o.ca_cert,
+                  "CA certificates (PEM) to verify https:// origins with instead of the system's (default: "
+                  "$CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the system's)");
 }
 
 inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
@@ -45,6 +51,13 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
   ro->http.stall_timeout_s = o.net_timeout;
   ro->http.max_attempts = o.net_retries;
   ro->http.max_in_flight = std::max(1, o.net_parallel);
+  ro->offline = o.offline;
+  ro->http.ca_file = o.ca_cert;
+  for (const char* env : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+    if (!ro->http.ca_file.empty()) break;
+    if (const char* v = std::getenv(env); v && *v) ro->http.ca_file = v;
+  }
+  // Checked when an https:// origin is opened: a local model does not care.
   return {};
 }
 
@@ -67,6 +80,10 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
                   "Expert usage profile that warms the cache (default: ~/.cache/deltafin/profiles/; 'none': off)");
   sub->add_option("--io-threads", o.io_threads, "Expert reads in flight at most (default 16)");
   add_remote_options(sub, o.remote);
+  sub->add_flag("--offline", o.remote.offline,
+                "Remote models: never contact the origin; use the core and experts in the disk cache (an expert "
+                "that is not cached is an error naming it). Without it, an unreachable origin falls back to the "
+                "cache on its own");
 }
 
 // `default_profile`: the profile when --profile is not given ("auto" or "").

@@ -86,8 +86,12 @@ Result<std::unique_ptr<CoreFile>> CoreFile::open(const std::string& base, const 
   } else {
     if (manifest.ok()) ::unlink((base + ".ok").c_str());  // another size: stale
     if (auto j = read_small_file(base + ".journal"); j.ok()) {
-      if (j->rfind(head, 0) == 0) c->stored_ = parse_chunks(*j, 1);
-      else ::unlink((base + ".journal").c_str());  // another size: stale
+      if (j->rfind(head, 0) == 0) {
+        c->stored_ = parse_chunks(*j, 1);
+        c->resumed_ = !c->stored_.empty();
+      } else {
+        ::unlink((base + ".journal").c_str());  // another size: stale
+      }
     }
   }
   return c;
@@ -138,6 +142,7 @@ std::vector<CoreChunk> CoreFile::missing(const std::vector<CoreChunk>& plan) con
 Status CoreFile::store(const CoreChunk& chunk, const char* data) {
   CoreChunk c = chunk;
   c.hash = XXH3_64bits(data, c.len);
+  ::unlink((base_ + ".verified").c_str());
   uint64_t done = 0;
   while (done < c.len) {
     ssize_t w = ::pwrite(fd_, data + done, c.len - done, off_t(c.offset + done));
@@ -171,6 +176,12 @@ Status CoreFile::finish(const std::vector<CoreChunk>& plan) {
   DF_TRY(write_file_atomic(base_ + ".ok", tmp_dir_, {text}));
   complete_ = true;
   ::unlink((base_ + ".journal").c_str());
+  // Every chunk was hashed in memory and synced by this process: the stamp holds.
+  // Chunks an earlier process stored have sat on disk since: the next open verifies.
+  if (!resumed_) {
+    const std::string st = stamp();
+    if (!st.empty()) (void)write_file_atomic(base_ + ".verified", tmp_dir_, {st});
+  }
   return {};
 }
 
@@ -183,12 +194,43 @@ Result<int> CoreFile::verify() {
     if (read(c.offset, buf.data(), c.len).ok() && XXH3_64bits(buf.data(), c.len) == c.hash) good.push_back(c);
     else ++bad;
   }
-  if (bad == 0) return 0;
+  const std::string stamp_path = base_ + ".verified";
+  if (bad == 0) {
+    if (complete_) {
+      const std::string text = stamp();
+      // A stamp that cannot be written only costs a rehash next time.
+      if (!text.empty()) (void)write_file_atomic(stamp_path, tmp_dir_, {text});
+    }
+    return 0;
+  }
+  ::unlink(stamp_path.c_str());
   stored_ = std::move(good);
   complete_ = false;
   ::unlink((base_ + ".ok").c_str());
   DF_TRY(rewrite_journal());
   return bad;
+}
+
+std::string CoreFile::stamp() const {
+  struct stat st;
+  auto manifest = read_small_file(base_ + ".ok");
+  if (::fstat(fd_, &st) != 0 || !manifest.ok()) return "";
+  return fmt::format("deltafin-core-verified 1 {} {} {}.{:09} {}.{:09} {:016x}\n", uint64_t(st.st_size),
+                     uint64_t(st.st_ino), int64_t(st.st_mtim.tv_sec), st.st_mtim.tv_nsec, int64_t(st.st_ctim.tv_sec),
+                     st.st_ctim.tv_nsec, XXH3_64bits(manifest->data(), manifest->size()));
+}
+
+Result<int> CoreFile::verify_if_changed(bool* skipped) {
+  if (skipped) *skipped = false;
+  if (complete_) {
+    auto was = read_small_file(base_ + ".verified");
+    const std::string now = stamp();
+    if (was.ok() && !now.empty() && *was == now) {
+      if (skipped) *skipped = true;
+      return 0;
+    }
+  }
+  return verify();
 }
 
 Status CoreFile::rewrite_journal() {

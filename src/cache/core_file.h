@@ -5,7 +5,9 @@
 // checksum in a journal (core-N.journal), so an interrupted download resumes where
 // it stopped. When every chunk is in, a manifest (core-N.ok, written atomically)
 // marks the core complete. verify() rehashes every chunk; a bad one is forgotten
-// and fetched again.
+// and fetched again. A clean verify is remembered (core-N.verified) until the data
+// file or the manifest changes, so that opening a cached model does not reread its
+// whole core each time.
 //
 // Thread safety: covers/read may be called from any thread; the rest from one
 // thread holding the model's core lock.
@@ -51,8 +53,13 @@ class CoreFile {
   // Marks the core complete; every chunk of `plan` must be stored.
   Status finish(const std::vector<CoreChunk>& plan);
   // Rehashes every stored chunk; a bad one is forgotten (the core becomes
-  // incomplete). Returns the number of bad chunks.
+  // incomplete). Returns the number of bad chunks. A complete core that verifies
+  // clean is stamped (core-N.verified: the data file's size, inode, mtime and ctime,
+  // and the manifest's hash).
   Result<int> verify();
+  // verify(), skipped (0, *skipped = true) while the stamp still matches: a core is
+  // rehashed once after it changes, not on every open. `cache verify` uses verify().
+  Result<int> verify_if_changed(bool* skipped = nullptr);
 
   uint64_t stored_bytes() const;
   const std::string& data_path() const { return data_path_; }
@@ -60,10 +67,12 @@ class CoreFile {
  private:
   CoreFile() = default;
   Status rewrite_journal();
+  std::string stamp() const;  // "" if the files cannot be read
   std::string base_, tmp_dir_, data_path_;
   int fd_ = -1;
   uint64_t file_size_ = 0;
   bool complete_ = false;
+  bool resumed_ = false;  // chunks came from the journal of an earlier process
   std::vector<CoreChunk> stored_;  // sorted by offset
 };
 

@@ -91,6 +91,7 @@ void ExpertCache::fetch(const std::vector<ExpertFetch>& jobs, bool demand, const
       {
         std::lock_guard<std::mutex> lk(mu_);
         ++st_.disk_hits;
+        promoted_early_.erase(j.key);
       }
       done(j.key, {});
     } else {
@@ -100,11 +101,26 @@ void ExpertCache::fetch(const std::vector<ExpertFetch>& jobs, bool demand, const
   if (!miss.empty()) fetch_missing(std::move(miss), demand, done);
 }
 
+void ExpertCache::promote(int key) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = urgent_.find(key);
+    if (it == urgent_.end()) {
+      promoted_early_.insert(key);  // its prefetch has not started its requests yet
+      return;
+    }
+    if (it->second->exchange(true)) return;
+  }
+  client_->wake();
+}
+
 void ExpertCache::release(int key) {
   locks_->unlock(uint64_t(key));
   {
     std::lock_guard<std::mutex> lk(mu_);
     claimed_.erase(key);
+    urgent_.erase(key);
+    promoted_early_.erase(key);
   }
   released_.notify_all();
 }
@@ -150,6 +166,7 @@ void ExpertCache::fetch_missing(std::vector<Want> wants, bool demand, const Done
   }
   // Another thread of this process is fetching these.
   for (const Want& w : ours_elsewhere) {
+    if (demand) promote(w.key);
     {
       std::unique_lock<std::mutex> lk(mu_);
       released_.wait(lk, [&] { return !claimed_.count(w.key); });
@@ -162,6 +179,16 @@ void ExpertCache::fetch_missing(std::vector<Want> wants, bool demand, const Done
 // Fetches claimed experts from the origin: runs of adjacent experts of one layer
 // share one range request per part.
 void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& done) {
+  if (!opts_.offline_reason.empty()) {
+    for (const Want& w : wants) {
+      const int moe = ix_.key_moe(w.key);
+      Error e = make_error("{}: expert {} of layer {} is not in the disk cache ({}) and {}", opts_.model,
+                           w.key - ix_.key(moe, 0), ix_.model_layer(moe), entry_path(w.key), opts_.offline_reason);
+      release(w.key);
+      done(w.key, e);
+    }
+    return;
+  }
   std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.key < b.key; });
   struct Run {
     std::vector<Want> experts;
@@ -194,6 +221,15 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
   std::condition_variable cv;
   const IoPriority prio = demand ? IoPriority::Demand : IoPriority::Prefetch;
   for (auto& r : runs) {
+    std::shared_ptr<std::atomic<bool>> urgent;
+    if (!demand) {  // promote() turns the whole run into a demand fetch
+      urgent = std::make_shared<std::atomic<bool>>(false);
+      std::lock_guard<std::mutex> lk(mu_);
+      for (const Want& w : r->experts) {
+        urgent_[w.key] = urgent;
+        if (promoted_early_.erase(w.key)) urgent->store(true);
+      }
+    }
     const ExpertSlices& first = ix_.slices(r->experts.front().key);
     const ExpertSlices& last = ix_.slices(r->experts.back().key);
     uint64_t total = 0;
@@ -213,7 +249,8 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
                            std::lock_guard<std::mutex> lk(mu);
                            if (!s.ok() && run->status.ok()) run->status = s;
                            if (--run->pending == 0) cv.notify_all();
-                         });
+                         },
+                         urgent);
     }
     std::lock_guard<std::mutex> lk(mu_);
     st_.requests += uint64_t(r->pending);

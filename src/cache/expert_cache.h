@@ -10,6 +10,9 @@
 //   entries (temp file, fsync, rename) and the claims dropped. A process that
 //   finds an expert claimed by another waits for it and reads the entry.
 //
+// Offline (opts.offline_reason set): nothing is fetched; an expert not on disk
+// fails with an error naming it, its entry path and why the origin is not used.
+//
 // Size: after writes, when the cache directory exceeds its budget, the least used
 // experts (counts kept per model in `usage`, merged across processes) are evicted,
 // never a core. A failed write (disk full) is reported once and the expert is
@@ -43,6 +46,8 @@ struct OriginPart {
 struct ExpertCacheOptions {
   uint64_t budget = 0;                      // bytes for the whole cache directory; 0: no limit
   uint64_t max_request = uint64_t(64) << 20;  // a coalesced request at most
+  std::string model;                        // the location, for messages
+  std::string offline_reason;               // non-empty: never fetch; a missing expert is an error saying this
 };
 
 struct ExpertCacheStats {
@@ -65,6 +70,7 @@ class ExpertCache final : public ExpertFetcher {
   ~ExpertCache() override;  // saves the usage counts
 
   void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) override;
+  void promote(int key) override;
 
   // Makes sure `keys` are on disk (pull, warm) at prefetch priority with at most
   // `window` bytes in flight; progress(bytes) as experts land (or are found).
@@ -101,6 +107,8 @@ class ExpertCache final : public ExpertFetcher {
   mutable std::mutex mu_;
   std::condition_variable released_;
   std::set<int> claimed_;            // being fetched by a thread of this process
+  std::map<int, std::shared_ptr<std::atomic<bool>>> urgent_;  // prefetched keys in flight: their run's flag
+  std::set<int> promoted_early_;  // promoted before their prefetch reached fetch_runs
   std::map<int, double> new_uses_;   // uses since the last save, by key
   ExpertCacheStats st_;
   bool warned_write_ = false;

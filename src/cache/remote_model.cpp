@@ -1,9 +1,14 @@
 #include "cache/remote_model.h"
 
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -56,6 +61,73 @@ RemoteModel::~RemoteModel() = default;
 
 const std::string& RemoteModel::url() const { return parts_[0]->url; }
 
+namespace {
+
+bool is_commit(const std::string& r) {
+  return r.size() == 40 && std::all_of(r.begin(), r.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+
+std::string model_dir_of(const std::string& root, const std::string& url, const std::string& key) {
+  return fmt::format("{}/{}-{:016x}", models_dir(root), file_stem(url), XXH3_64bits(key.data(), key.size()));
+}
+
+struct Meta {
+  std::string key;
+  std::vector<std::string> urls, revisions;
+  std::vector<HttpIdentity> ids;
+};
+
+// meta.json of a model directory; an absent file gives an empty Meta.
+Result<Meta> read_meta(const std::string& dir) {
+  Meta m;
+  auto text = read_small_file(dir + "/meta.json");
+  if (!text.ok()) return m;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(*text);
+    m.key = j.value("key", "");
+    for (const auto& p : j.at("parts")) {
+      m.urls.push_back(p.value("url", ""));
+      m.ids.push_back({p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")});
+    }
+    if (j.contains("revisions")) m.revisions = j.at("revisions").get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return make_error("{}/meta.json is malformed ({}); remove the directory to start over", dir, e.what());
+  }
+  return m;
+}
+
+// The directory of a cached copy of `loc` with a complete first core part ("" if
+// none). A URL or a Hugging Face commit names its directory; a branch or tag is
+// looked up among the revisions the cached copies recorded (the newest wins).
+std::string find_cached_dir(const std::string& root, const ModelLocation& loc) {
+  auto usable = [](const std::string& dir) { return ::access((dir + "/core-1.ok").c_str(), F_OK) == 0; };
+  if (loc.kind == ModelLocation::Kind::Url) {
+    const std::string dir = model_dir_of(root, loc.url, redact_url(loc.url));
+    return usable(dir) ? dir : "";
+  }
+  if (is_commit(loc.revision)) {
+    const std::string dir = model_dir_of(root, loc.url, fmt::format("hf://{}@{}/{}", loc.repo, loc.revision, loc.file));
+    return usable(dir) ? dir : "";
+  }
+  std::string best;
+  std::filesystem::file_time_type best_time{};
+  std::error_code ec;
+  const std::string prefix = fmt::format("hf://{}@", loc.repo), suffix = "/" + loc.file;
+  for (const auto& d : std::filesystem::directory_iterator(models_dir(root), ec)) {
+    const std::string dir = d.path().string();
+    auto m = read_meta(dir);
+    if (!m.ok() || !usable(dir) || m->key.rfind(prefix, 0) != 0 || m->key.size() < suffix.size() ||
+        m->key.compare(m->key.size() - suffix.size(), suffix.size(), suffix) != 0 ||
+        std::find(m->revisions.begin(), m->revisions.end(), loc.revision) == m->revisions.end())
+      continue;
+    const auto t = std::filesystem::last_write_time(dir + "/meta.json", ec);
+    if (best.empty() || t > best_time) best = dir, best_time = t;
+  }
+  return best;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc, const RemoteOptions& opts) {
   if (!loc.remote()) return make_error("'{}' is not a remote location", loc.text);
   std::unique_ptr<RemoteModel> m(new RemoteModel());
@@ -63,11 +135,38 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
   m->opts_ = opts;
   m->root_ = opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
   HttpOptions h = opts.http;
+  if (!h.ca_file.empty() && loc.url.rfind("https://", 0) == 0 && ::access(h.ca_file.c_str(), R_OK) != 0)
+    return make_error("cannot read the CA certificates '{}' (from --ca-cert, $CURL_CA_BUNDLE or $SSL_CERT_FILE): {}",
+                      h.ca_file, std::strerror(errno));
   if (loc.kind == ModelLocation::Kind::HuggingFace && !loc.token.empty()) h.bearer_token = loc.token;
   m->client_ = std::make_shared<HttpClient>(h);
-  DF_ASSIGN(auto first, HttpSource::open(m->client_, loc.url));
+  const std::string cached = find_cached_dir(m->root_, loc);
+  std::unique_ptr<HttpSource> first;
+  if (opts.offline) {
+    if (cached.empty())
+      return make_error("--offline: {} is not in the disk cache {} (run `deltafin pull {}` while the origin is "
+                        "reachable)",
+                        loc.text, m->root_, loc.text);
+    m->offline_reason_ = "--offline is set";
+  } else {
+    // With a cached copy, a quick probe: an unreachable origin means working offline.
+    bool unreachable = false;
+    auto probed = HttpSource::open(m->client_, loc.url, nullptr, cached.empty() ? 0 : 2, &unreachable);
+    if (!probed.ok() && !(unreachable && !cached.empty())) return probed.error();
+    if (probed.ok()) first = std::move(*probed);
+    else m->offline_reason_ = fmt::format("the origin is unreachable ({})", probed.error().message);
+  }
   std::string url = loc.url;
-  if (loc.kind == ModelLocation::Kind::HuggingFace) {
+  if (!m->offline_reason_.empty()) {
+    DF_LOG_WARN("{}: {}; working offline from the disk cache {}", loc.text, m->offline_reason_, cached);
+    m->dir_ = cached;
+    DF_ASSIGN(Meta meta, read_meta(cached));
+    if (meta.ids.empty() || meta.key.empty()) return make_error("{}/meta.json names no parts", cached);
+    m->key_ = meta.key;
+    m->pinned_ = meta.ids;
+    m->revisions_ = meta.revisions;
+    if (loc.kind == ModelLocation::Kind::HuggingFace) url = meta.urls[0];  // the resolve URL at the pinned commit
+  } else if (loc.kind == ModelLocation::Kind::HuggingFace) {
     const std::string& commit = first->probe().repo_commit;
     const std::string rev = commit.empty() ? loc.revision : commit;
     if (!commit.empty() && commit != loc.revision) {
@@ -78,33 +177,45 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
   } else {
     m->key_ = redact_url(url);
   }
-  m->dir_ = fmt::format("{}/{}-{:016x}", models_dir(m->root_), file_stem(url), XXH3_64bits(m->key_.data(), m->key_.size()));
+  if (m->dir_.empty()) {
+    m->dir_ = model_dir_of(m->root_, url, m->key_);
+    DF_ASSIGN(Meta meta, read_meta(m->dir_));
+    m->pinned_ = meta.ids;
+    m->revisions_ = meta.revisions;
+  }
   DF_TRY(make_dirs(m->dir_));
   DF_TRY(make_dirs(tmp_dir(m->root_)));
   remove_stale_temps(tmp_dir(m->root_));
-  if (auto meta = read_small_file(m->dir_ + "/meta.json"); meta.ok()) {
-    try {
-      const nlohmann::json j = nlohmann::json::parse(*meta);
-      for (const auto& p : j.at("parts"))
-        m->pinned_.push_back({p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")});
-    } catch (const std::exception& e) {
-      return make_error("{}/meta.json is malformed ({}); remove the directory to start over", m->dir_, e.what());
-    }
+  // Remember which branch or tag led here, for finding this copy offline.
+  if (loc.kind == ModelLocation::Kind::HuggingFace && !is_commit(loc.revision) &&
+      std::find(m->revisions_.begin(), m->revisions_.end(), loc.revision) == m->revisions_.end()) {
+    m->revisions_.push_back(loc.revision);
+    m->meta_dirty_ = true;
   }
   auto part = std::make_unique<Part>();
   part->url = url;
-  part->id = first->identity();
-  part->origin = std::make_unique<HttpSource>(m->client_, url, first->identity());
+  part->id = first ? first->identity() : m->pinned_[0];
+  part->origin = std::make_unique<HttpSource>(m->client_, url, part->id);
   m->parts_.push_back(std::move(part));
   DF_TRY(m->add_part(url));  // checks the pin and opens the core
   return m;
 }
 
-// Finishes parts_.back() when it was just pushed with url, or opens a new part.
 Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
   Part* p = nullptr;
   if (!parts_.empty() && parts_.back()->url == url && !parts_.back()->core) {
     p = parts_.back().get();
+  } else if (!offline_reason_.empty()) {
+    const size_t k = parts_.size();
+    if (k >= pinned_.size())
+      return make_error("{}: part {} ({}) is not in the disk cache and {}", loc_.text, k + 1, redact_url(url),
+                        offline_reason_);
+    auto part = std::make_unique<Part>();
+    part->url = url;
+    part->id = pinned_[k];
+    part->origin = std::make_unique<HttpSource>(client_, url, part->id);
+    p = part.get();
+    parts_.push_back(std::move(part));
   } else {
     DF_ASSIGN(auto src, HttpSource::open(client_, url));
     auto part = std::make_unique<Part>();
@@ -126,9 +237,13 @@ Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
   DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
   // Every read of the core comes after this check, the GGUF header's included.
   if (p->core->complete()) {
-    DF_ASSIGN(int bad, p->core->verify());
+    DF_ASSIGN(int bad, p->core->verify_if_changed());
     if (bad) DF_LOG_WARN("{}: {} core chunk(s) failed their checksum; fetching them again", p->core->data_path(), bad);
   }
+  if (!offline_reason_.empty() && !p->core->complete())
+    return make_error("{}: the core of part {} is not complete in the disk cache {} and {}; run `deltafin pull {}` "
+                      "while the origin is reachable",
+                      loc_.text, k + 1, dir_, offline_reason_, loc_.text);
   return p;
 }
 
@@ -140,7 +255,7 @@ Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
     return std::unique_ptr<ByteSource>(new CachedPartSource(*p));
   };
   DF_ASSIGN(auto file, ModelFile::open(parts_[0]->url, opener));
-  if (pinned_.size() != parts_.size()) DF_TRY(write_meta());
+  if (offline_reason_.empty() && (pinned_.size() != parts_.size() || meta_dirty_)) DF_TRY(write_meta());
   return file;
 }
 
@@ -149,6 +264,7 @@ Status RemoteModel::write_meta() {
   j["format"] = 1;
   j["location"] = loc_.text;
   j["key"] = key_;
+  if (!revisions_.empty()) j["revisions"] = revisions_;
   j["parts"] = nlohmann::json::array();
   for (const auto& p : parts_)
     j["parts"].push_back({{"url", redact_url(p->url)}, {"size", p->id.size}, {"etag", p->id.etag},
@@ -156,6 +272,7 @@ Status RemoteModel::write_meta() {
   DF_TRY(write_file_atomic(dir_ + "/meta.json", tmp_dir(root_), {j.dump(1) + "\n"}));
   pinned_.clear();
   for (const auto& p : parts_) pinned_.push_back(p->id);
+  meta_dirty_ = false;
   return {};
 }
 
@@ -172,6 +289,8 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
   for (const auto& p : parts_) origin.push_back({p->url, p->id});
   ExpertCacheOptions eo;
   eo.budget = opts_.disk_budget;
+  eo.model = loc_.text;
+  eo.offline_reason = offline_reason_;
   DF_ASSIGN(experts_, ExpertCache::open(root_, dir_, *index_, client_, std::move(origin), eo));
   return {};
 }
@@ -200,7 +319,7 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
     DF_ASSIGN(lock, FileLock::acquire(dir_ + "/core.lock"));
     for (auto& p : parts_) {
       DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
-      if (p->core->complete()) DF_TRY(p->core->verify().ok() ? Status() : Status(make_error("cannot verify {}", p->core->data_path())));
+      if (p->core->complete()) DF_TRY(p->core->verify_if_changed().ok() ? Status() : Status(make_error("cannot verify {}", p->core->data_path())));
     }
   }
   struct Job {
@@ -277,8 +396,8 @@ std::string format_remote_stats(RemoteModel& m) {
   return fmt::format(
       "disk cache: {} experts from disk, {} fetched from the origin ({:.1f} MB in {} range requests), {} waited on "
       "another process, {} corrupt dropped, {} write errors, {} evicted\n"
-      "network: {} requests, {} retries, {:.1f} MB received, {:.2f} MB/s while busy ({:.3f} s busy)\n",
+      "network: {} requests ({}), {} retries, {:.1f} MB received, {:.2f} MB/s while busy ({:.3f} s busy)\n",
       c.disk_hits, c.fetched, c.fetched_bytes / 1e6, c.requests, c.waited, c.corrupt, c.write_errors, c.evicted,
-      h.requests, h.retries, h.bytes / 1e6, h.busy_s > 0 ? h.bytes / h.busy_s / 1e6 : 0.0, h.busy_s);
+      h.requests, http_versions_text(h), h.retries, h.bytes / 1e6, h.busy_s > 0 ? h.bytes / h.busy_s / 1e6 : 0.0, h.busy_s);
 }
 }  // namespace deltafin

@@ -4,6 +4,10 @@
 //                  commit), probes the first part (size, ETag), finds or creates
 //                  the model's cache directory; a part whose size or ETag differs
 //                  from what the cache pinned is an error, never a silent mix.
+//                  Offline (asked for, or the origin unreachable while a cached
+//                  copy with a complete core exists): the cache directory and the
+//                  pinned identities come from meta.json, nothing is sent, and an
+//                  expert that is not on disk fails with an error naming it.
 //   open_file():   the GGUF parts, reading from the cached core when it is
 //                  complete, else from the origin.
 //   attach():      the expert index; plans the core; opens the expert cache.
@@ -30,6 +34,7 @@ struct RemoteOptions {
   std::string cache_dir;     // empty: default_cache_dir()
   uint64_t disk_budget = 0;  // bytes for the whole cache directory (--disk-cache); 0: no limit
   HttpOptions http;
+  bool offline = false;      // never contact the origin (--offline)
 };
 
 struct CoreStatus {
@@ -58,6 +63,8 @@ class RemoteModel {
   const std::string& url() const;  // part 1, revision pinned
   const std::string& key() const { return key_; }
   std::shared_ptr<HttpClient> client() { return client_; }
+  // Why the origin is not used ("" when online).
+  const std::string& offline_reason() const { return offline_reason_; }
 
   struct Part;
 
@@ -72,6 +79,9 @@ class RemoteModel {
   std::shared_ptr<HttpClient> client_;
   std::vector<std::unique_ptr<Part>> parts_;
   std::vector<HttpIdentity> pinned_;  // from meta.json, per part
+  std::vector<std::string> revisions_;    // Hugging Face branches/tags seen resolving to this commit
+  bool meta_dirty_ = false;
+  std::string offline_reason_;
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<ExpertCache> experts_;
 };

@@ -42,8 +42,11 @@ struct Transfer {
   bool has_pin = false;
   HttpIdentity pin;
   IoPriority prio = IoPriority::Demand;
+  std::shared_ptr<const std::atomic<bool>> urgent;  // a prefetch promoted to demand once true
   HttpClient::Done done;
   HttpProbe* probe = nullptr;  // a probe: fill in what the response says
+  int max_attempts = 0;        // > 0: overrides the option
+  bool* unreachable = nullptr; // set if the last attempt made no connection
   // Progress over attempts.
   uint64_t got = 0;  // bytes [offset, offset + got) are in dst
   int attempts = 0;  // attempts that failed without progress
@@ -61,6 +64,7 @@ struct Transfer {
   Clock::time_point last_data;
   bool paused = false;
 
+  bool is_demand() const { return prio == IoPriority::Demand || (urgent && urgent->load()); }
   std::string range_text() const { return fmt::format("bytes {}-{}", offset, offset + n - 1); }
 };
 
@@ -190,18 +194,29 @@ struct HttpClient::Impl {
 
   bool demand_running() const {
     for (const auto& [e, t] : active)
-      if (t->prio == IoPriority::Demand) return true;
+      if (t->is_demand()) return true;
     return false;
   }
 
+  int active_demand() const {
+    int n = 0;
+    for (const auto& [e, t] : active) n += t->is_demand();
+    return n;
+  }
+
   // Starts waiting transfers whose time has come: demand first; prefetch only while
-  // no demand transfer runs.
+  // no demand transfer runs. Only demand transfers count against a demand
+  // transfer's limit: prefetch transfers filling every slot (paused as soon as a
+  // demand transfer runs) never hold one back.
   void start_ready() {
     const auto now = Clock::now();
     for (IoPriority p : {IoPriority::Demand, IoPriority::Prefetch}) {
       if (p == IoPriority::Prefetch && demand_running()) return;
-      for (size_t i = 0; i < waiting.size() && int(active.size()) < opts.max_in_flight;) {
-        if (waiting[i]->prio == p && waiting[i]->not_before <= now) {
+      int running = p == IoPriority::Demand ? active_demand() : int(active.size());
+      for (size_t i = 0; i < waiting.size() && running < opts.max_in_flight;) {
+        if ((waiting[i]->is_demand() ? IoPriority::Demand : IoPriority::Prefetch) == p &&
+            waiting[i]->not_before <= now) {
+          ++running;
           std::unique_ptr<Transfer> t = std::move(waiting[i]);
           waiting.erase(waiting.begin() + std::ptrdiff_t(i));
           start_attempt(std::move(t));
@@ -215,7 +230,14 @@ struct HttpClient::Impl {
   void apply_pauses() {
     const bool demand = demand_running();
     for (auto& [e, t] : active) {
-      if (t->prio != IoPriority::Prefetch) continue;
+      if (t->is_demand()) {
+        if (t->paused) {  // promoted while paused
+          t->paused = false;
+          t->last_data = Clock::now();
+          curl_easy_pause(e, CURLPAUSE_CONT);
+        }
+        continue;
+      }
       if (demand && !t->paused) {
         t->paused = true;
         curl_easy_pause(e, CURLPAUSE_RECV);
@@ -264,6 +286,7 @@ struct HttpClient::Impl {
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "deltafin/0.1");
+    if (!opts.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, opts.ca_file.c_str());
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
@@ -423,7 +446,20 @@ struct HttpClient::Impl {
   void finish_attempt(std::unique_ptr<Transfer> t, CURLcode rc) {
     std::string why = t->fail;
     bool permanent = t->fail_permanent;
-    if (why.empty() && rc != CURLE_OK) why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
+    if (why.empty() && rc != CURLE_OK) {
+      why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
+      // Failures a retry cannot mend.
+      if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE || rc == CURLE_SSL_CERTPROBLEM) {
+        permanent = true;
+        if (rc != CURLE_SSL_CERTPROBLEM)
+          why += opts.ca_file.empty()
+                     ? " (the server's certificate is not trusted by the system's CA certificates: pass --ca-cert "
+                       "FILE or set CURL_CA_BUNDLE)"
+                     : fmt::format(" (CA certificates from '{}')", opts.ca_file);
+      }
+      if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT || rc == CURLE_TOO_MANY_REDIRECTS)
+        permanent = true;
+    }
     if (why.empty() && !t->checked && !check_head(*t)) {  // a response without a body
       why = t->fail;
       permanent = t->fail_permanent;
@@ -442,13 +478,22 @@ struct HttpClient::Impl {
       curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &ver);
       t->probe->http_version = ver == CURL_HTTP_VERSION_3 ? 3 : ver == CURL_HTTP_VERSION_2_0 ? 2 : 1;
     }
+    long version = 0;
+    if (why.empty()) curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
     const std::string retry_after = t->retry_after;
     cleanup_attempt(*t);
     const bool progressed = t->got > t->got_at_start;
+    // No answer at all: the origin could not be reached.
+    const bool no_connection = rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                               rc == CURLE_COULDNT_CONNECT || (rc == CURLE_OPERATION_TIMEDOUT && t->status == 0);
+    if (t->unreachable) *t->unreachable = no_connection;
     {
       std::lock_guard<std::mutex> lk(mu);
       st.bytes += t->got - t->got_at_start;
-      if (why.empty()) ++st.requests;
+      if (why.empty()) {
+        ++st.requests;
+        (version == CURL_HTTP_VERSION_3 ? st.over_http3 : version == CURL_HTTP_VERSION_2_0 ? st.over_http2 : st.over_http1)++;
+      }
     }
     if (why.empty()) {
       t->done({});
@@ -461,7 +506,8 @@ struct HttpClient::Impl {
                          opts.retry_after_max_s);
       permanent = true;
     }
-    if (permanent || t->attempts >= opts.max_attempts) {
+    const int max_attempts = t->max_attempts > 0 ? t->max_attempts : opts.max_attempts;
+    if (permanent || t->attempts >= max_attempts) {
       std::string msg = fmt::format("GET {} {}: {}", redact_url(t->url), t->range_text(), why);
       if (!permanent) msg += fmt::format(" (gave up after {} failed attempts)", t->attempts);
       {
@@ -494,8 +540,9 @@ HttpClient::HttpClient(HttpOptions opts) : opts_(opts), impl_(std::make_unique<I
 HttpClient::~HttpClient() = default;
 
 void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
-                           IoPriority prio, Done done) {
+                           IoPriority prio, Done done, std::shared_ptr<const std::atomic<bool>> urgent) {
   auto t = std::make_unique<Transfer>();
+  t->urgent = std::move(urgent);
   t->url = url;
   t->offset = offset;
   t->n = n;
@@ -511,6 +558,8 @@ void HttpClient::get_range(const std::string& url, uint64_t offset, uint64_t n, 
   impl_->submit(std::move(t));
 }
 
+void HttpClient::wake() { curl_multi_wakeup(impl_->multi); }
+
 Status HttpClient::get_range_sync(const std::string& url, uint64_t offset, uint64_t n, char* dst,
                                   const HttpIdentity* pin, IoPriority prio) {
   std::promise<Status> p;
@@ -519,7 +568,7 @@ Status HttpClient::get_range_sync(const std::string& url, uint64_t offset, uint6
   return f.get();
 }
 
-Result<HttpProbe> HttpClient::probe(const std::string& url) {
+Result<HttpProbe> HttpClient::probe(const std::string& url, int max_attempts, bool* unreachable) {
   HttpProbe probe;
   char byte = 0;
   std::promise<Status> p;
@@ -530,11 +579,26 @@ Result<HttpProbe> HttpClient::probe(const std::string& url) {
   t->n = 1;
   t->dst = &byte;
   t->probe = &probe;
+  t->max_attempts = max_attempts;
+  t->unreachable = unreachable;
   t->done = [&p](const Status& s) { p.set_value(s); };
   impl_->submit(std::move(t));
   Status s = f.get();
   if (!s.ok()) return s.error();
   return probe;
+}
+
+std::string http_versions_text(const HttpStats& s) {
+  const std::pair<const char*, uint64_t> v[] = {{"HTTP/1.1", s.over_http1}, {"HTTP/2", s.over_http2}, {"HTTP/3", s.over_http3}};
+  std::string out;
+  int used = 0;
+  for (const auto& [name, n] : v) used += n > 0;
+  for (const auto& [name, n] : v) {
+    if (n == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += used == 1 ? std::string(name) : fmt::format("{}: {}", name, n);
+  }
+  return out.empty() ? "no requests" : out;
 }
 
 HttpStats HttpClient::stats() const {

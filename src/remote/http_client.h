@@ -8,13 +8,15 @@
 // delay. A changed object (ETag or size) fails at once: bytes of two revisions are
 // never mixed. Every error names the URL and the byte range.
 //
-// Priorities: demand transfers start before prefetch transfers, and while any
-// demand transfer is running every prefetch transfer is paused, so that prefetch
-// never takes bandwidth from a demand fetch.
+// Priorities: demand transfers start before prefetch transfers, a demand transfer
+// counts only other demand transfers against max_in_flight (prefetches never hold
+// its slot), and while any demand transfer is running every prefetch transfer is
+// paused, so that prefetch never delays a demand fetch nor takes its bandwidth.
 //
 // Thread safety: every public member may be called from any thread. Completion
 // callbacks run on the client's thread and must not block.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +36,9 @@ struct HttpOptions {
   double retry_after_max_s = 60;  // a longer Retry-After fails the request
   int max_in_flight = 16;         // transfers running at once
   std::string bearer_token;       // "Authorization: Bearer" (never sent across hosts on redirect)
+  // CA certificates (PEM) that https:// servers are verified against, instead of the
+  // system's; verification itself is never turned off.
+  std::string ca_file;
 };
 
 // What every response for an object must match, pinned when it was first opened.
@@ -57,7 +62,12 @@ struct HttpStats {
   uint64_t retries = 0;
   uint64_t bytes = 0;     // body bytes received into destinations
   double busy_s = 0;      // wall time with at least one transfer running
+  uint64_t over_http1 = 0, over_http2 = 0, over_http3 = 0;  // completed requests by HTTP version
 };
+
+// "HTTP/2" when every completed request used one version, else "HTTP/1.1: 3, HTTP/2: 40"
+// ("no requests" when none completed).
+std::string http_versions_text(const HttpStats& s);
 
 class HttpClient {
  public:
@@ -69,14 +79,20 @@ class HttpClient {
   using Done = std::function<void(const Status&)>;
   // Fetches bytes [offset, offset + n) of `url` into dst (n >= 1); `pin`: what the
   // object must be (null: no check). Calls done exactly once; dst must stay valid
-  // until then.
+  // until then. `urgent` (a prefetch only; may be null): once it turns true the
+  // transfer counts as a demand transfer (someone now waits for it); call wake().
   void get_range(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
-                 IoPriority prio, Done done);
+                 IoPriority prio, Done done, std::shared_ptr<const std::atomic<bool>> urgent = nullptr);
+  // Makes the client's thread look at `urgent` flags now.
+  void wake();
   // The same, waiting for the result.
   Status get_range_sync(const std::string& url, uint64_t offset, uint64_t n, char* dst, const HttpIdentity* pin,
                         IoPriority prio = IoPriority::Demand);
-  // Asks for the first byte: size, ETag, where redirects lead.
-  Result<HttpProbe> probe(const std::string& url);
+  // Asks for the first byte: size, ETag, where redirects lead. `max_attempts` > 0
+  // overrides the option (a quick check); `unreachable` (may be null) is set when
+  // the request failed because no connection could be made (name resolution,
+  // connect, TLS handshake never reached, timeout) rather than by an answer.
+  Result<HttpProbe> probe(const std::string& url, int max_attempts = 0, bool* unreachable = nullptr);
 
   HttpStats stats() const;
   const HttpOptions& options() const { return opts_; }

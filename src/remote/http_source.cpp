@@ -16,8 +16,9 @@ HttpSource::HttpSource(std::shared_ptr<HttpClient> client, std::string url, Http
     : client_(std::move(client)), url_(std::move(url)), name_(redact_url(url_)), id_(std::move(id)) {}
 
 Result<std::unique_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClient> client, const std::string& url,
-                                                     const HttpIdentity* expect) {
-  auto probe = client->probe(url);
+                                                     const HttpIdentity* expect, int max_attempts,
+                                                     bool* unreachable) {
+  auto probe = client->probe(url, max_attempts, unreachable);
   if (!probe.ok()) return make_error("cannot open {}: {}", redact_url(url), probe.error().message);
   if (expect) {
     std::string change = identity_change(*expect, probe->id);

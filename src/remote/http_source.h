@@ -14,8 +14,10 @@ class HttpSource final : public ByteSource {
  public:
   // Probes `url`. `expect`: the identity the file must still have (from a cache);
   // a different size or ETag is an error that says the file changed.
+  // `max_attempts`, `unreachable`: as for HttpClient::probe.
   static Result<std::unique_ptr<HttpSource>> open(std::shared_ptr<HttpClient> client, const std::string& url,
-                                                  const HttpIdentity* expect = nullptr);
+                                                  const HttpIdentity* expect = nullptr, int max_attempts = 0,
+                                                  bool* unreachable = nullptr);
   // Trusts `id` without a probe (what a cache pinned).
   HttpSource(std::shared_ptr<HttpClient> client, std::string url, HttpIdentity id);
 

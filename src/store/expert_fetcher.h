@@ -24,6 +24,9 @@ class ExpertFetcher {
   // share a request. `demand`: a forward pass waits (else a prefetch, which must
   // never delay a demand fetch).
   virtual void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) = 0;
+  // A prefetch of `key` that is in flight is now waited for: let it go on as a
+  // demand fetch. Thread-safe; never calls back.
+  virtual void promote(int key) { (void)key; }
 };
 
 }  // namespace deltafin

@@ -86,6 +86,7 @@ struct Entry {
   St st = St::Absent;
   bool demand = false;         // pending as a demand read (else prefetch)
   bool urgent = false;         // a blocked caller waits: first in line
+  bool promoted = false;       // a prefetch read a caller now waits for: the fetcher was told
   bool from_prefetch = false;  // brought in by a prefetch and not looked up since
   int slot = -1;
   int pins = 0;
@@ -228,6 +229,10 @@ class Streaming final : public StreamingExpertStore {
           return take_error(e);
         }
         if (e.st == St::Absent) enqueue(keys[size_t(i)], /*demand=*/true);  // another caller took its error
+        if (e.st == St::Reading && e.from_prefetch && !e.promoted && opts_.fetcher) {
+          e.promoted = true;  // a prefetch must not delay this demand: let it go at demand priority
+          opts_.fetcher->promote(keys[size_t(i)]);
+        }
         in_flight |= e.st == St::Reading;
       }
       // Nothing of ours is being read (the cache is full of experts that other
@@ -490,6 +495,7 @@ class Streaming final : public StreamingExpertStore {
     e.st = St::Reading;
     e.slot = slot;
     e.urgent = false;
+    e.promoted = false;
     e.error.clear();
     e.from_prefetch = !demand;
     slots_[size_t(slot)].key = key;

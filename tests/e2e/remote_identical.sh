@@ -2,10 +2,12 @@
 # Remote models against a real nginx on loopback: a model served over HTTP computes
 # exactly what the local file computes (logits of `eval`, greedy text of `run`),
 # experts streaming through the disk cache; hf:// locations (HF_ENDPOINT, bearer
-# token, redirect, revision pinned to X-Repo-Commit); split models; a warm cache
+# token, redirect, revision pinned to X-Repo-Commit, the token never sent to another
+# host a redirect leads to); split models; a warm cache
 # fetches nothing; a corrupt entry or core chunk is dropped and fetched again; a
 # --disk-cache budget evicts; a file changed upstream is a clear error; two
-# processes at once fetch each expert once; pull --layers; cache stats/warm/clear.
+# processes at once fetch each expert once; pull --layers; cache stats/warm/prune/
+# clear; DELTAFIN_CACHE_DIR and the default cache directory; coalesced ranges.
 # usage: remote_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$(realpath "$1"); src=$(cd "$2" && pwd); build=$(cd "$3" && pwd)
@@ -24,7 +26,18 @@ start_nginx "$dir/ng" "$dir/www" "" "
       add_header X-Repo-Commit $commit always;
       return 302 /cdn/\$2;
     }
-    location /cdn/ { alias $dir/www/; }"
+    location /cdn/ { alias $dir/www/; }
+    # Another host (localhost, not 127.0.0.1), like Hugging Face's CDN: it must not
+    # see the token.
+    location ~ ^/acme/cross/resolve/(main|$commit)/(.+)\$ {
+      if (\$http_authorization != 'Bearer hf_test_token') { return 401; }
+      add_header X-Repo-Commit $commit always;
+      return 302 http://localhost:\$server_port/cdn2/\$2;
+    }
+    location /cdn2/ {
+      if (\$http_authorization) { return 403; }
+      alias $dir/www/;
+    }"
 url=http://127.0.0.1:$NGINX_PORT
 ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
 ev() { "$bin" eval --ids $ids --top 20 --all-positions -b 6 "$@"; }
@@ -58,6 +71,8 @@ HF_ENDPOINT=$url HF_TOKEN=hf_test_token ev -m "hf://acme/tiny/tiny.gguf" --cache
 check "hf:// eval = local eval" cmp -s "$dir/ref" "$dir/hf"
 check "hf:// revision pinned to the commit" grep -q "acme/tiny@$commit/tiny.gguf" "$H"/models/*/meta.json
 check "hf:// requests went to the pinned commit" grep -q "resolve/$commit/tiny.gguf" "$dir/ng/ranges.log"
+HF_ENDPOINT=$url HF_TOKEN=hf_test_token ev -m "hf://acme/cross/tiny.gguf" --cache-dir "$H" >"$dir/hf-cross" 2>"$dir/hf-cross.err"
+check "hf:// redirected to another host: the token is not sent there, eval = local eval" cmp -s "$dir/ref" "$dir/hf-cross"
 HF_ENDPOINT=$url HF_TOKEN=wrong ev -m "hf://acme/tiny@main/tiny.gguf" --cache-dir "$H" >/dev/null 2>"$dir/hf401.err"
 check "hf:// with a bad token: clear error naming HTTP 401" grep -q "HTTP 401" "$dir/hf401.err"
 
@@ -105,7 +120,10 @@ check "two processes: no byte range fetched twice ($dups duplicates)" test "$dup
 # 9. pull --layers fetches those layers' experts only; cache stats and clear.
 P=$dir/cache-pull
 "$bin" pull "$url/tiny.gguf" --cache-dir "$P" --layers 1-1 >"$dir/pull.out" 2>"$dir/pull.err"
-check "pull --layers 1-1: says what it needs first" grep -q "needs: disk" "$dir/pull.err"
+check "pull --layers 1-1: says first what it needs on disk and in RAM" \
+  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]B .*; RAM at least [0-9.]+ [KMG]B'"
+check "pull: progress bars with bytes, rate and ETA" \
+  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MB [0-9.]+ MB/s ETA'"
 check "pull --layers 1-1: layer 1's 8 experts only" test "$(ls "$P"/models/tiny-*/experts | grep -c '^1-')" = 8 -a \
   "$(ls "$P"/models/tiny-*/experts | grep -c '^0-')" = 0
 "$bin" cache stats --cache-dir "$P" >"$dir/stats"
@@ -118,8 +136,23 @@ rm -f "$P"/models/tiny-*/experts/*
 "$bin" cache warm "$url/tiny.gguf" --cache-dir "$P" >/dev/null 2>"$dir/warm-u.err"
 check "cache warm (recorded usage): the same $n_before experts again" \
   test "$(ls "$P"/models/tiny-*/experts | wc -l)" = "$n_before"
+"$bin" cache prune --cache-dir "$P" --disk-cache 3M >"$dir/prune.out"
+check "cache prune --disk-cache 3M: experts evicted, the core kept" bash -c \
+  "grep -Eq 'pruned [1-9][0-9]* expert' '$dir/prune.out' && [ \$(du -s --block-size=1 '$P' | cut -f1) -le 3300000 ] && test -f $P/models/tiny-*/core-1.ok"
 "$bin" cache clear "$url/tiny.gguf" --cache-dir "$P" >/dev/null
 check "cache clear removes the model" test -z "$(ls "$P/models")"
+
+# 9b. Where the cache lives without --cache-dir; pull fetches the core only by
+# default; adjacent experts are fetched as one range per part (gate, up, down).
+DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" >/dev/null 2>"$dir/pull-env.err"
+check "DELTAFIN_CACHE_DIR: the cache is there; pull took the core only" bash -c \
+  "test -f $dir/env-cache/models/tiny-*/core-1.ok && [ -z \"\$(ls $dir/env-cache/models/tiny-*/experts)\" ]"
+(unset DELTAFIN_CACHE_DIR; XDG_CACHE_HOME=$dir/xdg "$bin" pull "$url/tiny.gguf" >/dev/null 2>&1)
+check "default cache directory: \$XDG_CACHE_HOME/deltafin" test -f "$(ls -d "$dir"/xdg/deltafin/models/tiny-* | head -1)/core-1.ok"
+: >"$dir/ng/ranges.log"; kill -USR1 "$(cat "$dir/ng/nginx.pid")"; sleep 0.2
+DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" --layers 0-0 >/dev/null 2>&1
+n_req=$(grep '^GET /tiny.gguf' "$dir/ng/ranges.log" | grep -vc 'bytes=0-0 ')
+check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (one per part)" test "$n_req" = 3
 
 # 10. The file changes upstream: a clear error, nothing mixed.
 cp "$dir/www/tiny.gguf" "$dir/tiny.orig"

@@ -3,8 +3,9 @@
 # directory, and the project's fault-injecting proxy.
 #
 #   free_port                       prints a free loopback TCP port
-#   start_nginx DIR ROOT [HTTP] [SERVER]   serves ROOT; extra directives for the http
-#                                   and server blocks; sets NGINX_PORT
+#   start_nginx DIR ROOT [HTTP] [SERVER] [LISTEN]   serves ROOT; extra directives for
+#                                   the http and server blocks, extra parameters of
+#                                   `listen` (e.g. "ssl http2"); sets NGINX_PORT
 #   stop_nginx DIR
 #   start_proxy DIR UPSTREAM_PORT ARGS...  the fault proxy; sets PROXY_PORT
 #   stop_proxy DIR
@@ -21,8 +22,8 @@ wait_port() { # port
   return 1
 }
 
-start_nginx() { # dir root [http-extra] [server-extra]
-  local dir=$1 root=$2 http_extra=${3:-} server_extra=${4:-}
+start_nginx() { # dir root [http-extra] [server-extra] [listen-params]
+  local dir=$1 root=$2 http_extra=${3:-} server_extra=${4:-} listen_params=${5:-}
   command -v nginx >/dev/null || { echo "skip: nginx is not installed (scripts/setup --test)"; exit 77; }
   mkdir -p "$dir/tmp"
   NGINX_PORT=$(free_port)
@@ -48,7 +49,7 @@ http {
   types { application/octet-stream gguf; }
   $http_extra
   server {
-    listen 127.0.0.1:$NGINX_PORT;
+    listen 127.0.0.1:$NGINX_PORT $listen_params;
     root $root;
     $server_extra
   }

@@ -1,6 +1,7 @@
 // Disk cache pieces on real files: model locations, expert entries (checksum,
 // corruption, wrong key, truncation), the core file's journal (resume after a torn
-// line, completion, verification), cross-process key locks (fork), atomic writes.
+// line, completion, verification), cross-process key locks (fork), atomic writes,
+// eviction to a budget by usage counts.
 // The network and whole-model paths are tested end to end against nginx
 // (tests/e2e/remote_*.sh).
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "cache/cache_admin.h"
 #include "cache/core_file.h"
 #include "cache/expert_entry.h"
 #include "cache/fs.h"
@@ -160,6 +162,86 @@ TEST(CoreFile, JournalResumesCompletesAndVerifies) {
   // Another size (the origin's file changed): nothing is reused.
   c = CoreFile::open(dir + "/core-1", dir, size + 1);
   EXPECT_EQ((*c)->missing(plan).size(), 4u);
+}
+
+TEST(CoreFile, CleanVerificationIsRememberedUntilTheFileChanges) {
+  const std::string dir = fresh_dir("core_stamp");
+  const uint64_t size = 256 << 10;
+  const std::string data = random_bytes(size, 11);
+  const std::vector<CoreChunk> plan = {{0, 65536, 0}, {65536, 65536, 0}, {200000, 50000, 0}};
+  auto c = CoreFile::open(dir + "/core-1", dir, size);
+  ASSERT_TRUE(c.ok());
+  for (const CoreChunk& k : plan) ASSERT_TRUE((*c)->store(k, data.data() + k.offset).ok());
+  ASSERT_TRUE((*c)->finish(plan).ok());  // all stored by this process: stamped
+  bool skipped = false;
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+  // A byte changed on disk: the stamp no longer matches, the chunk is caught.
+  flip_byte((*c)->data_path(), 70000);
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 1);
+  EXPECT_FALSE(skipped);
+  EXPECT_FALSE((*c)->complete());
+  ASSERT_TRUE((*c)->store(plan[1], data.data() + plan[1].offset).ok());
+  ASSERT_TRUE((*c)->finish(plan).ok());
+  c = CoreFile::open(dir + "/core-1", dir, size);
+  EXPECT_EQ((*c)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+  // The full check still reads everything (cache verify), and refreshes the stamp.
+  EXPECT_EQ((*c)->verify().value(), 0);
+  // A core finished from a journal an earlier process left is rehashed once.
+  const std::string dir2 = fresh_dir("core_stamp2");
+  {
+    auto d = CoreFile::open(dir2 + "/core-1", dir2, size);
+    ASSERT_TRUE((*d)->store(plan[0], data.data()).ok());
+  }
+  auto d = CoreFile::open(dir2 + "/core-1", dir2, size);
+  for (const CoreChunk& k : (*d)->missing(plan)) ASSERT_TRUE((*d)->store(k, data.data() + k.offset).ok());
+  ASSERT_TRUE((*d)->finish(plan).ok());
+  EXPECT_EQ((*d)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_FALSE(skipped);
+  EXPECT_EQ((*d)->verify_if_changed(&skipped).value(), 0);
+  EXPECT_TRUE(skipped);
+}
+
+TEST(CacheAdmin, PruneEvictsTheLeastUsedExpertsAcrossModelsNeverACore) {
+  const std::string root = fresh_dir("prune");
+  auto write = [](const std::string& path, size_t n) {
+    std::ofstream(path, std::ios::binary) << random_bytes(n, uint32_t(n));
+  };
+  uint64_t cores = 0;
+  ASSERT_TRUE(make_dirs(tmp_dir(root)).ok());
+  for (const char* m : {"a", "b"}) {
+    const std::string d = models_dir(root) + "/" + m;
+    ASSERT_TRUE(make_dirs(d + "/experts").ok());
+    write(d + "/core-1.bin", 64 << 10);
+    write(d + "/core-1.ok", 10);
+    cores += disk_usage(d + "/core-1.bin");
+    for (const char* e : {"0-0", "0-1", "0-2", "1-3"}) write(d + "/experts/" + e, 1000);
+  }
+  // Model a: 0-0 used 10 times, 0-2 5 times, 0-1 once, 1-3 never; model b: 1-3 three times.
+  ASSERT_TRUE(merge_usage(models_dir(root) + "/a", tmp_dir(root), {{{0, 0}, 10}, {{0, 2}, 5}, {{0, 1}, 1}}).ok());
+  ASSERT_TRUE(merge_usage(models_dir(root) + "/b", tmp_dir(root), {{{1, 3}, 3}}).ok());
+  ASSERT_TRUE(merge_usage(models_dir(root) + "/a", tmp_dir(root), {{{0, 2}, 1}}).ok());  // counts add up: 6
+  EXPECT_EQ(read_usage(models_dir(root) + "/a").at({0, 2}), 6.0);
+  auto present = [&](const char* m, const char* e) {
+    return ::access((models_dir(root) + "/" + m + "/experts/" + e).c_str(), F_OK) == 0;
+  };
+  // Room for three entries: the three most used stay (a/0-0, a/0-2, b/1-3).
+  auto r = prune_cache(root, cores + 3000);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->removed, 5);
+  EXPECT_LE(r->after, cores + 3000);
+  EXPECT_TRUE(present("a", "0-0") && present("a", "0-2") && present("b", "1-3"));
+  EXPECT_FALSE(present("a", "0-1") || present("a", "1-3") || present("b", "0-0") || present("b", "0-1") ||
+               present("b", "0-2"));
+  // A budget below the cores: every expert goes, the cores stay.
+  r = prune_cache(root, 1000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->removed, 3);
+  EXPECT_EQ(r->after, cores);
+  for (const char* m : {"a", "b"}) EXPECT_EQ(::access((models_dir(root) + "/" + m + "/core-1.bin").c_str(), F_OK), 0);
 }
 
 TEST(KeyLocks, ExcludeOtherProcesses) {
