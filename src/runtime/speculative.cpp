@@ -18,9 +18,13 @@ double now_s() {
 // Measurements fade: the weight of a pass halves after about 10 (EMA) or 20 (counts) more.
 constexpr double kEma = 0.07;
 constexpr double kCountDecay = 0.965;
-// A drafter that does not pay is still tried every kProbeEvery passes with a short
-// draft, so that a change (a repetitive stretch, a warmer cache) is noticed.
+// A drafter that does not pay is still tried now and then with a short draft, so
+// that a change (a repetitive stretch, a warmer cache) is noticed: first after
+// kProbeEvery passes, and after each probe that does not bring it back twice as
+// long, up to kProbeMax: on text where it never pays, probing costs a pass in
+// hundreds (a self draft costs about a plain pass per token on a loaded machine).
 constexpr int kProbeEvery = 24;
+constexpr int kProbeMax = 384;
 constexpr int kProbeLen = 2;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
@@ -59,6 +63,7 @@ struct Speculator::Lane {
   int drafted = 0, accepted = 0;    // totals
   double draft_s = 0;
   int idle = 0;                     // passes since it was last asked
+  int probe_every = kProbeEvery;    // passes between probes while it does not pay
   double alpha() const { return (hits + kPriorHits) / (trials + kPriorTrials); }
   double cost_per_token() const { return cost_n > 0 ? cost_s / cost_n : 0.0; }
 };
@@ -102,7 +107,12 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = *lanes_[i];
     int k = choose_k(l, limit);
-    if (k == 0 && have_a_ && l.idle >= kProbeEvery) k = std::min({limit, max_draft_, kProbeLen});
+    if (k > 0) {
+      l.probe_every = kProbeEvery;  // it pays: should it stop, probe soon
+    } else if (have_a_ && l.idle >= l.probe_every) {
+      k = std::min({limit, max_draft_, kProbeLen});
+      l.probe_every = std::min(2 * l.probe_every, kProbeMax);
+    }
     if (k == 0) {
       ++l.idle;
       continue;

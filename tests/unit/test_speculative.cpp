@@ -390,3 +390,54 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalOnQuantizedModels) {
     }
   }
 }
+
+namespace {
+// Proposes `n` copies of one token and counts how often it was asked.
+class CountingDrafter final : public Drafter {
+ public:
+  explicit CountingDrafter(int* asked) : asked_(asked) {}
+  const char* name() const override { return "counting"; }
+  Status propose(const std::vector<int32_t>&, SeqState&, int max_n, std::vector<int32_t>* out) override {
+    ++*asked_;
+    out->assign(size_t(max_n), 7);
+    return {};
+  }
+
+ private:
+  int* asked_;
+};
+
+struct NoState final : SeqState {
+  Status truncate(int) override { return {}; }
+};
+
+// Drives the adaptive speculator for `passes` passes of a simulated model: a plain
+// pass takes `a` seconds and each drafted token `b` more; `accept` says whether
+// the drafts are accepted. Returns how many passes asked the drafter.
+int simulate(double a, double b, bool accept, int passes) {
+  int asked = 0;
+  std::vector<std::unique_ptr<Drafter>> d;
+  d.push_back(std::make_unique<CountingDrafter>(&asked));
+  Speculator spec(std::move(d), 8, /*adaptive=*/true);
+  NoState st;
+  std::vector<int32_t> seq = {1, 2, 3}, out;
+  for (int i = 0; i < passes; ++i) {
+    EXPECT_TRUE(spec.draft(seq, st, 8, &out).ok());
+    const int k = int(out.size());
+    spec.feedback(k, accept ? k : 0, a + b * k);
+  }
+  return asked;
+}
+}  // namespace
+
+// Speculation that does not pay (every guess rejected, a drafted token costing as
+// much as a pass) is switched off and probed ever more rarely; speculation that
+// pays is used on nearly every pass.
+TEST(SpeculativeAdaptive, ProbesRarelyWhenItDoesNotPayAndDraftsWhenItDoes) {
+  const int passes = 3000;
+  const int losing = simulate(0.040, 0.040, false, passes);
+  EXPECT_GE(losing, 3) << "it should still probe now and then";
+  EXPECT_LE(losing, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
+  const int paying = simulate(0.040, 0.004, true, passes);
+  EXPECT_GT(paying, passes * 9 / 10);
+}
