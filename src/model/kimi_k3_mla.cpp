@@ -27,9 +27,7 @@ void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, 
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
         const float* kr = &cache.k[size_t(j) * size_t(cache.k_row)];
-        float dot = 0;
-        for (int d = 0; d < dk; ++d) dot += kr[d] * qh[size_t(d)];
-        p[size_t(j)] = dot * scale;
+        p[size_t(j)] = dot_lanes(kr, qh.data(), dk) * scale;
       }
       softmax_inplace(p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);

@@ -41,9 +41,7 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
         const float* kr = &cache.k[size_t(j) * size_t(D)];
         for (int i = 0; i < nh; ++i) {
           const float* qi = &qh[size_t(i * D)];
-          float dot = 0;
-          for (int64_t d = 0; d < D; ++d) dot += kr[d] * qi[d];
-          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot * kq_scale;
+          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot_lanes(kr, qi, D) * kq_scale;
         }
       }
       for (int i = 0; i < nh; ++i) {
