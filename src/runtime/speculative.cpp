@@ -18,14 +18,17 @@ double now_s() {
 // Measurements fade: the weight of a pass halves after about 10 (EMA) or 20 (counts) more.
 constexpr double kEma = 0.07;
 constexpr double kCountDecay = 0.965;
-// A drafter that does not pay is still tried now and then with a short draft, so
-// that a change (a repetitive stretch, a warmer cache) is noticed: first after
-// kProbeEvery passes, and after each probe that does not bring it back twice as
-// long, up to kProbeMax: on text where it never pays, probing costs a pass in
-// hundreds (a self draft costs about a plain pass per token on a loaded machine).
+// A drafter that does not pay is still tried every kProbeEvery passes with a short
+// draft, so that a change (a repetitive stretch, a warmer cache) is noticed. One
+// whose drafting costs time of its own (over kCostlyDraft of a pass per token: the
+// self draft costs about a plain pass per token on a loaded machine) waits twice as
+// long after each probe that does not bring it back, up to kProbeMax passes, so
+// that on text where it never pays its probes cost a pass in hundreds. A free
+// drafter's probe (n-gram) costs only the verify rows, and only when it has a guess.
 constexpr int kProbeEvery = 24;
 constexpr int kProbeMax = 384;
 constexpr int kProbeLen = 2;
+constexpr double kCostlyDraft = 0.1;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
 constexpr double kPriorHits = 1.4, kPriorTrials = 2.0;
@@ -111,7 +114,7 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
       l.probe_every = kProbeEvery;  // it pays: should it stop, probe soon
     } else if (have_a_ && l.idle >= l.probe_every) {
       k = std::min({limit, max_draft_, kProbeLen});
-      l.probe_every = std::min(2 * l.probe_every, kProbeMax);
+      if (l.cost_per_token() > kCostlyDraft * a_) l.probe_every = std::min(2 * l.probe_every, kProbeMax);
     }
     if (k == 0) {
       ++l.idle;

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -392,19 +394,22 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalOnQuantizedModels) {
 }
 
 namespace {
-// Proposes `n` copies of one token and counts how often it was asked.
+// Proposes `n` copies of one token, taking `cost` to do so, and counts how often it
+// was asked.
 class CountingDrafter final : public Drafter {
  public:
-  explicit CountingDrafter(int* asked) : asked_(asked) {}
+  CountingDrafter(int* asked, std::chrono::microseconds cost) : asked_(asked), cost_(cost) {}
   const char* name() const override { return "counting"; }
   Status propose(const std::vector<int32_t>&, SeqState&, int max_n, std::vector<int32_t>* out) override {
     ++*asked_;
+    if (cost_.count() > 0) std::this_thread::sleep_for(cost_);
     out->assign(size_t(max_n), 7);
     return {};
   }
 
  private:
   int* asked_;
+  std::chrono::microseconds cost_;
 };
 
 struct NoState final : SeqState {
@@ -414,10 +419,10 @@ struct NoState final : SeqState {
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
 // pass takes `a` seconds and each drafted token `b` more; `accept` says whether
 // the drafts are accepted. Returns how many passes asked the drafter.
-int simulate(double a, double b, bool accept, int passes) {
+int simulate(double a, double b, bool accept, int passes, std::chrono::microseconds draft_cost = {}) {
   int asked = 0;
   std::vector<std::unique_ptr<Drafter>> d;
-  d.push_back(std::make_unique<CountingDrafter>(&asked));
+  d.push_back(std::make_unique<CountingDrafter>(&asked, draft_cost));
   Speculator spec(std::move(d), 8, /*adaptive=*/true);
   NoState st;
   std::vector<int32_t> seq = {1, 2, 3}, out;
@@ -431,13 +436,18 @@ int simulate(double a, double b, bool accept, int passes) {
 }  // namespace
 
 // Speculation that does not pay (every guess rejected, a drafted token costing as
-// much as a pass) is switched off and probed ever more rarely; speculation that
-// pays is used on nearly every pass.
+// much as a pass) is switched off. A drafter that costs time of its own is then
+// probed ever more rarely; a free one (n-gram lookup) keeps being probed every few
+// dozen passes. Speculation that pays is used on nearly every pass.
 TEST(SpeculativeAdaptive, ProbesRarelyWhenItDoesNotPayAndDraftsWhenItDoes) {
   const int passes = 3000;
-  const int losing = simulate(0.040, 0.040, false, passes);
-  EXPECT_GE(losing, 3) << "it should still probe now and then";
-  EXPECT_LE(losing, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
+  // Drafting takes 2.5 ms a token against a 10 ms pass (the clock measures it).
+  const int costly = simulate(0.010, 0.010, false, passes, std::chrono::microseconds(5000));
+  EXPECT_GE(costly, 3) << "it should still probe now and then";
+  EXPECT_LE(costly, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
+  const int free_draft = simulate(0.010, 0.010, false, passes);
+  EXPECT_GE(free_draft, passes / 30) << "a free drafter should keep being probed";
+  EXPECT_LE(free_draft, passes / 20);
   const int paying = simulate(0.040, 0.004, true, passes);
   EXPECT_GT(paying, passes * 9 / 10);
 }
