@@ -101,6 +101,9 @@ int Speculator::choose_k(const Lane& l, int limit) const {
       best_k = k;
     }
   }
+  // A drafter's first draft is a probe: its drafting cost is not known yet (a self
+  // draft costs about a pass per token).
+  if (l.cost_n == 0) best_k = std::min(best_k, kProbeLen);
   return best_k;
 }
 
