@@ -11,12 +11,17 @@
 // (cost of verify passes on this model and budget). Plain decoding of the same text
 // (one token per pass) is the baseline.
 //
-//   bench_spec MODEL TEXT_FILE [--mem 1G] [--tokens 256] [--spec-max 8] [--fixed] [--threads N]
+//   bench_spec MODEL TEXT_FILE [--mem 1G] [--tokens 256] [--spec-max 8] [--fixed] [--threads N] [--reps R]
+//
+// With --reps R the plain and speculative replays alternate R times (each in a fresh
+// engine, so each starts with a cold cache) and the best and the median of each are
+// compared: on a shared machine single runs swing by a quarter.
 //
 // The text is split at a line "<<<EMIT>>>": the prompt before it, the emitted text
 // after it (at most --tokens tokens). bench/spec_texts/ holds a few.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -108,12 +113,12 @@ Status replay(const std::string& path, const EngineOptions& eo, const std::vecto
 int main(int argc, char** argv) {
   if (argc < 3) {
     fmt::print(stderr, "usage: bench_spec MODEL TEXT_FILE [--mem 1G] [--tokens 256] [--spec-max 8] [--fixed] "
-                       "[--threads N]\n");
+                       "[--threads N] [--reps R]\n");
     return 2;
   }
   const std::string model = argv[1], text_path = argv[2];
   std::string mem = "0";
-  int tokens = 256, spec_max = 8, threads = 0;
+  int tokens = 256, spec_max = 8, threads = 0, reps = 1;
   bool fixed = false;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
@@ -129,6 +134,7 @@ int main(int argc, char** argv) {
     else if (a == "--spec-max") spec_max = std::atoi(next().c_str());
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--fixed") fixed = true;
+    else if (a == "--reps") reps = std::max(1, std::atoi(next().c_str()));
     else {
       fmt::print(stderr, "unknown option '{}'\n", a);
       return 2;
@@ -174,20 +180,33 @@ int main(int argc, char** argv) {
   }
   fmt::print("text: {} (prompt {} tokens, emitted {}), mem {}, spec-max {}{}\n", text_path, prompt, tokens, mem,
              spec_max, fixed ? " fixed" : " adaptive");
+  std::vector<double> rate[2];
   Result1 base;
-  for (int s = 0; s < 2; ++s) {
-    Result1 r;
-    Status st = replay(model, eo, ids, prompt, tokens, spec_max, !fixed, s == 1, &r);
-    if (!st.ok()) {
-      fmt::print(stderr, "{}\n", st.error().message);
-      return 1;
+  for (int rep = 0; rep < reps; ++rep)
+    for (int s = 0; s < 2; ++s) {
+      Result1 r;
+      Status st = replay(model, eo, ids, prompt, tokens, spec_max, !fixed, s == 1, &r);
+      if (!st.ok()) {
+        fmt::print(stderr, "{}\n", st.error().message);
+        return 1;
+      }
+      if (s == 0) base = r;
+      rate[s].push_back(r.emitted / r.seconds);
+      fmt::print("{:6}: {:7.2f} tok/s  {:6.2f} MB read/token  {:5.2f} tokens/pass  acceptance {:5.1f}% ({}/{})  "
+                 "speedup {:.2f}x\n",
+                 s ? "ngram" : "plain", r.emitted / r.seconds, r.bytes / 1e6 / r.emitted,
+                 double(r.emitted) / r.passes, r.drafted ? 100.0 * r.accepted / r.drafted : 0.0, r.accepted,
+                 r.drafted, (r.emitted / r.seconds) / (base.emitted / base.seconds));
     }
-    if (s == 0) base = r;
-    fmt::print("{:6}: {:7.2f} tok/s  {:6.2f} MB read/token  {:5.2f} tokens/pass  acceptance {:5.1f}% ({}/{})  "
-               "speedup {:.2f}x\n",
-               s ? "ngram" : "plain", r.emitted / r.seconds, r.bytes / 1e6 / r.emitted, double(r.emitted) / r.passes,
-               r.drafted ? 100.0 * r.accepted / r.drafted : 0.0, r.accepted, r.drafted,
-               (r.emitted / r.seconds) / (base.emitted / base.seconds));
+  if (reps > 1) {
+    auto best = [](std::vector<double> v) { return *std::max_element(v.begin(), v.end()); };
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    fmt::print("best of {}: plain {:.2f}, ngram {:.2f} tok/s: {:.2f}x; median: plain {:.2f}, ngram {:.2f}: {:.2f}x\n",
+               reps, best(rate[0]), best(rate[1]), best(rate[1]) / best(rate[0]), median(rate[0]),
+               median(rate[1]), median(rate[1]) / median(rate[0]));
   }
   return 0;
 }

@@ -22,7 +22,7 @@ Command add_run(CLI::App& app) {
     SamplingParams sp;
     StoreCli store;
     std::string spec = "auto";
-    int spec_max = 8;
+    int spec_max = 16;
     bool spec_fixed = false;
   };
   auto o = std::make_shared<Opts>();

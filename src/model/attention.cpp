@@ -27,9 +27,7 @@ void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, 
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
         const float* kr = &cache.k[size_t(j) * size_t(cache.k_row) + size_t(kvh) * size_t(s.head_dim_k)];
-        float dot = 0;
-        for (int d = 0; d < s.head_dim_k; ++d) dot += kr[d] * qh[size_t(d)];
-        float sc = dot * s.scale;
+        float sc = dot_lanes(kr, qh.data(), s.head_dim_k) * s.scale;
         if (s.softcap > 0) sc = s.softcap * std::tanh(sc / s.softcap);
         p[size_t(j)] = sc;
       }

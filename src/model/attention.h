@@ -27,6 +27,15 @@ struct KVLayer {
   void store(int pos0, int n, const float* kv_k, const float* kv_v);
 };
 
+// One sequence's rows in a batched layer: rows [row0, row0 + n) of the batch are its
+// positions pos0..pos0+n-1, cached in `cache` (its own).
+struct AttnSeq {
+  KVLayer* cache = nullptr;
+  int row0 = 0;
+  int pos0 = 0;
+  int n = 0;
+};
+
 struct AttentionShape {
   int n_head = 0, n_head_kv = 0;
   int head_dim_k = 0, head_dim_v = 0;

@@ -77,21 +77,38 @@ class DeepSeek2 final : public Model {
     return s;
   }
 
-  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    State& st = static_cast<State&>(base);
-    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    const BatchSlice s{&st, tokens, n, logits, all_logits};
+    return forward_batch({&s, 1});
+  }
+
+  bool batches() const override { return true; }
+
+  // All slices' rows go through the row-wise ops (projections, norms, router, the
+  // routed experts' union, shared experts, output head) together; RoPE positions,
+  // the latent cache and attention are per slice (mla_forward_batch).
+  Status forward_batch(std::span<const BatchSlice> slices) override {
+    DF_TRY(check_batch(slices, c_.n_vocab));
+    const BatchRows rows(slices);
+    const int n = rows.n;
     const int64_t E = c_.n_embd;
-    const int pos0 = st.n_past;
     const int K = c_.router.n_used;
     std::vector<float> x(size_t(n) * size_t(E)), h(size_t(n) * size_t(E)), o(size_t(n) * size_t(E)),
         sh(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.router.n_expert)), rw(size_t(n) * size_t(K));
     std::vector<int32_t> sel(size_t(n) * size_t(K));
-    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t) * size_t(E)]);
+    for (size_t i = 0; i < slices.size(); ++i)
+      for (int t = 0; t < slices[i].n; ++t)
+        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    std::vector<AttnSeq> seqs(slices.size());
 
     for (int il = 0; il < c_.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
+      for (size_t i = 0; i < slices.size(); ++i) {
+        State& st = static_cast<State&>(*slices[i].state);
+        seqs[i] = AttnSeq{&st.kv[size_t(il)], rows.row0[i], st.n_past, slices[i].n};
+      }
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
-      mla_forward(pool_, c_.mla, L.att, st.kv[size_t(il)], pos0, h.data(), n, o.data());
+      mla_forward_batch(pool_, c_.mla, L.att, seqs, h.data(), n, o.data());
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
       rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
@@ -108,8 +125,8 @@ class DeepSeek2 final : public Model {
       }
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     }
-    st.n_past += n;
-    output_logits(pool_, x.data(), n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    for (const BatchSlice& s : slices) s.state->n_past += s.n;
+    output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
     return {};
   }
 

@@ -119,42 +119,65 @@ Status KdaState::truncate(int n) {
 
 void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaState& st, const float* a, int n,
                  float* out) {
+  const KdaSeq seq{&st, 0, n};
+  kda_forward_batch(pool, s, w, {&seq, 1}, a, n, out);
+}
+
+void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, std::span<const KdaSeq> seqs,
+                       const float* a, int n, float* out) {
   const int S = s.head_dim, H = s.n_head, K = s.d_conv, W = K - 1;
   const int64_t d = s.d_inner();
-  const int pos0 = st.pos_, new_pos = pos0 + n;
+  const int64_t n_seq = int64_t(seqs.size());
 
-  // Rollback bookkeeping: the snapshot moves to new_base. If that is inside this
-  // batch it is taken on the way (conv below, recurrence further down); otherwise
-  // it is replayed from the log before new entries overwrite old slots.
-  const bool keep = st.window_ > 0;
-  const int new_base = keep ? std::max(st.base_pos_, new_pos - st.window_) : new_pos;
-  const int snap_t = new_base - pos0;  // tokens of this batch folded into the snapshot
-  if (keep && new_base <= pos0) st.advance_base(new_base);
+  // Rollback bookkeeping, per sequence: the snapshot moves to new_base. If that is
+  // inside this batch it is taken on the way (conv below, recurrence further down);
+  // otherwise it is replayed from the log before new entries overwrite old slots.
+  struct Book {
+    int pos0, new_pos, new_base, snap_t;  // snap_t: this batch's tokens folded into the snapshot
+    bool keep;
+  };
+  std::vector<Book> book(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    KdaState& st = *seqs[i].st;
+    Book& b = book[i];
+    b.pos0 = st.pos_;
+    b.new_pos = b.pos0 + seqs[i].n;
+    b.keep = st.window_ > 0;
+    b.new_base = b.keep ? std::max(st.base_pos_, b.new_pos - st.window_) : b.new_pos;
+    b.snap_t = b.new_base - b.pos0;
+    if (b.keep && b.new_base <= b.pos0) st.advance_base(b.new_base);
+  }
 
-  // Projections and short convolutions: q/k/v = silu(conv([state | z])).
+  // Projections (all rows) and short convolutions (per sequence):
+  // q/k/v = silu(conv([state | z])).
   std::vector<float> z(size_t(3 * n * d)), qkv(size_t(3 * n * d));
   const Tensor* proj[3] = {&w.wq, &w.wk, &w.wv};
   const std::vector<float>* cw[3] = {&w.conv_q, &w.conv_k, &w.conv_v};
   for (int b = 0; b < 3; ++b) linear(pool, *proj[b], a, n, &z[size_t(b * n * d)]);
-  par(pool, 3 * d, 64, [&](int64_t c0, int64_t c1) {
-    std::vector<float> row(size_t(W + n));
-    for (int64_t bc = c0; bc < c1; ++bc) {
-      const int b = int(bc / d);
+  par(pool, n_seq * 3 * d, 64, [&](int64_t c0, int64_t c1) {
+    std::vector<float> row;
+    for (int64_t task = c0; task < c1; ++task) {
+      const KdaSeq& sq = seqs[size_t(task / (3 * d))];
+      KdaState& st = *sq.st;
+      const Book& bk = book[size_t(task / (3 * d))];
+      const int64_t bc = task % (3 * d);
+      const int b = int(bc / d), m = sq.n;
       const int64_t c = bc % d;
+      row.resize(size_t(W + m));
       float* state = &st.conv_[size_t((b * d + c) * W)];
-      const float* zb = &z[size_t(b * n * d)];
+      const float* zb = &z[size_t(b * n * d + int64_t(sq.row0) * d)];
       const float* wt = &(*cw[b])[size_t(c * K)];
-      float* xb = &qkv[size_t(b * n * d)];
+      float* xb = &qkv[size_t(b * n * d + int64_t(sq.row0) * d)];
       for (int j = 0; j < W; ++j) row[size_t(j)] = state[j];
-      for (int t = 0; t < n; ++t) row[size_t(W + t)] = zb[int64_t(t) * d + c];
-      for (int t = 0; t < n; ++t) {
+      for (int t = 0; t < m; ++t) row[size_t(W + t)] = zb[int64_t(t) * d + c];
+      for (int t = 0; t < m; ++t) {
         float sum = 0.0f;
         for (int i = 0; i < K; ++i) sum += row[size_t(t + i)] * wt[i];
         xb[int64_t(t) * d + c] = silu(sum);
       }
-      if (keep && snap_t > 0)
-        for (int j = 0; j < W; ++j) st.base_conv_[size_t((b * d + c) * W + j)] = row[size_t(snap_t + j)];
-      for (int j = 0; j < W; ++j) state[j] = row[size_t(n + j)];
+      if (bk.keep && bk.snap_t > 0)
+        for (int j = 0; j < W; ++j) st.base_conv_[size_t((b * d + c) * W + j)] = row[size_t(bk.snap_t + j)];
+      for (int j = 0; j < W; ++j) state[j] = row[size_t(m + j)];
     }
   });
   float* q = &qkv[0];
@@ -191,38 +214,46 @@ void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaSt
   linear(pool, w.beta, a, n, beta.data());
   for (float& b : beta) b = sigmoid(b);
 
-  // The recurrence, one head per task.
+  // The recurrence, one (sequence, head) per task.
   std::vector<float> o(size_t(n * d));
-  par(pool, H, 1, [&](int64_t h0, int64_t h1) {
+  par(pool, n_seq * H, 1, [&](int64_t j0, int64_t j1) {
     std::vector<float> tmp(size_t(2 * S));
-    for (int64_t h = h0; h < h1; ++h) {
-      float* sh = &st.rec_[size_t(h * S * S)];
-      for (int t = 0; t < n; ++t) {
-        const int64_t off = int64_t(t) * d + h * S;
-        kda_step(S, sh, q + off, k + off, v + off, &g[size_t(off)], beta[size_t(t * H + h)], &o[size_t(off)],
+    for (int64_t j = j0; j < j1; ++j) {
+      const KdaSeq& sq = seqs[size_t(j / H)];
+      const Book& bk = book[size_t(j / H)];
+      const int64_t h = j % H;
+      float* sh = &sq.st->rec_[size_t(h * S * S)];
+      for (int t = 0; t < sq.n; ++t) {
+        const int r = sq.row0 + t;
+        const int64_t off = int64_t(r) * d + h * S;
+        kda_step(S, sh, q + off, k + off, v + off, &g[size_t(off)], beta[size_t(r * H + h)], &o[size_t(off)],
                  tmp.data());
-        if (keep && t + 1 == snap_t)
-          std::copy_n(sh, size_t(S) * size_t(S), &st.base_rec_[size_t(h * S * S)]);
+        if (bk.keep && t + 1 == bk.snap_t)
+          std::copy_n(sh, size_t(S) * size_t(S), &sq.st->base_rec_[size_t(h * S * S)]);
       }
     }
   });
-  if (keep && snap_t > 0) st.base_pos_ = new_base;
 
-  // Log the inputs of the tokens still inside the rollback window.
-  if (keep) {
-    for (int p = std::max(pos0, new_pos - st.window_); p < new_pos; ++p) {
-      const int t = p - pos0;
-      float* e = st.entry(p);
-      std::copy_n(q + int64_t(t) * d, d, e);
-      std::copy_n(k + int64_t(t) * d, d, e + d);
-      std::copy_n(v + int64_t(t) * d, d, e + 2 * d);
-      std::copy_n(&g[size_t(t * d)], d, e + 3 * d);
-      std::copy_n(&beta[size_t(t * H)], H, e + 4 * d);
-      for (int b = 0; b < 3; ++b) std::copy_n(&z[size_t(b * n * d + t * d)], d, e + 4 * d + H + b * d);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    KdaState& st = *seqs[i].st;
+    const Book& bk = book[i];
+    if (bk.keep && bk.snap_t > 0) st.base_pos_ = bk.new_base;
+    // Log the inputs of the tokens still inside the rollback window.
+    if (bk.keep) {
+      for (int p = std::max(bk.pos0, bk.new_pos - st.window_); p < bk.new_pos; ++p) {
+        const int r = seqs[i].row0 + p - bk.pos0;
+        float* e = st.entry(p);
+        std::copy_n(q + int64_t(r) * d, d, e);
+        std::copy_n(k + int64_t(r) * d, d, e + d);
+        std::copy_n(v + int64_t(r) * d, d, e + 2 * d);
+        std::copy_n(&g[size_t(r * d)], d, e + 3 * d);
+        std::copy_n(&beta[size_t(r * H)], H, e + 4 * d);
+        for (int b = 0; b < 3; ++b) std::copy_n(&z[size_t(b * n * d + r * d)], d, e + 4 * d + H + b * d);
+      }
     }
+    st.pos_ = bk.new_pos;
+    if (!bk.keep) st.base_pos_ = bk.new_pos;
   }
-  st.pos_ = new_pos;
-  if (!keep) st.base_pos_ = new_pos;
 
   // Output: per-head RMSNorm, sigmoid gate, projection.
   rms_norm_rows(o.data(), w.o_norm.data(), S, int64_t(n) * H, s.eps, o.data());

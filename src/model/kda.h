@@ -18,6 +18,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/result.h"
@@ -50,6 +51,15 @@ struct KdaWeights {
   Tensor wo;                                  // d_inner -> n_embd
 };
 
+class KdaState;
+
+// One sequence's rows in a batched KDA layer: rows [row0, row0 + n) of the batch.
+struct KdaSeq {
+  KdaState* st = nullptr;
+  int row0 = 0;
+  int n = 0;
+};
+
 // Per-sequence state of one KDA layer. pos = tokens folded in so far.
 class KdaState {
  public:
@@ -63,8 +73,8 @@ class KdaState {
   Status truncate(int n);
 
  private:
-  friend void kda_forward(ThreadPool*, const KdaShape&, const KdaWeights&, KdaState&, const float*, int,
-                          float*);
+  friend void kda_forward_batch(ThreadPool*, const KdaShape&, const KdaWeights&, std::span<const KdaSeq>,
+                                const float*, int, float*);
   int64_t entry_size() const;                 // floats per logged token
   float* entry(int p) { return &log_[size_t(p % window_) * size_t(entry_size())]; }
   void replay(std::vector<float>& conv, std::vector<float>& rec, int from, int to);
@@ -86,5 +96,12 @@ class KdaState {
 // a: [n, n_embd] attn-normed input; out: [n, n_embd].
 void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaState& st, const float* a, int n,
                  float* out);
+
+// Several sequences at once (distinct states; seqs cover rows 0..n-1 of a/out): the
+// projections run over all rows together, the convolutions, the recurrence and the
+// rollback log per sequence. Each row's result is bit-identical to kda_forward on
+// its sequence alone.
+void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, std::span<const KdaSeq> seqs,
+                       const float* a, int n, float* out);
 
 }  // namespace deltafin

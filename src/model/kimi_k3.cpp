@@ -293,17 +293,31 @@ class KimiK3 final : public Model {
     return s;
   }
 
-  Status forward(SeqState& base, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    State& st = static_cast<State&>(base);
-    DF_TRY(check_tokens(tokens, n, c_.n_vocab, st));
+  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
+    const BatchSlice s{&st, tokens, n, logits, all_logits};
+    return forward_batch({&s, 1});
+  }
+
+  bool batches() const override { return true; }
+
+  // All slices' rows go through the row-wise ops (residual mixes, norms,
+  // projections, router, the routed experts' union, output head) together; MLA
+  // caches, KDA convolution and recurrent states are per slice.
+  Status forward_batch(std::span<const BatchSlice> slices) override {
+    DF_TRY(check_batch(slices, c_.n_vocab));
+    const BatchRows rows(slices);
+    const int n = rows.n;
     const int64_t E = c_.n_embd, ne = int64_t(n) * E;
-    const int pos0 = st.n_past;
     const bool use_res = c_.res_block > 0;
     // x: the stream (P in the header comment, updated in place); u: its mix;
     // a: normed layer input; o: block output.
     std::vector<float> x(static_cast<size_t>(ne)), u(x.size()), a(x.size()), o(x.size());
     std::vector<std::vector<float>> R;  // attention-residual checkpoints, each [n, E]
-    for (int t = 0; t < n; ++t) get_row(tok_embd_, tokens[t], &x[size_t(t) * size_t(E)]);
+    for (size_t i = 0; i < slices.size(); ++i)
+      for (int t = 0; t < slices[i].n; ++t)
+        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    std::vector<AttnSeq> mla_seqs(slices.size());
+    std::vector<KdaSeq> kda_seqs(slices.size());
 
     for (int il = 0; il < c_.n_layer; ++il) {
       const Layer& Ly = layers_[size_t(il)];
@@ -315,10 +329,15 @@ class KimiK3 final : public Model {
       const bool banked = use_res && il % c_.res_block == 0;
       if (banked) R.push_back(x);  // the raw stream, not its mix
       rms_norm_rows(in, Ly.attn_norm.data(), E, n, c_.eps, a.data());
+      for (size_t i = 0; i < slices.size(); ++i) {
+        State& st = static_cast<State&>(*slices[i].state);
+        if (Ly.mla) mla_seqs[i] = AttnSeq{&st.kv[size_t(il)], rows.row0[i], st.n_past, slices[i].n};
+        else kda_seqs[i] = KdaSeq{&st.kda[size_t(il)], rows.row0[i], slices[i].n};
+      }
       if (Ly.mla) {
-        k3_mla_forward(pool_, c_.mla, Ly.att, st.kv[size_t(il)], pos0, a.data(), n, o.data());
+        k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data());
       } else {
-        kda_forward(pool_, c_.kda, Ly.kda, st.kda[size_t(il)], a.data(), n, o.data());
+        kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data());
       }
       if (banked) {
         x = o;  // a banked layer restarts the partial stream
@@ -339,13 +358,13 @@ class KimiK3 final : public Model {
       }
       for (int64_t i = 0; i < ne; ++i) x[size_t(i)] += o[size_t(i)];
     }
-    st.n_past += n;
+    for (const BatchSlice& s : slices) s.state->n_past += s.n;
     const float* fin = x.data();
     if (use_res) {
       res_mix(R, x.data(), output_res_.data(), n, E, c_.eps, u.data());
       fin = u.data();
     }
-    output_logits(pool_, fin, n, E, output_norm_.data(), c_.eps, output_, all_logits, logits);
+    output_logits_batch(pool_, fin, slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
     return {};
   }
 

@@ -27,9 +27,7 @@ void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, 
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
         const float* kr = &cache.k[size_t(j) * size_t(cache.k_row)];
-        float dot = 0;
-        for (int d = 0; d < dk; ++d) dot += kr[d] * qh[size_t(d)];
-        p[size_t(j)] = dot * scale;
+        p[size_t(j)] = dot_lanes(kr, qh.data(), dk) * scale;
       }
       softmax_inplace(p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);
@@ -49,6 +47,12 @@ void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, 
 
 void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w, KVLayer& cache, int pos0,
                     const float* a, int n, float* out) {
+  const AttnSeq seq{&cache, 0, pos0, n};
+  k3_mla_forward_batch(pool, s, w, {&seq, 1}, a, n, out);
+}
+
+void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w,
+                          std::span<const AttnSeq> seqs, const float* a, int n, float* out) {
   const int H = s.n_head, dn = s.d_nope, dr = s.d_rope, dqk = dn + dr, r = s.kv_lora, dv = s.d_v;
   const int64_t krow = s.k_row();
 
@@ -64,11 +68,11 @@ void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w
     linear(pool, w.wq_b, qa.data(), n, q.data());
   }
 
-  // Compressed KV: K row = [RMSNorm(c) | k_pe], stored (F16-rounded) in the cache.
+  // Compressed KV: K row = [RMSNorm(c) | k_pe], stored (F16-rounded) in each sequence's cache.
   std::vector<float> kv(size_t(n * krow));
   linear(pool, w.wkv_a, a, n, kv.data());
   for (int t = 0; t < n; ++t) rms_norm(&kv[size_t(t * krow)], w.kv_a_norm.data(), r, s.eps, &kv[size_t(t * krow)]);
-  cache.store(pos0, n, kv.data(), nullptr);
+  for (const AttnSeq& sq : seqs) sq.cache->store(sq.pos0, sq.n, &kv[size_t(sq.row0 * krow)], nullptr);
 
   // Absorbed query Q_h = [k_b[h] q_nope_h | q_pe_h].
   std::vector<float> Q(size_t(n) * size_t(H) * size_t(krow));
@@ -85,7 +89,9 @@ void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w
   }
 
   std::vector<float> z(size_t(n) * size_t(H) * size_t(r));
-  mqa_latent(pool, cache, pos0, n, H, int(krow), r, 1.0f / std::sqrt(float(dqk)), Q.data(), z.data());
+  for (const AttnSeq& sq : seqs)
+    mqa_latent(pool, *sq.cache, sq.pos0, sq.n, H, int(krow), r, 1.0f / std::sqrt(float(dqk)),
+               &Q[size_t(int64_t(sq.row0) * H * krow)], &z[size_t(int64_t(sq.row0) * H * r)]);
 
   // Decompress per head, gate, project.
   std::vector<float> o(size_t(n) * size_t(H) * size_t(dv)), zh(size_t(n) * size_t(r)), oh(size_t(n) * size_t(dv));

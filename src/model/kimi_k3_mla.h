@@ -9,6 +9,7 @@
 //   o     = [v_b[h] z_h]_h * sigmoid(W_gate a);  out = W_o o
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -43,5 +44,11 @@ struct K3MlaWeights {
 // out: [n, n_embd].
 void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w, KVLayer& cache, int pos0,
                     const float* a, int n, float* out);
+
+// Several sequences at once: a/out: [n, n_embd] hold every sequence's rows (seqs
+// cover rows 0..n-1, each with its own cache and positions); projections over all
+// rows, cache and attention per sequence. Bit-identical per row to k3_mla_forward.
+void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w,
+                          std::span<const AttnSeq> seqs, const float* a, int n, float* out);
 
 }  // namespace deltafin

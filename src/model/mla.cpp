@@ -41,9 +41,7 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
         const float* kr = &cache.k[size_t(j) * size_t(D)];
         for (int i = 0; i < nh; ++i) {
           const float* qi = &qh[size_t(i * D)];
-          float dot = 0;
-          for (int64_t d = 0; d < D; ++d) dot += kr[d] * qi[d];
-          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot * kq_scale;
+          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot_lanes(kr, qi, D) * kq_scale;
         }
       }
       for (int i = 0; i < nh; ++i) {
@@ -67,8 +65,17 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
 
 void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLayer& cache, int pos0,
                  const float* a, int n, float* out) {
+  const AttnSeq seq{&cache, 0, pos0, n};
+  mla_forward_batch(pool, s, w, {&seq, 1}, a, n, out);
+}
+
+void mla_forward_batch(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, std::span<const AttnSeq> seqs,
+                       const float* a, int n, float* out) {
   const int H = s.n_head, dqk = s.d_qk();
   const int64_t q_w = int64_t(H) * dqk, ckv_w = int64_t(s.r_kv) + s.d_rope;
+  std::vector<int> pos(static_cast<size_t>(n));  // per row: its position in its sequence
+  for (const AttnSeq& q : seqs)
+    for (int t = 0; t < q.n; ++t) pos[size_t(q.row0 + t)] = q.pos0 + t;
 
   // Query: [n, H, d_qk].
   std::vector<float> q(size_t(n) * size_t(q_w));
@@ -87,7 +94,7 @@ void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLay
   linear(pool, w.wkv_a, a, n, ckv.data());
   for (int t = 0; t < n; ++t) {
     float* row = &ckv[size_t(t) * size_t(ckv_w)];
-    rope_cache(s.rope, float(pos0 + t), rope_c.data());
+    rope_cache(s.rope, float(pos[size_t(t)]), rope_c.data());
     rope_apply(s.rope, rope_c.data(), row + s.r_kv, 1, s.d_rope);
     rms_norm(row, w.kv_a_norm.data(), s.r_kv, s.eps, row);
     rope_apply(s.rope, rope_c.data(), &q[size_t(t) * size_t(q_w)] + s.d_nope, H, dqk);
@@ -96,8 +103,8 @@ void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLay
   // Optional Mistral-Large temperature on the whole query (after RoPE / absorption),
   // computed in double as llama_graph's input does.
   auto temp = [&](int t) {
-    const float pos = float(pos0 + t);
-    return float(std::log(std::floor(pos / float(s.temp_length)) + 1.0) * s.temp_scale + 1.0);
+    const float p = float(pos[size_t(t)]);
+    return float(std::log(std::floor(p / float(s.temp_length)) + 1.0) * s.temp_scale + 1.0);
   };
 
   std::vector<float> o(size_t(n) * size_t(H) * size_t(s.d_v));
@@ -115,9 +122,13 @@ void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLay
         const float st = temp(t);
         for (int64_t i = 0; i < H * D; ++i) Q[size_t(t * H * D + i)] *= st;
       }
-    cache.store(pos0, n, ckv.data(), nullptr);
     std::vector<float> z(size_t(n) * size_t(H) * size_t(s.r_kv));
-    mla_latent_attention(pool, cache, s.r_kv, H, s.kq_scale, pos0, n, Q.data(), z.data());
+    for (const AttnSeq& sq : seqs) {
+      const size_t r0 = size_t(sq.row0);
+      sq.cache->store(sq.pos0, sq.n, &ckv[r0 * size_t(ckv_w)], nullptr);
+      mla_latent_attention(pool, *sq.cache, s.r_kv, H, s.kq_scale, sq.pos0, sq.n, &Q[r0 * size_t(H * D)],
+                           &z[r0 * size_t(H) * size_t(s.r_kv)]);
+    }
     // Decompress each head's latent output: o_h = v_b[h] z_h.
     head_linear(pool, w.wv_b, H, z.data(), int64_t(H) * s.r_kv, s.r_kv, n, o.data(), int64_t(H) * s.d_v, s.d_v);
   } else {
@@ -142,9 +153,12 @@ void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLay
         const float st = temp(t);
         for (int64_t i = 0; i < q_w; ++i) q[size_t(t * q_w + i)] *= st;
       }
-    cache.store(pos0, n, K.data(), V.data());
     AttentionShape as{H, H, dqk, s.d_v, s.kq_scale, 0.0f};
-    attention(pool, as, cache, pos0, n, q.data(), o.data());
+    for (const AttnSeq& sq : seqs) {
+      const size_t r0 = size_t(sq.row0);
+      sq.cache->store(sq.pos0, sq.n, &K[r0 * size_t(q_w)], &V[r0 * size_t(H) * size_t(s.d_v)]);
+      attention(pool, as, *sq.cache, sq.pos0, sq.n, &q[r0 * size_t(q_w)], &o[r0 * size_t(H) * size_t(s.d_v)]);
+    }
   }
   linear(pool, w.wo, o.data(), n, out);
 }

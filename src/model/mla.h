@@ -18,6 +18,7 @@
 // to its weight's vec_dot type (q_nope for k_b, z for v_b, c for wkv_b, ...).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -65,6 +66,13 @@ struct MlaWeights {
 // out: [n, n_embd] (W_o's output, without the residual).
 void mla_forward(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, KVLayer& cache, int pos0,
                  const float* a, int n, float* out);
+
+// The same block for several sequences at once: a/out: [n, n_embd] hold every
+// sequence's rows (seqs cover rows 0..n-1, each with its own cache and positions).
+// The projections run over all n rows together; RoPE, the cache and attention per
+// sequence. Each row's result is bit-identical to mla_forward on its sequence alone.
+void mla_forward_batch(ThreadPool* pool, const MlaShape& s, const MlaWeights& w, std::span<const AttnSeq> seqs,
+                       const float* a, int n, float* out);
 
 // The absorbed form's attention: H query heads against one latent KV head.
 // cache rows hold [latent (r_kv) | k_pe (d_rope)] (F16-rounded); the value of a

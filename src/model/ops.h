@@ -14,6 +14,19 @@ uint16_t fp32_to_fp16(float f);
 // Round a float through fp16 (what a copy into an F16 buffer does).
 inline float round_fp16(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
 
+// Dot product in 8 lanes, summed pairwise at the end: the compiler vectorizes it
+// (a single running sum it may not reorder), and ggml's SIMD dot products also sum
+// in lanes, so the two agree to float rounding. Used for attention's K.Q.
+inline float dot_lanes(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
 // y = x / sqrt(mean(x^2) + eps) * w  (w may be null: no weight). In place allowed.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y);
 // Row-wise: `rows` rows of n.

@@ -19,9 +19,16 @@ double now_s() {
 constexpr double kEma = 0.07;
 constexpr double kCountDecay = 0.965;
 // A drafter that does not pay is still tried every kProbeEvery passes with a short
-// draft, so that a change (a repetitive stretch, a warmer cache) is noticed.
+// draft, so that a change (a repetitive stretch, a warmer cache) is noticed. One
+// whose drafting costs time of its own (over kCostlyDraft of a pass per token: the
+// self draft costs about a plain pass per token on a loaded machine) waits twice as
+// long after each probe that does not bring it back, up to kProbeMax passes, so
+// that on text where it never pays its probes cost a pass in hundreds. A free
+// drafter's probe (n-gram) costs only the verify rows, and only when it has a guess.
 constexpr int kProbeEvery = 24;
+constexpr int kProbeMax = 384;
 constexpr int kProbeLen = 2;
+constexpr double kCostlyDraft = 0.1;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
 constexpr double kPriorHits = 1.4, kPriorTrials = 2.0;
@@ -59,6 +66,7 @@ struct Speculator::Lane {
   int drafted = 0, accepted = 0;    // totals
   double draft_s = 0;
   int idle = 0;                     // passes since it was last asked
+  int probe_every = kProbeEvery;    // passes between probes while it does not pay
   double alpha() const { return (hits + kPriorHits) / (trials + kPriorTrials); }
   double cost_per_token() const { return cost_n > 0 ? cost_s / cost_n : 0.0; }
 };
@@ -93,6 +101,9 @@ int Speculator::choose_k(const Lane& l, int limit) const {
       best_k = k;
     }
   }
+  // A drafter's first draft is a probe: its drafting cost is not known yet (a self
+  // draft costs about a pass per token).
+  if (l.cost_n == 0) best_k = std::min(best_k, kProbeLen);
   return best_k;
 }
 
@@ -102,7 +113,12 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = *lanes_[i];
     int k = choose_k(l, limit);
-    if (k == 0 && have_a_ && l.idle >= kProbeEvery) k = std::min({limit, max_draft_, kProbeLen});
+    if (k > 0) {
+      l.probe_every = kProbeEvery;  // it pays: should it stop, probe soon
+    } else if (have_a_ && l.idle >= l.probe_every) {
+      k = std::min({limit, max_draft_, kProbeLen});
+      if (l.cost_per_token() > kCostlyDraft * a_) l.probe_every = std::min(2 * l.probe_every, kProbeMax);
+    }
     if (k == 0) {
       ++l.idle;
       continue;

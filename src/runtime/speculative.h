@@ -41,7 +41,7 @@ enum class SpecMode { Off, Auto, Ngram, Self, Draft };
 struct SpecOptions {
   SpecMode mode = SpecMode::Auto;
   std::string draft_path;  // SpecMode::Draft: the draft model GGUF
-  int max_draft = 8;       // most drafted tokens per pass (<= kMaxDraft)
+  int max_draft = 16;      // most drafted tokens per pass (<= kMaxDraft); the adaptive choice is usually shorter
   bool adaptive = true;    // false: always draft max_draft tokens (tests, measurements)
   static constexpr int kMaxDraft = 16;  // kimi-k3's KDA state rolls back 16 tokens
 };

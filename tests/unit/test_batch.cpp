@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -25,8 +26,11 @@ std::string tiny_model(const std::string& arch) {
   std::string cmd = "mkdir -p '" + dir + "'";
   (void)std::system(cmd.c_str());
   const std::string path = dir + "/tiny-" + arch + ".gguf";
+  // "deepseek2-legacy": deepseek2 with the legacy MLA form (one attn_kv_b, an MHA cache).
+  const bool legacy = arch == "deepseek2-legacy";
   SynthSpec s;
-  if (!synth_preset("tiny", arch, &s)) return {};
+  if (!synth_preset("tiny", legacy ? "deepseek2" : arch, &s)) return {};
+  if (legacy) s.mla_split_kv_b = false;
   s.n_expert = 16;  // more experts than one step's tokens use, so sharing is visible
   s.n_used = 2;
   s.skew = 0.5f;
@@ -205,5 +209,9 @@ TEST_P(BatchForward, BadSliceChangesNothing) {
   EXPECT_NE(s.error().message.find("context"), std::string::npos) << s.error().message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, BatchForward, ::testing::Values("qwen3moe", "llama"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Arch, BatchForward, ::testing::Values("qwen3moe", "llama", "deepseek2", "deepseek2-legacy", "kimi-k3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
