@@ -45,7 +45,7 @@ check "untrusted certificate: the error names the URL and the certificate, sugge
 check "untrusted certificate: not retried ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -lt 5
 
 # 2. --ca-cert: cold, a RAM cache of about two experts so that many ranges are in flight.
-mem=$("$bin" eval -m "$dir/www/tiny.gguf" --ids 1 --mem 1K --profile none 2>&1 | grep -o 'at least [0-9.]*' | grep -o '[0-9.]*')
+mem=$("$bin" eval -m "$dir/www/tiny.gguf" --ids 1 --mem 1K --profile none 2>&1 | grep -o 'give --mem of at least [0-9.]*' | grep -o '[0-9.]*')
 mem=$(python3 -c "print(f'{$mem + 1.6:.2f}M')")
 : >"$dir/ng/conns.log"
 ev -m "$url" --ca-cert "$t/ca.pem" --cache-dir "$dir/c1" --mem "$mem" --stats >"$dir/h2" 2>"$dir/h2.err"
