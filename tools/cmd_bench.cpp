@@ -193,6 +193,26 @@ Command add_bench(CLI::App& app) {
                 j["seconds"] = r.seconds;
                 j["direct_io"] = r.io.direct;
                 j["peak_rss"] = peak_rss_bytes();
+                // Next-layer prefetch over the measured runs: totals and per layer.
+                const LayerPrefetchStats pt = r.io.prefetch_total();
+                nlohmann::json pf;
+                pf["mode"] = prefetch_mode_name(store ? r.io.prefetch : PrefetchMode::Off);
+                pf["recall"] = pt.recall();
+                pf["useful"] = pt.useful();
+                pf["prefetched_experts"] = pt.prefetch_reads;
+                pf["prefetched_bytes"] = pt.prefetch_bytes;
+                pf["prefetched_bytes_used"] = pt.used_bytes_fraction();
+                pf["layers"] = nlohmann::json::array();
+                for (const LayerPrefetchStats& l : r.io.layers) {
+                  if (l.predictions == 0) continue;
+                  pf["layers"].push_back({{"layer", l.layer},
+                                          {"recall", l.recall()},
+                                          {"useful", l.useful()},
+                                          {"prefetched_experts", l.prefetch_reads},
+                                          {"prefetched_bytes_used", l.used_bytes_fraction()},
+                                          {"on", l.on}});
+                }
+                j["prefetch"] = pf;
                 fmt::print("{}\n", j.dump());
               } else {
                 fmt::print("| {:>5} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n",
@@ -203,6 +223,10 @@ Command add_bench(CLI::App& app) {
             }
             const uint64_t rss = peak_rss_bytes();
             if (!o->json) fmt::print("\npeak RSS {:.3f} GB\n", rss / 1e9);
+            if (!o->json && store) {
+              const std::string pf = format_prefetch_stats(store->stats());
+              if (!pf.empty()) fmt::print("\n{}", pf);
+            }
             if (store && mem && rss > mem)
               fmt::print(stderr, "warning: peak RSS {:.2f} GB exceeded --mem {:.2f} GB\n", rss / 1e9, mem / 1e9);
             return 0;
