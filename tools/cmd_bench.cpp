@@ -182,6 +182,15 @@ Command add_bench(CLI::App& app) {
                 j["cache_slots"] = r.io.slots;
                 j["bytes_read"] = r.io.bytes_read;
                 j["bytes_per_token"] = per_tok;
+                // What the cache misses require: every expert that had to come from
+                // disk (a demand read, or a read ahead that was then used), at its
+                // exact size; bytes_read over this is the I/O overhead (alignment,
+                // unused reads ahead).
+                const uint64_t needed = r.io.reads + r.io.prefetch_total().prefetch_used;
+                j["bytes_per_expert"] = mi.bytes_per_expert;
+                j["experts_needed"] = needed;
+                j["bytes_needed_per_token"] = double(needed) * double(mi.bytes_per_expert) / tokens;
+                j["prefetch_reads"] = r.io.prefetch_reads;
                 j["hits"] = r.io.hits;
                 j["misses"] = r.io.misses;
                 j["hit_rate"] = hit;
