@@ -502,14 +502,12 @@ class Streaming final : public StreamingExpertStore {
     l.candidates += cand;
     l.candidates_used += cand_used;
     if (opts_.prefetch == PrefetchMode::Auto) {
-      // A recent window (halved as it fills); on until it has seen enough.
-      p.cand_w += double(cand);
-      p.used_w += double(cand_used);
-      if (p.cand_w > 256) {
-        p.cand_w *= 0.5;
-        p.used_w *= 0.5;
-      }
-      l.on = p.cand_w < 16 || p.used_w >= opts_.prefetch_min_useful * p.cand_w;
+      // The last ~20 predictions of this layer weigh (a prompt chunk's many
+      // candidates do not mask the decode that follows for long); on while too few
+      // candidates have been seen to judge.
+      p.cand_w = 0.95 * p.cand_w + double(cand);
+      p.used_w = 0.95 * p.used_w + double(cand_used);
+      l.on = p.cand_w < 8 || p.used_w >= opts_.prefetch_min_useful * p.cand_w;
     }
     drop_prediction(p);
   }
