@@ -18,13 +18,13 @@
 # The readahead is restored on exit, also on failure. Needs root and cgroup v1.
 #
 # usage: bench/stream_vs_llama.sh [--cap 1536M] [--experts 512] [-p 32] [-n 16]
-#          [--llama-n 4] [-r 2] [-t 2] [--models DIR] [--out DIR] [--skip-llama-default]
+#          [--llama-n N (default: -n)] [-r 2] [-t 2] [--models DIR] [--out DIR] [--skip-llama-default]
 #          [--sweep "256M 1G 4G"]
 # Results: a table on stdout, JSON lines and logs in --out (default build/stream-bench).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DELTAFIN:-$here/build/deltafin}
-cap=1536M experts=512 np=32 ng=16 lng=4 reps=2 threads=2
+cap=1536M experts=512 np=32 ng=16 lng="" reps=2 threads=2
 mdir=$here/build/bench-models out=$here/build/stream-bench skip_default=0 sweep=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -42,6 +42,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+lng=${lng:-$ng}  # llama.cpp decodes as many tokens as deltafin unless told otherwise
 cg_root=/sys/fs/cgroup/memory
 [ "$(id -u)" = 0 ] || { echo "needs root (cgroup, drop_caches, readahead)" >&2; exit 77; }
 [ -w $cg_root ] || { echo "needs cgroup v1 memory at $cg_root" >&2; exit 77; }
