@@ -61,7 +61,7 @@ struct StreamingOptions {
   PrefetchMode prefetch = PrefetchMode::Auto;
   // Auto: a layer prefetches while at least this fraction of the experts a
   // prediction would read (predicted, not in RAM) is then routed to.
-  double prefetch_min_useful = 0.5;
+  double prefetch_min_useful = 0.75;
   bool warm = true;          // prefetch the profile's hottest experts at open
   // Misses go here instead of to the model file (the disk cache over an HTTP
   // origin); not owned, must outlive the store. Null: read the model file.
