@@ -182,6 +182,15 @@ Command add_bench(CLI::App& app) {
                 j["cache_slots"] = r.io.slots;
                 j["bytes_read"] = r.io.bytes_read;
                 j["bytes_per_token"] = per_tok;
+                // What the cache misses require: every expert that had to come from
+                // disk (a demand read, or a read ahead that was then used), at its
+                // exact size; bytes_read over this is the I/O overhead (alignment,
+                // unused reads ahead).
+                const uint64_t needed = r.io.reads + r.io.prefetch_total().prefetch_used;
+                j["bytes_per_expert"] = mi.bytes_per_expert;
+                j["experts_needed"] = needed;
+                j["bytes_needed_per_token"] = double(needed) * double(mi.bytes_per_expert) / tokens;
+                j["prefetch_reads"] = r.io.prefetch_reads;
                 j["hits"] = r.io.hits;
                 j["misses"] = r.io.misses;
                 j["hit_rate"] = hit;
@@ -193,6 +202,26 @@ Command add_bench(CLI::App& app) {
                 j["seconds"] = r.seconds;
                 j["direct_io"] = r.io.direct;
                 j["peak_rss"] = peak_rss_bytes();
+                // Next-layer prefetch over the measured runs: totals and per layer.
+                const LayerPrefetchStats pt = r.io.prefetch_total();
+                nlohmann::json pf;
+                pf["mode"] = prefetch_mode_name(store ? r.io.prefetch : PrefetchMode::Off);
+                pf["recall"] = pt.recall();
+                pf["useful"] = pt.useful();
+                pf["prefetched_experts"] = pt.prefetch_reads;
+                pf["prefetched_bytes"] = pt.prefetch_bytes;
+                pf["prefetched_bytes_used"] = pt.used_bytes_fraction();
+                pf["layers"] = nlohmann::json::array();
+                for (const LayerPrefetchStats& l : r.io.layers) {
+                  if (l.predictions == 0) continue;
+                  pf["layers"].push_back({{"layer", l.layer},
+                                          {"recall", l.recall()},
+                                          {"useful", l.useful()},
+                                          {"prefetched_experts", l.prefetch_reads},
+                                          {"prefetched_bytes_used", l.used_bytes_fraction()},
+                                          {"on", l.on}});
+                }
+                j["prefetch"] = pf;
                 fmt::print("{}\n", j.dump());
               } else {
                 fmt::print("| {:>5} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n",
@@ -203,6 +232,10 @@ Command add_bench(CLI::App& app) {
             }
             const uint64_t rss = peak_rss_bytes();
             if (!o->json) fmt::print("\npeak RSS {:.3f} GB\n", rss / 1e9);
+            if (!o->json && store) {
+              const std::string pf = format_prefetch_stats(store->stats());
+              if (!pf.empty()) fmt::print("\n{}", pf);
+            }
             if (store && mem && rss > mem)
               fmt::print(stderr, "warning: peak RSS {:.2f} GB exceeded --mem {:.2f} GB\n", rss / 1e9, mem / 1e9);
             return 0;

@@ -72,7 +72,8 @@ Command add_eval(CLI::App& app) {
               }
             }
             if (o->stats) {
-              if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
+              if (StreamingExpertStore* s = engine->streaming_store())
+                fmt::print(stderr, "{}{}", format_stats(s->stats()), format_prefetch_stats(s->stats()));
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
             }
             return 0;

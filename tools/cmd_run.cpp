@@ -109,7 +109,8 @@ Command add_run(CLI::App& app) {
                 fmt::print(stderr, "decode read {:.1f} MB of experts: {:.2f} MB per emitted token\n",
                            st.decode_bytes_read / 1e6,
                            st.n_generated ? st.decode_bytes_read / 1e6 / st.n_generated : 0.0);
-              if (StreamingExpertStore* s = engine->streaming_store()) fmt::print(stderr, "{}", format_stats(s->stats()));
+              if (StreamingExpertStore* s = engine->streaming_store())
+                fmt::print(stderr, "{}{}", format_stats(s->stats()), format_prefetch_stats(s->stats()));
               if (const CorePager* p = engine->core_pager())
                 fmt::print(stderr, "{}; {} layer windows paged in\n", p->describe(), p->stats().pages_in);
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));

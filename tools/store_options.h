@@ -62,7 +62,7 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
 }
 
 struct StoreCli {
-  std::string mem, reserve, policy = "lfu", profile;
+  std::string mem, reserve, policy = "lfu", profile, prefetch = "auto";
   int io_threads = 0;
   RemoteCli remote;
 };
@@ -78,6 +78,10 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
       ->capture_default_str();
   sub->add_option("--profile", o.profile,
                   "Expert usage profile that warms the cache (default: ~/.cache/deltafin/profiles/; 'none': off)");
+  sub->add_option("--prefetch", o.prefetch,
+                  "Next-layer expert prefetch: auto (per layer, while what it reads gets used), on, or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   sub->add_option("--io-threads", o.io_threads, "Expert reads in flight at most (default 16)");
   add_remote_options(sub, o.remote);
   sub->add_flag("--offline", o.remote.offline,
@@ -96,6 +100,7 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   if (!o.reserve.empty() && (!parse_size(o.reserve, &eo->reserve_bytes) || eo->reserve_bytes == 0))
     return make_error("bad --reserve '{}' (expected a size such as 256M)", o.reserve);
   if (!parse_cache_policy(o.policy, &eo->stream.policy)) return make_error("bad --cache-policy '{}'", o.policy);
+  if (!parse_prefetch_mode(o.prefetch, &eo->stream.prefetch)) return make_error("bad --prefetch '{}'", o.prefetch);
   eo->stream.profile_path = o.profile.empty() ? default_profile : o.profile == "none" ? "" : o.profile;
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;
   DF_TRY(apply_remote_options(o.remote, &eo->remote));

@@ -124,6 +124,13 @@ class DeepSeek2 final : public Model {
         for (size_t i = 0; i < o.size(); ++i) o[i] += sh[i];  // moe_out + ffn_shexp, then + residual
       }
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense) {
+        const Layer& next = layers_[size_t(il + 1)];
+        RouterConfig rc = c_.router;
+        rc.score_bias = next.exp_probs_b.empty() ? nullptr : next.exp_probs_b.data();
+        predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
+                             n, E);
+      }
     }
     for (const BatchSlice& s : slices) s.state->n_past += s.n;
     output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);

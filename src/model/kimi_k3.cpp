@@ -357,6 +357,15 @@ class KimiK3 final : public Model {
         DF_TRY(latent_moe(il, Ly, a.data(), n, o.data()));
       }
       for (int64_t i = 0; i < ne; ++i) x[size_t(i)] += o[size_t(i)];
+      if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense) {
+        // The next router reads its layer's ffn mix of the stream; the raw stream
+        // stands in for it here (a prediction only).
+        const Layer& next = layers_[size_t(il + 1)];
+        RouterConfig rc = c_.router;
+        rc.score_bias = next.exp_probs_b.data();
+        predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
+                             n, E);
+      }
     }
     for (const BatchSlice& s : slices) s.state->n_past += s.n;
     const float* fin = x.data();

@@ -210,6 +210,11 @@ class Llama final : public Model {
         dense(L, h.data(), n, o.data());
       }
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      if (c_.n_expert > 0 && il + 1 < c_.n_layer) {
+        const Layer& next = layers_[size_t(il + 1)];
+        predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
+                             n, E);
+      }
     }
     for (const BatchSlice& s : slices) s.state->n_past += s.n;
     output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);

@@ -175,6 +175,21 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
   return {};
 }
 
+void predict_next_experts(ThreadPool* pool, ExpertStore& store, const NextRouter& next, const float* x, int n_tok,
+                          int64_t n_embd) {
+  if (!store.wants_prediction(next.layer)) return;
+  const RouterConfig& rc = next.rc;
+  std::vector<float> h(size_t(n_tok) * size_t(n_embd)), logits(size_t(n_tok) * size_t(rc.n_expert)),
+      w(size_t(n_tok) * size_t(rc.n_used));
+  std::vector<int32_t> sel(size_t(n_tok) * size_t(rc.n_used));
+  rms_norm_rows(x, next.norm, n_embd, n_tok, next.eps, h.data());
+  linear(pool, *next.gate_inp, h.data(), n_tok, logits.data());
+  route(rc, logits.data(), n_tok, sel.data(), w.data());
+  std::sort(sel.begin(), sel.end());
+  sel.erase(std::unique(sel.begin(), sel.end()), sel.end());
+  store.predict(next.layer, sel.data(), int(sel.size()));
+}
+
 void dense_ffn(ThreadPool* pool, const Tensor& gate, const Tensor& up, const Tensor& down,
                const float* x, int n_tok, const FfnActParams& act, float* out) {
   const int64_t n_ff = up.rows();

@@ -47,6 +47,22 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
                int64_t n_in, int64_t n_out, int n_used, const int32_t* sel, const float* w,
                const FfnActParams& act, float* out);
 
+// Next-layer prediction, shared by the architectures' layer loops: after layer L,
+// applies layer `layer` (= L + 1)'s router to the residual stream entering it (x:
+// [n_tok, n_embd], RMS-normed here with that layer's ffn_norm `norm`, as its MoE
+// input will be) and hands the union of the top-k experts to store.predict(). Does
+// nothing when the store does not want a prediction. Reads x only: outputs do not
+// depend on it.
+struct NextRouter {
+  int layer = -1;
+  const Tensor* gate_inp = nullptr;  // [n_embd, n_expert]
+  const float* norm = nullptr;       // [n_embd]
+  float eps = 0;
+  RouterConfig rc;
+};
+void predict_next_experts(ThreadPool* pool, ExpertStore& store, const NextRouter& next, const float* x, int n_tok,
+                          int64_t n_embd);
+
 // Dense gated FFN: out = down(act(gate x, up x)). out: [n_tok, down.rows()].
 void dense_ffn(ThreadPool* pool, const Tensor& gate, const Tensor& up, const Tensor& down,
                const float* x, int n_tok, const FfnActParams& act, float* out);

@@ -170,6 +170,11 @@ class Qwen3Moe final : public Model {
       route(rc, rl.data(), n, sel.data(), rw.data());
       DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data()));
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      if (il + 1 < c_.n_layer) {
+        const Layer& next = layers_[size_t(il + 1)];
+        predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
+                             n, E);
+      }
     }
     for (const BatchSlice& s : slices) s.state->n_past += s.n;
     output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);

@@ -65,6 +65,16 @@ class ExpertStore {
   // prefetch priority into free cache room, never evicting. No pin, no obligation.
   virtual void prefetch(int layer, const int32_t* experts, int n) {}
 
+  // Next-layer prediction. An MoE block that has just finished layer L may apply
+  // layer `layer`'s router to the hidden state and tell the store which experts its
+  // tokens will probably route to (predict). The store records the prediction to
+  // measure its accuracy against the layer's request() and, where prefetching pays,
+  // reads the predicted experts at prefetch priority. wants_prediction() is false
+  // when the store has no use for one (everything resident, prefetch off), so that
+  // callers skip computing it. Default: no prediction.
+  virtual bool wants_prediction(int layer) const { return false; }
+  virtual void predict(int layer, const int32_t* experts, int n) {}
+
   // Pins (layer, expert) and returns true if its bytes are in RAM now; false, at no
   // cost and without counting as a use, if not. Never starts a read. Default (every
   // expert resident): acquire().

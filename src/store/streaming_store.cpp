@@ -28,8 +28,50 @@ bool parse_cache_policy(const std::string& s, CachePolicy* out) {
   return true;
 }
 
+const char* prefetch_mode_name(PrefetchMode m) {
+  return m == PrefetchMode::Off ? "off" : m == PrefetchMode::On ? "on" : "auto";
+}
+
+bool parse_prefetch_mode(const std::string& s, PrefetchMode* out) {
+  if (s == "auto") *out = PrefetchMode::Auto;
+  else if (s == "on") *out = PrefetchMode::On;
+  else if (s == "off") *out = PrefetchMode::Off;
+  else return false;
+  return true;
+}
+
+LayerPrefetchStats StoreStats::prefetch_total() const {
+  LayerPrefetchStats t;
+  for (const LayerPrefetchStats& l : layers) {
+    t.predictions += l.predictions;
+    t.routed += l.routed;
+    t.routed_predicted += l.routed_predicted;
+    t.candidates += l.candidates;
+    t.candidates_used += l.candidates_used;
+    t.prefetch_reads += l.prefetch_reads;
+    t.prefetch_used += l.prefetch_used;
+    t.prefetch_bytes += l.prefetch_bytes;
+    t.prefetch_used_bytes += l.prefetch_used_bytes;
+    t.on |= l.on;
+  }
+  return t;
+}
+
 StoreStats StoreStats::operator-(const StoreStats& o) const {
   StoreStats d = *this;
+  for (size_t i = 0; i < d.layers.size() && i < o.layers.size(); ++i) {
+    LayerPrefetchStats& a = d.layers[i];
+    const LayerPrefetchStats& b = o.layers[i];
+    a.predictions -= b.predictions;
+    a.routed -= b.routed;
+    a.routed_predicted -= b.routed_predicted;
+    a.candidates -= b.candidates;
+    a.candidates_used -= b.candidates_used;
+    a.prefetch_reads -= b.prefetch_reads;
+    a.prefetch_used -= b.prefetch_used;
+    a.prefetch_bytes -= b.prefetch_bytes;
+    a.prefetch_used_bytes -= b.prefetch_used_bytes;
+  }
   d.hits -= o.hits;
   d.misses -= o.misses;
   d.prefetch_hits -= o.prefetch_hits;
@@ -51,6 +93,24 @@ std::string format_stats(const StoreStats& s) {
       s.slots, s.slot_bytes / 1e6, s.cached, s.hits, s.misses, 100.0 * s.hit_rate(), s.prefetch_hits, s.evictions,
       s.reads, s.prefetch_reads, s.bytes_read / 1e6, s.read_gbps(), s.read_busy_s,
       s.direct ? "O_DIRECT" : "buffered, pages dropped", s.wait_s);
+}
+
+std::string format_prefetch_stats(const StoreStats& s) {
+  if (s.prefetch == PrefetchMode::Off || s.layers.empty()) return "";
+  std::string out = fmt::format(
+      "next-layer prefetch ({}): per layer, recall = routed experts that were predicted; useful = predicted "
+      "experts not in RAM that were then routed; used = prefetched bytes that were used\n",
+      prefetch_mode_name(s.prefetch));
+  auto line = [&](const std::string& name, const LayerPrefetchStats& l) {
+    out += fmt::format("  {:>6}  predictions {:>6}  recall {:5.1f}%  useful {:5.1f}%  prefetched {:>6} ({:8.1f} MB, "
+                       "used {:5.1f}%)  {}\n",
+                       name, l.predictions, 100.0 * l.recall(), 100.0 * l.useful(), l.prefetch_reads,
+                       l.prefetch_bytes / 1e6, 100.0 * l.used_bytes_fraction(), l.on ? "on" : "off");
+  };
+  for (const LayerPrefetchStats& l : s.layers)
+    if (l.predictions > 0 || l.prefetch_reads > 0) line(fmt::format("L{}", l.layer), l);
+  line("all", s.prefetch_total());
+  return out;
 }
 
 namespace {
@@ -88,6 +148,8 @@ struct Entry {
   bool urgent = false;         // a blocked caller waits: first in line
   bool promoted = false;       // a prefetch read a caller now waits for: the fetcher was told
   bool from_prefetch = false;  // brought in by a prefetch and not looked up since
+  bool predicted = false;      // read ahead by a next-layer prediction (may evict)
+  bool reserved = false;       // in a pending prediction: a prediction's read never evicts it
   int slot = -1;
   int pins = 0;
   int wanted = 0;      // asked for (request or a waiting acquire), not yet taken
@@ -102,6 +164,14 @@ struct Entry {
 struct Slot {
   AlignedBuffer buf;
   int key = -1;
+};
+
+// The pending next-layer prediction of one MoE layer and the auto switch.
+struct LayerPred {
+  bool pending = false;
+  std::vector<int> keys;        // predicted
+  std::vector<char> candidate;  // per key: not in RAM when predicted
+  double cand_w = 0, used_w = 0;  // recent candidates and used ones (decayed)
 };
 
 class Streaming final : public StreamingExpertStore {
@@ -120,6 +190,12 @@ class Streaming final : public StreamingExpertStore {
     slots_.resize(size_t(n_slots_));
     entries_.resize(size_t(ix_.n_keys()));
     age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
+    preds_.resize(size_t(ix_.n_moe_layers()));
+    stats_.layers.resize(size_t(ix_.n_moe_layers()));
+    for (int m = 0; m < ix_.n_moe_layers(); ++m) {
+      stats_.layers[size_t(m)].layer = ix_.model_layer(m);
+      stats_.layers[size_t(m)].on = opts_.prefetch != PrefetchMode::Off;
+    }
     for (int s = 0; s < file_.shard_count() && !opts_.fetcher; ++s) {
       auto f = DirectFile::open(file_.source(s).name(), opts_.direct);
       // Not a local file (an HTTP origin later): read through the model's source.
@@ -171,14 +247,50 @@ class Streaming final : public StreamingExpertStore {
 
   void request(int layer, const int32_t* experts, int n) override {
     std::lock_guard<std::mutex> lk(mu_);
+    resolve_prediction(layer, experts, n);
     for (int i = 0; i < n; ++i) {
       auto k = key_of(layer, experts[i]);
       if (!k.ok()) continue;  // acquire reports it
       Entry& e = entries_[size_t(*k)];
       ++e.wanted;
-      lookup(e);
+      lookup(*k);
       enqueue(*k, /*demand=*/true);
     }
+    pump();
+  }
+
+  bool wants_prediction(int layer) const override {
+    return opts_.prefetch != PrefetchMode::Off && !resident_only() && ix_.moe_index(layer) >= 0;
+  }
+
+  // Records the prediction; where the layer's prefetch is on, reads the predicted
+  // experts that are not in RAM at prefetch priority. Those already in RAM, and
+  // those read ahead, are reserved until the layer's request: another prediction's
+  // read does not evict them (a demand read may).
+  void predict(int layer, const int32_t* experts, int n) override {
+    const int moe = ix_.moe_index(layer);
+    if (moe < 0 || opts_.prefetch == PrefetchMode::Off) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    LayerPred& p = preds_[size_t(moe)];
+    drop_prediction(p);
+    const bool on = stats_.layers[size_t(moe)].on;
+    for (int i = 0; i < n; ++i) {
+      auto k = key_of(layer, experts[i]);
+      if (!k.ok()) continue;
+      Entry& e = entries_[size_t(*k)];
+      const bool in_ram = e.st == St::Ready || e.st == St::Reading;
+      p.keys.push_back(*k);
+      p.candidate.push_back(!in_ram);
+      if (on && reserved_ < n_slots_ / 2 && !e.reserved) {
+        e.reserved = true;
+        ++reserved_;
+      }
+      if (on && e.st == St::Absent) {
+        e.predicted = true;
+        enqueue(*k, /*demand=*/false);
+      }
+    }
+    p.pending = true;
     pump();
   }
 
@@ -205,7 +317,7 @@ class Streaming final : public StreamingExpertStore {
     for (int k : keys) {
       Entry& e = entries_[size_t(k)];
       if (requested && e.wanted > 0) continue;  // (none left: request() was skipped)
-      lookup(e);
+      lookup(k);
       ++e.wanted;
       enqueue(k, /*demand=*/true);
     }
@@ -253,12 +365,16 @@ class Streaming final : public StreamingExpertStore {
     s.cached = 0;
     for (const Slot& sl : slots_) s.cached += sl.key >= 0 && entries_[size_t(sl.key)].st == St::Ready;
     s.direct = !files_.empty() && files_[0] && files_[0]->direct();
+    s.prefetch = opts_.prefetch;
     return s;
   }
 
   void reset_stats() override {
     std::lock_guard<std::mutex> lk(mu_);
+    std::vector<LayerPrefetchStats> layers = std::move(stats_.layers);
     stats_ = {};
+    for (LayerPrefetchStats& l : layers) l = {.layer = l.layer, .on = l.on};
+    stats_.layers = std::move(layers);
     if (in_flight_ > 0) busy_since_ = Clock::now();
   }
 
@@ -326,7 +442,15 @@ class Streaming final : public StreamingExpertStore {
   // --- everything below runs with mu_ held ---
 
   // One lookup of an expert: a hit or a miss, and a use for the eviction policy.
-  void lookup(Entry& e) {
+  void lookup(int key) {
+    Entry& e = entries_[size_t(key)];
+    if (e.predicted && e.from_prefetch && (e.st == St::Ready || e.st == St::Reading)) {
+      LayerPrefetchStats& l = stats_.layers[size_t(ix_.key_moe(key))];
+      ++l.prefetch_used;
+      l.prefetch_used_bytes += slot_read_bytes(key);
+    }
+    unreserve(e);
+    e.predicted = false;
     if (e.st == St::Ready) {
       ++stats_.hits;
       if (e.from_prefetch) ++stats_.prefetch_hits;
@@ -339,6 +463,63 @@ class Streaming final : public StreamingExpertStore {
     ++e.uses;
     if (clock_ % age_period_ == 0)
       for (Entry& x : entries_) x.freq *= 0.5f;
+  }
+
+  void unreserve(Entry& e) {
+    if (e.reserved) {
+      e.reserved = false;
+      --reserved_;
+    }
+  }
+
+  // Forgets a layer's pending prediction: its reservations end and its prefetches
+  // that have not started are cancelled.
+  void drop_prediction(LayerPred& p) {
+    for (int k : p.keys) {
+      Entry& e = entries_[size_t(k)];
+      unreserve(e);
+      if (e.st == St::Pending && !e.demand) e.st = St::Absent;  // its queue entry goes stale
+      if (e.st == St::Absent) e.predicted = false;
+    }
+    p.keys.clear();
+    p.candidate.clear();
+    p.pending = false;
+  }
+
+  // The layer's experts are known: scores its pending prediction, updates the auto
+  // switch, and drops the prediction.
+  void resolve_prediction(int layer, const int32_t* experts, int n) {
+    const int moe = ix_.moe_index(layer);
+    if (moe < 0 || !preds_[size_t(moe)].pending) return;
+    LayerPred& p = preds_[size_t(moe)];
+    LayerPrefetchStats& l = stats_.layers[size_t(moe)];
+    uint64_t hit = 0, cand = 0, cand_used = 0;
+    for (size_t i = 0; i < p.keys.size(); ++i) {
+      const int e = p.keys[i] - ix_.key(moe, 0);
+      const bool routed = std::find(experts, experts + n, e) != experts + n;
+      hit += routed;
+      cand += p.candidate[i];
+      cand_used += p.candidate[i] && routed;
+    }
+    ++l.predictions;
+    l.routed += uint64_t(n);
+    l.routed_predicted += hit;
+    l.candidates += cand;
+    l.candidates_used += cand_used;
+    if (opts_.prefetch == PrefetchMode::Auto) {
+      // The last ~20 predictions of this layer weigh (a prompt chunk's many
+      // candidates do not mask the decode that follows for long); on while too few
+      // candidates have been seen to judge.
+      p.cand_w = 0.95 * p.cand_w + double(cand);
+      p.used_w = 0.95 * p.used_w + double(cand_used);
+      l.on = p.cand_w < 8 || p.used_w >= opts_.prefetch_min_useful * p.cand_w;
+    }
+    drop_prediction(p);
+  }
+
+  uint64_t slot_read_bytes(int key) const {
+    PartLayout lay[kExpertParts];
+    return layout(ix_.slices(key), lay);
   }
 
   void enqueue(int key, bool demand) {
@@ -433,7 +614,7 @@ class Streaming final : public StreamingExpertStore {
         }
       }
       if (key < 0) return;
-      const int slot = find_slot(demand);
+      const int slot = find_slot(demand, entries_[size_t(key)].predicted);
       if (slot < 0) {
         if (demand) return;  // waits for a release
         // Prefetch takes free room only, and there is none left: drop the rest.
@@ -447,10 +628,12 @@ class Streaming final : public StreamingExpertStore {
     }
   }
 
-  // A free slot, else (demand reads only) a victim's: never an expert that is
-  // pinned, being read, or asked for and not yet taken (so nothing a caller waits
-  // for is evicted before it gets it, and callers cannot evict each other's in turn).
-  int find_slot(bool demand) {
+  // A free slot, else (demand and predicted reads only) a victim's: never an expert
+  // that is pinned, being read, or asked for and not yet taken (so nothing a caller
+  // waits for is evicted before it gets it, and callers cannot evict each other's in
+  // turn). A predicted read never evicts a reserved expert (one that a pending
+  // prediction expects); a demand read does, but prefers others.
+  int find_slot(bool demand, bool predicted) {
     if (!free_slots_.empty()) {
       const int s = free_slots_.back();
       free_slots_.pop_back();
@@ -461,14 +644,20 @@ class Streaming final : public StreamingExpertStore {
       if (s.buf.size() == 0) s.buf = AlignedBuffer(slot_bytes_);
       return n_alloc_++;
     }
-    if (!demand) return -1;
+    if (!demand && !predicted) return -1;
     int best = -1;
     for (int s = 0; s < n_slots_; ++s) {
       const int k = slots_[size_t(s)].key;
       if (k < 0) continue;
       const Entry& e = entries_[size_t(k)];
       if (e.st != St::Ready || e.pins > 0 || e.wanted > 0) continue;
-      if (best < 0 || better_victim(e, entries_[size_t(slots_[size_t(best)].key)])) best = s;
+      if (!demand && e.reserved) continue;
+      if (best < 0) {
+        best = s;
+        continue;
+      }
+      const Entry& b = entries_[size_t(slots_[size_t(best)].key)];
+      if (e.reserved != b.reserved ? !e.reserved : better_victim(e, b)) best = s;
     }
     if (best >= 0) {
       evict(best);
@@ -487,6 +676,8 @@ class Streaming final : public StreamingExpertStore {
     e.st = St::Absent;
     e.slot = -1;
     e.from_prefetch = false;
+    e.predicted = false;
+    unreserve(e);
     slots_[size_t(slot)].key = -1;
   }
 
@@ -500,6 +691,12 @@ class Streaming final : public StreamingExpertStore {
     e.from_prefetch = !demand;
     slots_[size_t(slot)].key = key;
     ++(demand ? stats_.reads : stats_.prefetch_reads);
+    if (demand) e.predicted = false;
+    if (!demand && e.predicted) {
+      LayerPrefetchStats& l = stats_.layers[size_t(ix_.key_moe(key))];
+      ++l.prefetch_reads;
+      l.prefetch_bytes += slot_read_bytes(key);
+    }
     const ExpertSlices& sl = ix_.slices(key);
     PartLayout lay[kExpertParts];
     layout(sl, lay);
@@ -611,6 +808,8 @@ class Streaming final : public StreamingExpertStore {
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
   std::deque<int> demand_q_, prefetch_q_;
+  std::vector<LayerPred> preds_;  // by MoE layer
+  int reserved_ = 0;              // entries with `reserved` set
   std::vector<ExpertFetch> batch_[2];  // started, not yet handed to the fetcher: [prefetch, demand]
   uint64_t clock_ = 0, age_period_ = 256;
   int in_flight_ = 0;

@@ -42,6 +42,15 @@ enum class CachePolicy {
 const char* cache_policy_name(CachePolicy p);
 bool parse_cache_policy(const std::string& s, CachePolicy* out);  // "lfu" | "lru"
 
+// Next-layer prefetch (ExpertStore::predict).
+enum class PrefetchMode {
+  Off,   // no prediction at all
+  On,    // prefetch every prediction
+  Auto,  // per layer: prefetch while enough of what it would read gets used
+};
+const char* prefetch_mode_name(PrefetchMode m);
+bool parse_prefetch_mode(const std::string& s, PrefetchMode* out);  // "auto" | "on" | "off"
+
 struct StreamingOptions {
   uint64_t cache_bytes = 0;  // RAM for cached experts
   int max_slots = 0;         // > 0: cache at most this many experts (tests)
@@ -49,10 +58,34 @@ struct StreamingOptions {
   int io_threads = 16;       // reads in flight at most
   bool direct = true;        // O_DIRECT where the file system allows it
   std::string profile_path;  // usage profile; empty: none
+  PrefetchMode prefetch = PrefetchMode::Auto;
+  // Auto: a layer prefetches while at least this fraction of the experts a
+  // prediction would read (predicted, not in RAM) is then routed to.
+  double prefetch_min_useful = 0.75;
   bool warm = true;          // prefetch the profile's hottest experts at open
   // Misses go here instead of to the model file (the disk cache over an HTTP
   // origin); not owned, must outlive the store. Null: read the model file.
   ExpertFetcher* fetcher = nullptr;
+};
+
+// Next-layer prediction of one MoE layer, counted at the layer's request().
+struct LayerPrefetchStats {
+  int layer = -1;
+  uint64_t predictions = 0;       // requests that had a prediction
+  uint64_t routed = 0;            // experts those requests asked for
+  uint64_t routed_predicted = 0;  // ... of which predicted (recall = this / routed)
+  uint64_t candidates = 0;        // predicted experts not in RAM when predicted (what a prefetch reads)
+  uint64_t candidates_used = 0;   // ... of which routed (useful = this / candidates)
+  uint64_t prefetch_reads = 0;    // predicted experts actually read ahead
+  uint64_t prefetch_used = 0;     // ... and then looked up before eviction
+  uint64_t prefetch_bytes = 0, prefetch_used_bytes = 0;
+  bool on = false;                // prefetching now (auto may switch it)
+
+  double recall() const { return routed ? double(routed_predicted) / double(routed) : 0.0; }
+  double useful() const { return candidates ? double(candidates_used) / double(candidates) : 0.0; }
+  double used_bytes_fraction() const {
+    return prefetch_bytes ? double(prefetch_used_bytes) / double(prefetch_bytes) : 0.0;
+  }
 };
 
 // Counters since open (or reset_stats). A lookup is one expert asked for by one
@@ -74,12 +107,18 @@ struct StoreStats {
   int slots = 0;
   int cached = 0;              // experts in RAM now
   bool direct = false;         // reads bypass the page cache through O_DIRECT
+  PrefetchMode prefetch = PrefetchMode::Off;
+  std::vector<LayerPrefetchStats> layers;  // per MoE layer, in layer order
+
+  LayerPrefetchStats prefetch_total() const;  // summed over layers (`on`: any layer on)
 
   double hit_rate() const { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
   double read_gbps() const { return read_busy_s > 0 ? double(bytes_read) / read_busy_s / 1e9 : 0.0; }
   StoreStats operator-(const StoreStats& o) const;  // counters only
 };
 std::string format_stats(const StoreStats& s);  // one human-readable paragraph
+// The next-layer prediction table, one line per layer; empty when prefetch is off.
+std::string format_prefetch_stats(const StoreStats& s);
 
 class StreamingExpertStore : public ExpertStore {
  public:

@@ -38,6 +38,11 @@ for arch in qwen3moe deepseek2 kimi-k3 llama; do
     check "$arch $pol: eval under --mem $mem matches the resident run" cmp -s "$dir/ref-$arch" "$dir/str-$arch-$pol"
     check "$arch $pol: the cache evicted" grep -Eq "evictions [1-9]" "$dir/str-$arch-$pol.err"
   done
+  # Next-layer prefetch reads ahead and changes nothing in the output.
+  "$bin" eval -m "$m" --ids $ids --top 20 --all-positions -b 6 --mem "$mem" --prefetch on \
+    --profile none --stats >"$dir/pf-$arch" 2>"$dir/pf-$arch.err"
+  check "$arch: eval with --prefetch on matches the resident run" cmp -s "$dir/ref-$arch" "$dir/pf-$arch"
+  check "$arch: --stats shows the prefetch per layer" grep -Eq "^ +all +predictions +[1-9].*prefetched +[1-9]" "$dir/pf-$arch.err"
   a=$("$bin" run -m "$m" -p "hello world" -n 12 --temp 0 2>/dev/null)
   b=$("$bin" run -m "$m" -p "hello world" -n 12 --temp 0 --mem "$mem" --profile none 2>/dev/null)
   check "$arch: run under --mem generates the same text" test "$a" = "$b"
@@ -63,6 +68,7 @@ assert [(r['test'],r['n']) for r in rows]==[('pp',8),('tg',4)], rows
 for r in rows:
   for k in ('tokens_per_second','bytes_read','hit_rate','read_gbps','io_wait_fraction','bytes_per_token'): assert k in r, k
   assert r['streaming'] and r['bytes_read']>0 and 0<=r['hit_rate']<=1
+  p=r['prefetch']; assert p['mode']=='auto' and 0<=p['recall']<=1 and p['layers'], p
 "
 fi
 exit $fail

@@ -6,7 +6,9 @@
 //     O_DIRECT and buffered reads, and evictions really happen;
 //   - the Engine's --mem path sizes the cache from the budget minus the core;
 //   - acquire/release and request/acquire_any from several threads at once;
-//   - the usage profile is written and warms the next store.
+//   - the usage profile is written and warms the next store;
+//   - next-layer prediction: predicted experts are read ahead without evicting
+//     what a caller holds, and the layer's request scores the prediction.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -103,7 +105,8 @@ std::vector<int32_t> random_ids(int n, int64_t n_vocab, uint32_t seed) {
 }
 
 // EngineOptions whose store streams through a cache of `slots` experts.
-EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, StreamingExpertStore** out) {
+EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, StreamingExpertStore** out,
+                                PrefetchMode prefetch = PrefetchMode::Off) {
   EngineOptions eo;
   eo.threads = 2;
   eo.make_store = [=](ModelFile& f) -> Result<std::unique_ptr<ExpertStore>> {
@@ -112,6 +115,7 @@ EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, Stre
     so.policy = policy;
     so.direct = direct;
     so.io_threads = 4;
+    so.prefetch = prefetch;
     DF_ASSIGN(auto s, make_streaming_expert_store(f, find_expert_layers(f), so));
     *out = s.get();
     return std::unique_ptr<ExpertStore>(std::move(s));
@@ -200,10 +204,14 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
     ASSERT_TRUE(ref.ok()) << ref.error().message;
     for (int slots : {1, 2}) {
       for (CachePolicy pol : {CachePolicy::LFU, CachePolicy::LRU}) {
-        for (bool direct : {true, false}) {
-          SCOPED_TRACE(fmt::format("slots {} policy {} direct {}", slots, cache_policy_name(pol), direct));
+        for (int variant = 0; variant < 3; ++variant) {
+          // O_DIRECT, buffered, O_DIRECT with next-layer prefetch on.
+          const bool direct = variant != 1;
+          const PrefetchMode pf = variant == 2 ? PrefetchMode::On : PrefetchMode::Off;
+          SCOPED_TRACE(fmt::format("slots {} policy {} direct {} prefetch {}", slots, cache_policy_name(pol), direct,
+                                   prefetch_mode_name(pf)));
           StreamingExpertStore* store = nullptr;
-          auto run = evaluate(path, streaming_options(slots, pol, direct, &store), ids, n_prompt, chunk, &store);
+          auto run = evaluate(path, streaming_options(slots, pol, direct, &store, pf), ids, n_prompt, chunk, &store);
           ASSERT_TRUE(run.ok()) << run.error().message;
           ASSERT_EQ(run->logits.size(), ref->logits.size());
           EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0)
@@ -214,7 +222,17 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
           EXPECT_GT(s.evictions, 0u) << "the cache was never full: the test proves nothing";
           EXPECT_GT(s.misses, 0u);
           EXPECT_GT(s.bytes_read, 0u);
-          EXPECT_EQ(s.reads, s.misses) << "one read per miss: nothing read twice for one lookup";
+          if (pf == PrefetchMode::Off) {
+            EXPECT_EQ(s.reads, s.misses) << "one read per miss: nothing read twice for one lookup";
+            continue;
+          }
+          // A miss is a demand read or joins a read ahead in flight.
+          EXPECT_LE(s.reads, s.misses);
+          EXPECT_GE(s.reads + s.prefetch_reads, s.misses);
+          const LayerPrefetchStats t = s.prefetch_total();
+          EXPECT_GT(t.predictions, 0u) << "no layer was predicted";
+          EXPECT_LE(t.routed_predicted, t.routed);
+          EXPECT_LE(t.prefetch_used, t.prefetch_reads);
         }
       }
     }
@@ -404,4 +422,90 @@ TEST(ExpertStore, UsageProfileWarmsTheCache) {
     ASSERT_TRUE(s2.ok());
     EXPECT_EQ((*s2)->stats().prefetch_reads, 0u);
   }
+}
+
+// Next-layer prediction at the store: predicted experts are read ahead into a full
+// cache without evicting a pinned expert, and the layer's request scores the
+// prediction (recall, useful reads).
+TEST(ExpertStore, PredictionReadsAheadAndIsScored) {
+  std::string why;
+  const std::string path = tiny_model("qwen3moe", &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok());
+  auto layers = find_expert_layers(**file);
+  ASSERT_GE(layers.size(), 2u);
+  ASSERT_GE(layers[0].n_expert, 6);
+  const int l0 = layers[0].layer, l1 = layers[1].layer;
+  StreamingOptions so;
+  so.max_slots = 6;
+  so.prefetch = PrefetchMode::On;
+  so.io_threads = 2;
+  auto s = make_streaming_expert_store(**file, layers, so);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE((*s)->wants_prediction(l1));
+  // Layer l0's experts fill the cache; expert 0 stays pinned.
+  ASSERT_TRUE((*s)->acquire(l0, 0).ok());
+  for (int e = 1; e < 6; ++e) {
+    ASSERT_TRUE((*s)->acquire(l0, e).ok());
+    (*s)->release(l0, e);
+  }
+  ASSERT_EQ((*s)->stats().cached, 6);
+  const std::vector<int32_t> predicted = {0, 1, 2};
+  (*s)->predict(l1, predicted.data(), 3);
+  for (int i = 0; i < 1000 && (*s)->stats().prefetch_reads < 3; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 1000; ++i) {  // and landed
+    int ready = 0;
+    for (int32_t e : predicted) {
+      ExpertWeights w;
+      if ((*s)->try_acquire_resident(l1, e, &w)) {
+        ++ready;
+        (*s)->release(l1, e);
+      }
+    }
+    if (ready == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  StoreStats st = (*s)->stats();
+  EXPECT_EQ(st.prefetch_reads, 3u);
+  EXPECT_EQ(st.evictions, 3u) << "the reads ahead take unpinned experts' slots";
+  ExpertWeights w;
+  EXPECT_TRUE((*s)->try_acquire_resident(l0, 0, &w)) << "a read ahead evicted a pinned expert";
+  (*s)->release(l0, 0);
+  (*s)->release(l0, 0);
+
+  // The layer routes to 0, 1 and 5: two of three predicted, two of three reads used.
+  std::vector<int32_t> routed = {0, 1, 5};
+  (*s)->request(l1, routed.data(), 3);
+  while (!routed.empty()) {
+    int which = -1;
+    ASSERT_TRUE((*s)->acquire_any(l1, routed.data(), int(routed.size()), &which).ok());
+    (*s)->release(l1, routed[size_t(which)]);
+    routed.erase(routed.begin() + which);
+  }
+  st = (*s)->stats();
+  const LayerPrefetchStats* l = nullptr;
+  for (const auto& x : st.layers)
+    if (x.layer == l1) l = &x;
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->predictions, 1u);
+  EXPECT_EQ(l->routed, 3u);
+  EXPECT_EQ(l->routed_predicted, 2u);
+  EXPECT_EQ(l->candidates, 3u);
+  EXPECT_EQ(l->candidates_used, 2u);
+  EXPECT_EQ(l->prefetch_reads, 3u);
+  EXPECT_EQ(l->prefetch_used, 2u);
+  EXPECT_EQ(st.hits, 2u) << format_stats(st);  // 0 and 1 of l1; l0's six and l1's 5 missed
+  EXPECT_EQ(st.misses, 7u);
+  EXPECT_EQ(st.reads, 7u);
+  EXPECT_NE(format_prefetch_stats(st).find("recall  66.7%"), std::string::npos) << format_prefetch_stats(st);
+
+  // Prefetch off: no prediction wanted, none recorded.
+  so.prefetch = PrefetchMode::Off;
+  auto off = make_streaming_expert_store(**file, layers, so);
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE((*off)->wants_prediction(l1));
+  (*off)->predict(l1, predicted.data(), 3);
+  EXPECT_EQ((*off)->stats().prefetch_reads, 0u);
 }
