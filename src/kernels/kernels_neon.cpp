@@ -158,6 +158,7 @@ void install_neon(TypeTraits* t) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
+    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
     r.isa = Isa::NEON;
   };
   set(DType::F32, dot_float_1<float>, dot_float_4<float>);

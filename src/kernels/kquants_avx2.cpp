@@ -9,6 +9,7 @@ void install_kquants_avx2(TypeTraits* t) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
+    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
     r.isa = Isa::AVX2;
   };
   set(DType::Q4_K, one<dot_q45k<4, 1>>, dot_q45k<4, 4>);

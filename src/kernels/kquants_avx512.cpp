@@ -80,6 +80,79 @@ void dot512_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum4(accm[t]);
 }
 
+// out[r] = dot(w row r, x) for NR Q4_K/Q5_K rows `w_stride` bytes apart against one
+// Q8_K row (decode). Per row the same operations in the same order as
+// dot512_q45k<Bits, 1>, so each result is bit-identical to vec_dot; the activation's
+// quants and block sums are loaded once for all rows and the rows' chains overlap.
+template <int Bits, int NR>
+void dot512_q45k_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
+  const Block* a[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  const auto* by = static_cast<const BlockQ8_K*>(x);
+  __m512i idx[4];
+  DF_UNROLL
+  for (int c = 0; c < 4; ++c) idx[c] = scale_index(2 * c, 16);
+  __m512 acc[NR];
+  __m128 accm[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps(), accm[r] = _mm_setzero_ps();
+  // Fetch block i of the next NR rows (the caller's next call) while this one
+  // computes: decode streams weights from DRAM. Prefetches never fault.
+  const size_t ahead = NR * w_stride;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + sizeof(Block) - 1);
+    }
+    const BlockQ8_K& b = by[i];
+    const __m256i bs = loadu256(b.bsums);
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    __m512i sc512[NR], sumi[NR][2], hx[NR];
+    float da[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const Block& blk = a[r][i];
+      __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));
+      __m128i mins = _mm256_extracti128_si256(scm, 1);
+      sc512[r] = _mm512_castsi256_si512(scm);
+      da[r] = h2f(blk.d);
+      const float dm = h2f(blk.dmin);
+      accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm * b.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), accm[r]);
+      sumi[r][0] = sumi[r][1] = _mm512_setzero_si512();
+      if constexpr (Bits == 5) {
+        __m256i hb = loadu256(blk.qh);
+        hx[r] = join(hb, _mm256_srli_epi16(hb, 1));
+      }
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const __m512i yv = loadu512(b.qs + 64 * c);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __m256i q = loadu256(a[r][i].qs + 32 * c);
+        __m512i qv = _mm512_and_si512(join(q, _mm256_srli_epi16(q, 4)), mask8x64(15));
+        if constexpr (Bits == 5) {
+          qv = _mm512_or_si512(qv, _mm512_and_si512(_mm512_slli_epi16(hx[r], 4), mask8x64(16)));
+          hx[r] = _mm512_srli_epi16(hx[r], 2);
+        }
+        __m512i sv = _mm512_permutexvar_epi16(idx[c], sc512[r]);
+        sumi[r][c & 1] = _mm512_dpwssd_epi32(sumi[r][c & 1], _mm512_maddubs_epi16(qv, yv), sv);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      __m512i s = _mm512_add_epi32(sumi[r][0], sumi[r][1]);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(da[r] * b.d), _mm512_cvtepi32_ps(s), acc[r]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum4(accm[r]);
+}
+
 // Shared frame of Q6_K, Q3_K, Q2_K: 16 sub-blocks of 16, four 64-value groups, each
 // group's codes (unsigned, offset applied later) produced by Unpack.
 template <int NT, class Unpack>
@@ -241,16 +314,17 @@ void dot512_q2k(int64_t n, float* out, const void* w, const void* const* xp) {
 // kernels win for single rows of Q4_K/Q5_K (fewer port-5 shuffles), the 512-bit ones
 // everywhere else; single rows still use the 512-bit ones (see below).
 void install_kquants_avx512(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4 = nullptr) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
+    r.vec_dot_r4 = dot_r4;
     r.isa = Isa::AVX512;
   };
   // Single rows use the x4 kernel's code (batch invariance: a row's result must not
   // depend on its batch grouping), although the 256-bit kernel is faster for them.
-  set(DType::Q4_K, one<dot512_q45k<4, 1>>, dot512_q45k<4, 4>);
-  set(DType::Q5_K, one<dot512_q45k<5, 1>>, dot512_q45k<5, 4>);
+  set(DType::Q4_K, one<dot512_q45k<4, 1>>, dot512_q45k<4, 4>, dot512_q45k_rows<4, 4>);
+  set(DType::Q5_K, one<dot512_q45k<5, 1>>, dot512_q45k<5, 4>, dot512_q45k_rows<5, 4>);
   set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>);
   set(DType::Q2_K, one<dot512_q2k<1>>, dot512_q2k<4>);
   set(DType::Q3_K, one<dot512_q3k<1>>, dot512_q3k<4>);

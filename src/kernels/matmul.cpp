@@ -45,13 +45,23 @@ namespace {
 // Up to this many activation row pointers live on the stack.
 constexpr int64_t kStackRows = 64;
 
+// Rows [r_begin, r_end) against one activation row: four weight rows per call where
+// the type has a vec_dot_r4 kernel (bit-identical to vec_dot per row).
+void rows_one(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
+              const void* x, float* y) {
+  int64_t r = r_begin;
+  if (tt.vec_dot_r4 != nullptr)
+    for (; r + 4 <= r_end; r += 4) tt.vec_dot_r4(cols, y + r, w + size_t(r) * wrow, wrow, x);
+  for (; r < r_end; ++r) tt.vec_dot(cols, y + r, w + size_t(r) * wrow, x);
+}
+
 // The kernel loop over rows [r0, r1) for the activation rows x[0..n): a tile of rows
 // (about 64 KiB of weights) stays in L2 while every group of four tokens passes over
 // it, so each weight byte comes from memory once per call.
 void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
                  const void* const* x, int64_t n, float* Y, int64_t y_stride) {
   if (n == 1) {
-    for (int64_t r = r_begin; r < r_end; ++r) tt.vec_dot(cols, Y + r, w + size_t(r) * wrow, x[0]);
+    rows_one(tt, w, wrow, cols, r_begin, r_end, x[0], Y);
     return;
   }
   const int64_t R = tile_rows(int64_t(wrow));
@@ -74,9 +84,7 @@ void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t co
       }
       t += 3;
     }
-    for (; t < n; ++t) {
-      for (int64_t r = r0; r < r1; ++r) tt.vec_dot(cols, Y + t * y_stride + r, w + size_t(r) * wrow, x[t]);
-    }
+    for (; t < n; ++t) rows_one(tt, w, wrow, cols, r0, r1, x[t], Y + t * y_stride);
   }
 }
 

@@ -119,6 +119,7 @@ void install_avx2(TypeTraits* t) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
+    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
     r.isa = Isa::AVX2;
   };
   set(DType::F32, dot_float_1<float, load8_f32, id_f32>, dot_float_4<float, load8_f32, id_f32>);

@@ -215,6 +215,82 @@ void dot_q32_pairs_4(int64_t n, float* out, const void* w, const void* const* xp
   dot_q32_pairs<Pair, Single, 4>(n, out, w, xp);
 }
 
+// out[r] = dot(w row r, x) for NR weight rows `w_stride` bytes apart against one Q8_0
+// row: the decode matvec's kernel. Per row it performs exactly the operations of
+// dot_q32_pairs<Pair, Single, 1> in the same order (so each result is bit-identical
+// to vec_dot), but the activation's quants and scales are loaded once for all rows
+// and the NR accumulator chains run side by side instead of one FMA chain waiting on
+// the previous.
+template <class Pair, class Single, int NR>
+void dot_q32_pairs_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  using Block = typename Pair::Block;
+  const Block* a[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / kQ32;
+  __m512 acc[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  // One row's pair step (pair_step with NT = 1) against the shared activations y.
+  auto step = [](const Block* ar, int64_t i, __m512i y, __m512 d, __m512& acc_r) {
+    __mmask64 neg;
+    __m512i ua = Pair::q(ar[i], ar[i + 1], &neg);
+    __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+    __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, sy);
+    acc_r = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc_r);
+  };
+  // Decode streams weights from DRAM and the scale gathers stall on them: fetch the
+  // same span of the next NR rows (the caller's next call) while this one computes.
+  // Prefetches never fault, so running past the matrix's last row is harmless.
+  const size_t ahead = NR * w_stride;
+  auto prefetch_next = [&](int64_t first, int64_t count) {
+    const int64_t bytes = count * int64_t(sizeof(Block));
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + first) + ahead;
+      for (int64_t o = 0; o < bytes; o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + bytes - 1);
+    }
+  };
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    prefetch_next(i, 16);
+    const __m512 db = gather_fp16_scales(b + i, sizeof(BlockQ8_0));
+    __m512 d16[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) d16[r] = _mm512_mul_ps(Pair::d16(a[r] + i), db);
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                              2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k);
+      const int64_t j = i + 2 * k;
+      const __m512i y = join(loadu256(b[j].qs), loadu256(b[j + 1].qs));
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) step(a[r], j, y, _mm512_permutexvar_ps(spread, d16[r]), acc[r]);
+    }
+  }
+  const __m512i spread01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  if (i < nb) prefetch_next(i, nb - i);
+  for (; i + 1 < nb; i += 2) {
+    const __m128 db = h2f_pair(b[i].d, b[i + 1].d);
+    const __m512i y = join(loadu256(b[i].qs), loadu256(b[i + 1].qs));
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      __m128 dd = _mm_mul_ps(Pair::d(a[r][i], a[r][i + 1]), db);
+      step(a[r], i, y, _mm512_permutexvar_ps(spread01, _mm512_castps128_ps512(dd)), acc[r]);
+    }
+  }
+  float tail[NR] = {};
+  if (i < nb) {
+    const void* rest = b + i;
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) dot_q32<Single, 1>(kQ32, &tail[r], a[r] + i, &rest);
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+
 void to_f16_avx512(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<uint16_t*>(dst);
   int64_t i = 0;
@@ -258,10 +334,11 @@ void from_bf16_avx512(const void* src, float* y, int64_t n) {
 }  // namespace
 
 void install_avx512(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4 = nullptr) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
+    r.vec_dot_r4 = dot_r4;
     r.isa = Isa::AVX512;
   };
   set(DType::F32, dot_float_1<float, load16_f32, id_f32>, dot_float_4<float, load16_f32, id_f32>);
@@ -271,9 +348,12 @@ void install_avx512(TypeTraits* t) {
   // depend on how a batch was grouped (batch invariance). Measured (min over repeated
   // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs
   // ~25 GB/s per core); the x4 kernels are faster as pairs.
-  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
-  set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>);
-  set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>);
+  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>,
+      dot_q32_pairs_rows<Pair8_0, DecodeQ8_0, 4>);
+  set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>,
+      dot_q32_pairs_rows<Pair4_0, DecodeQ4_0, 4>);
+  set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>,
+      dot_q32_pairs_rows<PairMXFP4, DecodeMXFP4, 4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx512;
   t[uint32_t(DType::F16)].to_float = from_f16_avx512;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx512;

@@ -12,6 +12,14 @@
 // weight is unpacked once for all four). Never null: rows without a dedicated kernel
 // call vec_dot four times.
 //
+// vec_dot_r4(n, out, w, w_stride, x): out[k] = dot(w + k * w_stride, x) for k < 4,
+// four weight rows against one activation row (the decode matvec's inner kernel: the
+// activation row and its scales are loaded once for four rows, and four independent
+// accumulator chains hide the FMA latency that bounds a single row). Each row's
+// result is bit-identical to vec_dot of that row. May be null: callers then call
+// vec_dot four times. An installer that sets vec_dot must set vec_dot_r4 with it (or
+// null), never leave a lower instruction set's r4 beside its own vec_dot.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -27,6 +35,7 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* x);
 using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* const* x);
+using VecDotR4Fn = void (*)(int64_t n, float* out, const void* w, size_t w_stride, const void* x);
 
 // Instruction sets a kernel can be built for; each table row records the best one
 // among its kernels.
@@ -41,6 +50,7 @@ struct TypeTraits {
   VecDotFn vec_dot;
   VecDotX4Fn vec_dot_x4;
   Isa isa;
+  VecDotR4Fn vec_dot_r4 = nullptr;
 };
 
 // Kernels for the best instruction set of this CPU; nullptr if `t` has no kernels.

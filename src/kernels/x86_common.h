@@ -68,6 +68,11 @@ inline __m256i unpack_nibbles16(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(15));
 }
 
+// A software prefetch into L1 that the optimiser keeps: GCC 12 deletes
+// __builtin_prefetch/_mm_prefetch inside some loops (seen in dot_q32_pairs_rows),
+// as if they had no effect. Prefetching any address is safe (it never faults).
+inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
+
 inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // sc[0..7] then m[0..7] of a Q4_K / Q5_K super-block (layout in blocks.h), unpacked

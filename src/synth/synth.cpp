@@ -94,19 +94,16 @@ void gen_rows(const TensorPlan& t, uint64_t seed, int64_t row0, int64_t rows, co
   }
 }
 
-}  // namespace
-
-Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& pool, SynthReport* report) {
-  auto t0 = std::chrono::steady_clock::now();
-  SynthPlan plan;
-  plan.meta.set("general.architecture", GGUFValue::str(spec.arch));
-  plan.meta.set("general.name", GGUFValue::str(spec.name));
-  plan.meta.set("general.alignment", GGUFValue::u32(32));
+// The architecture's plan with the --tensor-type overrides applied.
+Status make_plan(const SynthSpec& spec, SynthPlan* plan) {
+  plan->meta.set("general.architecture", GGUFValue::str(spec.arch));
+  plan->meta.set("general.name", GGUFValue::str(spec.name));
+  plan->meta.set("general.alignment", GGUFValue::u32(32));
   Status st;
-  if (spec.arch == "qwen3moe") st = plan_qwen3moe(spec, &plan);
-  else if (spec.arch == "deepseek2") st = plan_deepseek2(spec, &plan);
-  else if (spec.arch == "kimi-k3") st = plan_kimi_k3(spec, &plan);
-  else if (spec.arch == "llama") st = plan_llama(spec, &plan);
+  if (spec.arch == "qwen3moe") st = plan_qwen3moe(spec, plan);
+  else if (spec.arch == "deepseek2") st = plan_deepseek2(spec, plan);
+  else if (spec.arch == "kimi-k3") st = plan_kimi_k3(spec, plan);
+  else if (spec.arch == "llama") st = plan_llama(spec, plan);
   else return make_error("synth: unknown architecture '{}' (qwen3moe, deepseek2, kimi-k3, llama)", spec.arch);
   DF_TRY(st);
   for (const auto& o : spec.type_overrides) {
@@ -117,7 +114,7 @@ Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& p
       return make_error("synth: bad --tensor-type pattern '{}': {}", o.pattern, e.what());
     }
     int hits = 0;
-    for (auto& t : plan.tensors) {
+    for (auto& t : plan->tensors) {
       if (t.shape.size() < 2 || !std::regex_search(t.name, re)) continue;
       if (t.shape[0] % block_geometry(o.type).block_elems != 0)
         return make_error("synth: --tensor-type {}={}: tensor '{}' has {} columns, not a multiple of the {} block size",
@@ -127,6 +124,69 @@ Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& p
     }
     if (hits == 0) return make_error("synth: --tensor-type pattern '{}' matches no matrix of this model", o.pattern);
   }
+  return {};
+}
+
+// Tensor data bytes of a plan, with the writer's 32-byte alignment per tensor.
+uint64_t plan_data_bytes(const SynthPlan& plan) {
+  uint64_t total = 0;
+  for (const auto& t : plan.tensors) {
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
+    total += (dtype_row_bytes(t.type, uint64_t(t.shape[0])) * uint64_t(rows) + 31) / 32 * 32;
+  }
+  return total;
+}
+
+// Tensor data bytes the spec's plan would write (the header, mostly the vocabulary,
+// comes on top and does not grow with the expert count).
+Result<uint64_t> planned_bytes(const SynthSpec& spec) {
+  SynthPlan plan;
+  DF_TRY(make_plan(spec, &plan));
+  return plan_data_bytes(plan);
+}
+
+}  // namespace
+
+Status fit_expert_count(SynthSpec* spec) {
+  if (spec->target_bytes == 0) return {};
+  if (spec->n_expert <= 0)
+    return make_error("synth: --size needs a model with routed experts (this {} model has none)", spec->arch);
+  // Experts must split into the groups and leave top-k (and the group rule) valid.
+  const int step = std::max(spec->n_group, 1);
+  int least = std::max({spec->n_used, 2 * step, step * ((spec->n_used + step - 1) / step)});
+  SynthSpec probe = *spec;
+  probe.n_expert = least;
+  Result<uint64_t> smallest = planned_bytes(probe);
+  while (!smallest.ok() && least < 4096) {  // e.g. group rules that want more experts per group
+    least += step;
+    probe.n_expert = least;
+    smallest = planned_bytes(probe);
+  }
+  if (!smallest.ok()) return smallest.error();
+  const uint64_t base = *smallest;
+  probe.n_expert = least + step;
+  DF_ASSIGN(const uint64_t more, planned_bytes(probe));
+  const uint64_t per_step = more - base;  // every layer's experts and router rows
+  if (per_step == 0) return make_error("synth: --size: the expert count does not change this model's size");
+  if (spec->target_bytes < base)
+    return make_error("synth: --size {:.1f} MB is below the smallest {} model of these shapes ({} experts: {:.1f} MB); "
+                      "lower --layers, --embd or --expert-width", spec->target_bytes / 1e6, spec->arch, least,
+                      base / 1e6);
+  const uint64_t steps = (spec->target_bytes - base + per_step / 2) / per_step;  // nearest
+  if (uint64_t(least) + steps * uint64_t(step) > uint64_t(1) << 20)
+    return make_error("synth: --size {:.1f} GB would need over a million experts per layer; raise --layers or "
+                      "--expert-width", spec->target_bytes / 1e9);
+  spec->n_expert = least + int(steps) * step;
+  return {};
+}
+
+Status synth_model(const SynthSpec& spec_in, const std::string& path, ThreadPool& pool, SynthReport* report) {
+  auto t0 = std::chrono::steady_clock::now();
+  SynthSpec spec = spec_in;
+  DF_TRY(fit_expert_count(&spec));
+  SynthPlan plan;
+  DF_TRY(make_plan(spec, &plan));
   if (!spec.chat_template.empty()) plan.meta.set("tokenizer.chat_template", GGUFValue::str(spec.chat_template));
 
   GGUFWriter w(path);

@@ -87,7 +87,15 @@ struct SynthReport {
   double seconds = 0;
 };
 
+// Writes the model. With spec.target_bytes set, the expert count is first set by
+// fit_expert_count (report->n_expert tells what it became).
 Status synth_model(const SynthSpec& spec, const std::string& path, ThreadPool& pool, SynthReport* report);
+
+// For spec.target_bytes > 0: sets n_expert (a multiple of the expert groups, at
+// least n_used) so that the tensor data comes nearest the target; the header
+// (metadata, vocabulary, tensor directory) comes on top. Raises or lowers the
+// preset's count. No-op when target_bytes == 0.
+Status fit_expert_count(SynthSpec* spec);
 
 // --- internals shared by the per-architecture planners ---
 

@@ -399,6 +399,43 @@ TEST(KernelDot, X4EqualsSingleBitForBit) {
   }
 }
 
+// The decode kernel (four weight rows against one activation row) must give each
+// row exactly what vec_dot gives it, so decode equals batched prefill bit for bit.
+TEST(KernelDot, R4EqualsSingleBitForBit) {
+  int checked = 0;
+  for (DType t : kWeightTypes) {
+    for (Isa isa : simd_isas()) {
+      const TypeTraits* tt = type_traits_isa(t, isa);
+      if (tt->vec_dot_r4 == nullptr) continue;
+      for (int64_t n : dot_lengths(t)) {
+        const size_t row = dtype_row_bytes(t, uint64_t(n));
+        for (size_t stride : {row, row + tt->block_bytes}) {  // packed rows and a gap between them
+          std::vector<uint8_t> w(4 * stride, 0xcd);
+          DotCase c0 = make_case(t, n, true, uint32_t(n) + 17);
+          for (int r = 0; r < 4; ++r) {
+            DotCase c = make_case(t, n, r % 2 == 1, uint32_t(n) * 3 + uint32_t(r));
+            std::memcpy(w.data() + r * stride, c.w.data(), row);
+          }
+          float got[4];
+          tt->vec_dot_r4(n, got, w.data(), stride, c0.x.data());
+          for (int r = 0; r < 4; ++r) {
+            float one;
+            tt->vec_dot(n, &one, w.data() + r * stride, c0.x.data());
+            EXPECT_EQ(std::memcmp(&one, &got[r], sizeof(float)), 0)
+                << name(t) << " " << isa_name(isa) << " n=" << n << " row " << r << ": " << one << " vs " << got[r];
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  if (isa_supported(Isa::AVX512)) {
+    EXPECT_NE(type_traits_isa(DType::Q8_0, Isa::AVX512)->vec_dot_r4, nullptr);
+    EXPECT_NE(type_traits_isa(DType::Q4_K, Isa::AVX512)->vec_dot_r4, nullptr);
+  }
+  if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
+}
+
 TEST(KernelDot, ReferenceEqualsDequantizedDot) {
   for (DType t : kAllTypes) {
     const TypeTraits* tt = type_traits_ref(t);
