@@ -50,7 +50,7 @@ class State final : public SeqState {
   }
 };
 
-class DeepSeek2 final : public Model {
+class DeepSeek2 final : public BatchedModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -76,13 +76,6 @@ class DeepSeek2 final : public Model {
     for (auto& kv : s->kv) kv.init(n_ctx, c_.mla.k_row(), c_.mla.v_row());
     return s;
   }
-
-  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    const BatchSlice s{&st, tokens, n, logits, all_logits};
-    return forward_batch({&s, 1});
-  }
-
-  bool batches() const override { return true; }
 
   // All slices' rows go through the row-wise ops (projections, norms, router, the
   // routed experts' union, shared experts, output head) together; RoPE positions,

@@ -102,7 +102,7 @@ void res_mix(const std::vector<std::vector<float>>& R, const float* cur, const f
   }
 }
 
-class KimiK3 final : public Model {
+class KimiK3 final : public BatchedModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -292,13 +292,6 @@ class KimiK3 final : public Model {
     }
     return s;
   }
-
-  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    const BatchSlice s{&st, tokens, n, logits, all_logits};
-    return forward_batch({&s, 1});
-  }
-
-  bool batches() const override { return true; }
 
   // All slices' rows go through the row-wise ops (residual mixes, norms,
   // projections, router, the routed experts' union, output head) together; MLA

@@ -100,7 +100,7 @@ void add_bias(float* y, int n_tok, const std::vector<float>& b) {
     for (size_t i = 0; i < w; ++i) y[size_t(t) * w + i] += b[i];
 }
 
-class Llama final : public Model {
+class Llama final : public BatchedModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -128,13 +128,6 @@ class Llama final : public Model {
     for (auto& kv : s->kv) kv.init(n_ctx, kv_w, kv_w);
     return s;
   }
-
-  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    const BatchSlice s{&st, tokens, n, logits, all_logits};
-    return forward_batch({&s, 1});
-  }
-
-  bool batches() const override { return true; }
 
   // All slices' rows go through the row-wise ops together; rope positions, the KV
   // cache and attention are per slice.

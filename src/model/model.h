@@ -71,6 +71,17 @@ class Model {
   virtual bool batches() const { return false; }
 };
 
+// An architecture whose forward_batch shares one pass among the slices; forward()
+// is its one-slice case.
+class BatchedModel : public Model {
+ public:
+  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) final {
+    const BatchSlice s{&st, tokens, n, logits, all_logits};
+    return forward_batch({&s, 1});
+  }
+  bool batches() const final { return true; }
+};
+
 struct LoadOptions {
   ThreadPool* pool = nullptr;
   // Expert store to use; when null, experts are loaded resident.

@@ -34,7 +34,7 @@ class State final : public SeqState {
   }
 };
 
-class Qwen3Moe final : public Model {
+class Qwen3Moe final : public BatchedModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -111,13 +111,6 @@ class Qwen3Moe final : public Model {
     for (auto& kv : s->kv) kv.init(n_ctx, int64_t(c_.n_head_kv) * c_.head_dim, int64_t(c_.n_head_kv) * c_.head_dim);
     return s;
   }
-
-  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) override {
-    const BatchSlice s{&st, tokens, n, logits, all_logits};
-    return forward_batch({&s, 1});
-  }
-
-  bool batches() const override { return true; }
 
   // All slices' rows go through the row-wise ops together; rope positions, the KV
   // cache and attention are per slice.
