@@ -207,6 +207,18 @@ int main(int argc, char** argv) {
     fmt::print("best of {}: plain {:.2f}, ngram {:.2f} tok/s: {:.2f}x; median: plain {:.2f}, ngram {:.2f}: {:.2f}x\n",
                reps, best(rate[0]), best(rate[1]), best(rate[1]) / best(rate[0]), median(rate[0]),
                median(rate[1]), median(rate[1]) / median(rate[0]));
+    // Each pair ran back to back: its ratio cancels most of the machine's slow drift.
+    std::vector<double> pairs;
+    for (int r = 0; r < reps; ++r) pairs.push_back(rate[1][size_t(r)] / rate[0][size_t(r)]);
+    std::sort(pairs.begin(), pairs.end());
+    auto quantile = [&](double q) {  // linear interpolation between order statistics
+      const double pos = q * double(pairs.size() - 1);
+      const size_t lo = size_t(pos);
+      const size_t hi = std::min(lo + 1, pairs.size() - 1);
+      return pairs[lo] + (pos - double(lo)) * (pairs[hi] - pairs[lo]);
+    };
+    fmt::print("pairwise ngram/plain over {} pairs: median {:.2f}x, quartiles {:.2f}x-{:.2f}x, range {:.2f}x-{:.2f}x\n",
+               reps, quantile(0.5), quantile(0.25), quantile(0.75), pairs.front(), pairs.back());
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 # (a fresh process each, so each starts with a cold expert cache); prints every
 # run's decode tok/s, the best and the median of each side and their ratio, and
 # checks that every run printed the same text (greedy output must be identical).
+# With 4+ reps it also prints the median and quartiles of the per-pair ratios.
 #
 # usage: bench/spec_ab.sh DELTAFIN MODEL PROMPT N_TOKENS REPS [MODE] -- [deltafin run options...]
 #   e.g. bench/spec_ab.sh build/deltafin assets/models/kjv-moe-Q8_0.gguf "In the beginning" 200 5 auto \
@@ -33,4 +34,10 @@ mode, off, on, same = sys.argv[1], [float(x) for x in sys.argv[2].split()], [flo
 print(f"best: off {max(off):.1f}, {mode} {max(on):.1f} tok/s: {max(on)/max(off):.2f}x; "
       f"median: off {statistics.median(off):.1f}, {mode} {statistics.median(on):.1f}: "
       f"{statistics.median(on)/statistics.median(off):.2f}x; identical text in every run: {same}")
+# Each pair ran back to back, so its ratio cancels most of the machine's slow drift.
+pairs = sorted(b / a for a, b in zip(off, on))
+if len(pairs) >= 4:
+    q1, q2, q3 = statistics.quantiles(pairs, n=4)
+    print(f"pairwise {mode}/off over {len(pairs)} pairs: median {q2:.2f}x, quartiles {q1:.2f}x-{q3:.2f}x, "
+          f"range {pairs[0]:.2f}x-{pairs[-1]:.2f}x")
 PY
