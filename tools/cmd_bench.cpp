@@ -1,6 +1,9 @@
 // deltafin bench: throughput in llama-bench's manner, with the expert store's view.
 //   pp N: one forward pass over N random prompt tokens (batches of -b);
-//   tg N: N random tokens generated one at a time from an empty context.
+//   tg N: N random tokens generated one at a time from an empty context;
+//   with --parallel B > 1, B sequences decode N tokens each in lockstep, one batched
+//   pass (Model::forward_batch) per step, as `serve` does with B clients: t/s is
+//   the aggregate, and the expert lookups per token show what the batch shared.
 // Each test runs -r times (after one unmeasured warm-up run unless --no-warmup) and
 // prints a table row, or with --json one JSON object per test on stdout:
 //   {"test": "tg", "n": 16, "tokens_per_second": 3.9, "bytes_read": ..., "hit_rate": ...}
@@ -27,6 +30,7 @@ namespace {
 struct TestResult {
   std::string test;
   int n = 0;
+  int par = 1;              // sequences decoding together (tg)
   std::vector<double> tps;  // tokens per second, per repetition
   double seconds = 0;       // measured wall time, all repetitions
   StoreStats io;            // store counters over the measured repetitions
@@ -54,7 +58,7 @@ std::vector<int> parse_list(const std::string& s) {
 
 Command add_bench(CLI::App& app) {
   struct Opts {
-    std::string model, pp = "512", tg = "128";
+    std::string model, pp = "512", tg = "128", par = "1";
     int reps = 5, threads = 0, batch = 512;
     uint64_t seed = 1234;
     bool json = false, no_warmup = false, cold = false;
@@ -67,6 +71,10 @@ Command add_bench(CLI::App& app) {
   sub->add_option("-n,--n-gen", o->tg, "Generation lengths to test, comma-separated (0: none)")->capture_default_str();
   sub->add_option("-r,--repetitions", o->reps, "Measured runs per test")->capture_default_str();
   sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("--parallel", o->par,
+                  "Sequences decoding together in the tg tests, comma-separated (as serve's clients; "
+                  "t/s is their aggregate)")
+      ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
   sub->add_option("--seed", o->seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("--json", o->json, "One JSON object per test on stdout instead of the table");
@@ -78,14 +86,20 @@ Command add_bench(CLI::App& app) {
             eo.threads = o->threads;
             // Benchmarks do not read or write the usage profile unless asked to.
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo, ""));
-            std::vector<int> pps, tgs;
+            std::vector<int> pps, tgs, pars;
             try {
               pps = parse_list(o->pp);
               tgs = parse_list(o->tg);
+              pars = parse_list(o->par);
             } catch (...) {
-              fmt::print(stderr, "error: bad -p/-n list\n");
+              fmt::print(stderr, "error: bad -p/-n/--parallel list\n");
               return 2;
             }
+            for (int b : pars)
+              if (b < 1 || b > 256) {
+                fmt::print(stderr, "error: --parallel {}: each value must be 1..256\n", b);
+                return 2;
+              }
             if (o->reps < 1) {
               fmt::print(stderr, "error: -r must be at least 1\n");
               return 2;
@@ -97,6 +111,27 @@ Command add_bench(CLI::App& app) {
             const int64_t V = mi.n_vocab;
             std::mt19937_64 rng(o->seed);
             std::uniform_int_distribution<int32_t> tok_dist(0, int32_t(V - 1));
+
+            // tg with `par` sequences in lockstep: one forward_batch per step.
+            auto run_parallel = [&](int n, int par, double* secs) -> Status {
+              std::vector<std::vector<int32_t>> toks(static_cast<size_t>(par), std::vector<int32_t>(static_cast<size_t>(n)));
+              for (auto& seq : toks)
+                for (auto& t : seq) t = tok_dist(rng);
+              std::vector<std::unique_ptr<SeqState>> states;
+              std::vector<std::vector<float>> logits(static_cast<size_t>(par), std::vector<float>(static_cast<size_t>(V)));
+              for (int b = 0; b < par; ++b) states.push_back(model.new_state(n));
+              std::vector<BatchSlice> slices(static_cast<size_t>(par));
+              if (o->cold && store) store->drop_cache();
+              const auto t0 = std::chrono::steady_clock::now();
+              for (int i = 0; i < n; ++i) {
+                for (int b = 0; b < par; ++b)
+                  slices[size_t(b)] = {states[size_t(b)].get(), &toks[size_t(b)][size_t(i)], 1,
+                                       logits[size_t(b)].data(), false};
+                DF_TRY(model.forward_batch(slices));
+              }
+              *secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              return {};
+            };
 
             auto run_once = [&](const std::string& test, int n, double* secs) -> Status {
               std::vector<int32_t> toks(static_cast<size_t>(n));
@@ -117,11 +152,16 @@ Command add_bench(CLI::App& app) {
               return {};
             };
 
-            std::vector<std::pair<std::string, int>> tests;
+            struct Test {
+              std::string test;
+              int n, par;
+            };
+            std::vector<Test> tests;
             for (int n : pps)
-              if (n > 0) tests.push_back({"pp", n});
+              if (n > 0) tests.push_back({"pp", n, 1});
             for (int n : tgs)
-              if (n > 0) tests.push_back({"tg", n});
+              if (n > 0)
+                for (int b : pars) tests.push_back({"tg", n, b});
 
             const uint64_t mem = eo.mem_bytes == EngineOptions::kMemAuto ? 0 : eo.mem_bytes;
             const std::string mem_s = store ? fmt::format("{:.3f} GB", (mem ? mem : default_mem_budget()) / 1e9)
@@ -138,21 +178,25 @@ Command add_bench(CLI::App& app) {
                            s0.slots >= mi.n_expert * mi.n_moe_layers ? ", holds every expert" : "",
                            cache_policy_name(eo.stream.policy), s0.direct ? "O_DIRECT" : "buffered reads, pages dropped");
               }
-              fmt::print("\n| {:>5} | {:>10} | {:>8} | {:>7} | {:>10} | {:>7} | {:>8} |\n", "test", "t/s", "+/-",
-                         "hit %", "MB/token", "GB/s", "I/O wait");
-              fmt::print("| {:->5} | {:->10} | {:->8} | {:->7} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "", "",
-                         "");
+              fmt::print("\n| {:>8} | {:>10} | {:>8} | {:>7} | {:>9} | {:>10} | {:>7} | {:>8} |\n", "test", "t/s", "+/-",
+                         "hit %", "exp/token", "MB/token", "GB/s", "I/O wait");
+              fmt::print("| {:->8} | {:->10} | {:->8} | {:->7} | {:->9} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "",
+                         "", "", "");
             }
-            for (auto& [test, n] : tests) {
+            for (auto& [test, n, par] : tests) {
               TestResult r;
               r.test = test;
               r.n = n;
+              r.par = par;
+              auto measure = [&, par = par, n = n, &test = test](double* secs) {
+                return par > 1 ? run_parallel(n, par, secs) : run_once(test, n, secs);
+              };
               double secs = 0;
-              if (!o->no_warmup) DF_CHECK_OR_EXIT(run_once(test, n, &secs));
+              if (!o->no_warmup) DF_CHECK_OR_EXIT(measure(&secs));
               const StoreStats before = store ? store->stats() : StoreStats{};
               for (int rep = 0; rep < o->reps; ++rep) {
-                DF_CHECK_OR_EXIT(run_once(test, n, &secs));
-                r.tps.push_back(n / std::max(secs, 1e-9));
+                DF_CHECK_OR_EXIT(measure(&secs));
+                r.tps.push_back(double(n) * par / std::max(secs, 1e-9));
                 r.seconds += secs;
               }
               if (store) r.io = store->stats() - before;
@@ -161,7 +205,7 @@ Command add_bench(CLI::App& app) {
               mean /= double(r.tps.size());
               for (double v : r.tps) var += (v - mean) * (v - mean);
               const double sd = r.tps.size() > 1 ? std::sqrt(var / double(r.tps.size() - 1)) : 0.0;
-              const double tokens = double(n) * o->reps;
+              const double tokens = double(n) * par * o->reps;
               const double per_tok = double(r.io.bytes_read) / tokens;
               const double hit = store ? r.io.hit_rate() : 1.0;
               const double wait_frac = r.seconds > 0 ? r.io.wait_s / r.seconds : 0.0;
@@ -172,6 +216,7 @@ Command add_bench(CLI::App& app) {
                 j["model_bytes"] = file_bytes;
                 j["test"] = test;
                 j["n"] = n;
+                j["parallel"] = par;
                 j["reps"] = o->reps;
                 j["tokens_per_second"] = mean;
                 j["stddev"] = sd;
@@ -192,6 +237,7 @@ Command add_bench(CLI::App& app) {
                 j["bytes_needed_per_token"] = double(needed) * double(mi.bytes_per_expert) / tokens;
                 j["prefetch_reads"] = r.io.prefetch_reads;
                 j["hits"] = r.io.hits;
+                j["expert_lookups_per_token"] = double(r.io.hits + r.io.misses) / tokens;
                 j["misses"] = r.io.misses;
                 j["hit_rate"] = hit;
                 j["evictions"] = r.io.evictions;
@@ -224,9 +270,10 @@ Command add_bench(CLI::App& app) {
                 j["prefetch"] = pf;
                 fmt::print("{}\n", j.dump());
               } else {
-                fmt::print("| {:>5} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n",
-                           fmt::format("{}{}", test, n), mean, sd, 100.0 * hit, per_tok / 1e6, r.io.read_gbps(),
-                           100.0 * wait_frac);
+                const std::string label = par > 1 ? fmt::format("{}{}x{}", test, n, par) : fmt::format("{}{}", test, n);
+                fmt::print("| {:>8} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>9.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n", label,
+                           mean, sd, 100.0 * hit, double(r.io.hits + r.io.misses) / tokens, per_tok / 1e6,
+                           r.io.read_gbps(), 100.0 * wait_frac);
               }
               std::fflush(stdout);
             }

@@ -2,7 +2,8 @@
 # Expert streaming from the command line: eval and run under a --mem that leaves
 # room for only a couple of experts print exactly what the fully resident run
 # prints, on every architecture synth can make (others are skipped); --stats shows
-# the cache at work; bench prints its table and JSON lines.
+# the cache at work; bench prints its table and JSON lines, and --parallel batches
+# sequences so that they share expert lookups.
 # usage: stream_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -69,6 +70,15 @@ for r in rows:
   for k in ('tokens_per_second','bytes_read','hit_rate','read_gbps','io_wait_fraction','bytes_per_token'): assert k in r, k
   assert r['streaming'] and r['bytes_read']>0 and 0<=r['hit_rate']<=1
   p=r['prefetch']; assert p['mode']=='auto' and 0<=p['recall']<=1 and p['layers'], p
+"
+  "$bin" bench -m "$m" -p 0 -n 6 -r 1 --parallel 1,4 --mem "$mem" --json >"$dir/bench-par.json" 2>/dev/null
+  check "bench --parallel: 4 sequences in one pass look up fewer experts per token than 1" python3 -c "
+import json
+rows=[json.loads(l) for l in open('$dir/bench-par.json')]
+assert [(r['test'],r['parallel']) for r in rows]==[('tg',1),('tg',4)], rows
+one,four=rows
+assert one['expert_lookups_per_token']>0 and four['expert_lookups_per_token']<one['expert_lookups_per_token'], rows
+assert four['tokens_per_second']>0
 "
 fi
 exit $fail
