@@ -8,8 +8,8 @@
 namespace deltafin {
 
 void KVLayer::store(int pos0, int n, const float* kv_k, const float* kv_v) {
-  for (int64_t i = 0; i < int64_t(n) * k_row; ++i) k[size_t(pos0) * size_t(k_row) + size_t(i)] = round_fp16(kv_k[i]);
-  for (int64_t i = 0; i < int64_t(n) * v_row; ++i) v[size_t(pos0) * size_t(v_row) + size_t(i)] = round_fp16(kv_v[i]);
+  round_fp16_n(kv_k, &k[size_t(pos0) * size_t(k_row)], int64_t(n) * k_row);
+  round_fp16_n(kv_v, &v[size_t(pos0) * size_t(v_row)], int64_t(n) * v_row);
 }
 
 void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, int pos0, int n_tok,
@@ -23,7 +23,7 @@ void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, 
       const int kvh = h / group;
       const int n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
       const float* qp = q + (int64_t(t) * s.n_head + h) * s.head_dim_k;
-      for (int d = 0; d < s.head_dim_k; ++d) qh[size_t(d)] = round_fp16(qp[d]);
+      round_fp16_n(qp, qh.data(), s.head_dim_k);
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
         const float* kr = &cache.k[size_t(j) * size_t(cache.k_row) + size_t(kvh) * size_t(s.head_dim_k)];
@@ -32,9 +32,10 @@ void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, 
         p[size_t(j)] = sc;
       }
       softmax_inplace(p.data(), n_kv);
+      round_fp16_n(p.data(), p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < n_kv; ++j) {
-        const float pj = round_fp16(p[size_t(j)]);
+        const float pj = p[size_t(j)];
         const float* vr = &cache.v[size_t(j) * size_t(cache.v_row) + size_t(kvh) * size_t(s.head_dim_v)];
         for (int d = 0; d < s.head_dim_v; ++d) acc[size_t(d)] += pj * vr[d];
       }

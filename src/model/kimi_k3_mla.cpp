@@ -23,16 +23,17 @@ void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, 
       const int t = int(task / H), h = int(task % H);
       const int n_kv = pos0 + t + 1;
       const float* qp = q + (int64_t(t) * H + h) * dk;
-      for (int d = 0; d < dk; ++d) qh[size_t(d)] = round_fp16(qp[d]);
+      round_fp16_n(qp, qh.data(), dk);
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
         const float* kr = &cache.k[size_t(j) * size_t(cache.k_row)];
         p[size_t(j)] = dot_lanes(kr, qh.data(), dk) * scale;
       }
       softmax_inplace(p.data(), n_kv);
+      round_fp16_n(p.data(), p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < n_kv; ++j) {
-        const float pj = round_fp16(p[size_t(j)]);
+        const float pj = p[size_t(j)];
         const float* vr = &cache.k[size_t(j) * size_t(cache.k_row)];
         for (int d = 0; d < dv; ++d) acc[size_t(d)] += pj * vr[d];
       }

@@ -34,7 +34,7 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
       // Q is rounded to F16 for the product with the F16 cache (vec_dot_type of F16).
       for (int i = 0; i < nh; ++i) {
         const float* qp = q + (int64_t(t) * n_head + h0 + i) * D;
-        for (int64_t d = 0; d < D; ++d) qh[size_t(i * D + d)] = round_fp16(qp[d]);
+        round_fp16_n(qp, &qh[size_t(i * D)], D);
       }
       p.resize(size_t(nh) * size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
@@ -47,11 +47,12 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
       for (int i = 0; i < nh; ++i) {
         float* pi = &p[size_t(i) * size_t(n_kv)];
         softmax_inplace(pi, n_kv);
+        round_fp16_n(pi, pi, n_kv);
         // V is the latent part of the same F16 cache rows; the probabilities are
         // rounded to F16 for that product.
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int j = 0; j < n_kv; ++j) {
-          const float pj = round_fp16(pi[j]);
+          const float pj = pi[j];
           const float* vr = &cache.k[size_t(j) * size_t(D)];
           for (int d = 0; d < r_kv; ++d) acc[size_t(d)] += pj * vr[d];
         }

@@ -6,6 +6,10 @@
 
 #include "kernels/types.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace deltafin {
 
 float fp16_to_fp32(uint16_t h) {
@@ -18,6 +22,25 @@ uint16_t fp32_to_fp16(float f) {
   uint16_t h;
   std::memcpy(&h, &v, 2);
   return h;
+}
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx,f16c"))) void round_fp16_f16c(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) y[i] = round_fp16(x[i]);
+}
+const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+}  // namespace
+#endif
+
+void round_fp16_n(const float* x, float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return round_fp16_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = round_fp16(x[i]);
 }
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y) {

@@ -13,6 +13,9 @@ float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 // Round a float through fp16 (what a copy into an F16 buffer does).
 inline float round_fp16(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
+// y[i] = round_fp16(x[i]) for n values (in place allowed), with the CPU's F16C
+// conversions where it has them: the same round-to-nearest-even, bit for bit.
+void round_fp16_n(const float* x, float* y, int64_t n);
 
 // Dot product in 8 lanes, summed pairwise at the end: the compiler vectorizes it
 // (a single running sum it may not reorder), and ggml's SIMD dot products also sum

@@ -14,6 +14,7 @@
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
+#include "model/ops.h"
 
 using namespace deltafin;
 using namespace deltafin::kern;
@@ -103,6 +104,30 @@ TEST(KernelLayout, Fp16Conversions) {
   EXPECT_EQ(e8m0_half_to_f32(127), 0.5f);
   EXPECT_EQ(e8m0_half_to_f32(0), 0x1p-128f);
   EXPECT_EQ(e8m0_half_to_f32(1), 0x1p-127f);
+}
+
+// The vector F16 rounding of the attention path equals the scalar one bit for bit,
+// over every 2^-16-th float bit pattern (all exponents: subnormals, overflow to
+// infinity, ties) and at odd lengths that leave a scalar tail.
+TEST(KernelLayout, RoundFp16VectorEqualsScalar) {
+  std::vector<float> x;
+  for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 65521) {
+    float f;
+    const uint32_t b = uint32_t(u);
+    std::memcpy(&f, &b, 4);
+    if (!std::isnan(f)) x.push_back(f);
+  }
+  for (float f : {65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 1.0f + 0x1p-11f, -0.0f}) x.push_back(f);
+  for (size_t n : {x.size(), size_t(7), size_t(13)}) {
+    std::vector<float> y(n), in(x.begin(), x.begin() + long(n));
+    deltafin::round_fp16_n(in.data(), y.data(), int64_t(n));
+    for (size_t i = 0; i < n; ++i) {
+      const float want = deltafin::round_fp16(in[i]);
+      ASSERT_EQ(std::memcmp(&y[i], &want, 4), 0) << in[i] << " -> " << y[i] << " want " << want;
+    }
+    deltafin::round_fp16_n(in.data(), in.data(), int64_t(n));  // in place
+    ASSERT_EQ(std::memcmp(in.data(), y.data(), n * 4), 0);
+  }
 }
 
 TEST(KernelLayout, Q8_0HandBuilt) {
