@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
+#include "runtime/speculative.h"
 #include "server/server.h"
 #include "store_options.h"
 #include "tool_common.h"
@@ -23,7 +24,8 @@ namespace deltafin::tools {
 Command add_serve(CLI::App& app) {
   struct Opts {
     std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M";
-    int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64;
+    int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
+    std::string spec = "auto";
     double drain_timeout = 30;
     bool no_reasoning = false;
     StoreCli store;
@@ -42,6 +44,12 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--queue", o->queue, "Requests waiting for a batch place at most (more get 503)")
       ->capture_default_str();
+  sub->add_option("--spec", o->spec,
+                  "Speculative decoding per request: auto or ngram (prompt lookup: guesses verified in the "
+                  "batched step, output unchanged), or off")
+      ->capture_default_str();
+  sub->add_option("--spec-max", o->spec_max, "Most guessed tokens per request and step (1..16)")
+      ->capture_default_str();
   sub->add_option("--chat-template", o->chat_template_file,
                   "Jinja chat template file (default: the model's tokenizer.chat_template, else ChatML)");
   sub->add_option("--max-body", o->max_body, "Largest request body")->capture_default_str();
@@ -52,6 +60,15 @@ Command add_serve(CLI::App& app) {
   return {sub, [o] {
             if (o->parallel < 1 || o->ctx < 1 || o->prefill_chunk < 1 || o->queue < 0) {
               fmt::print(stderr, "error: --parallel, -c and --prefill-chunk must be >= 1 and --queue >= 0\n");
+              return 2;
+            }
+            if (o->spec != "auto" && o->spec != "ngram" && o->spec != "off") {
+              fmt::print(stderr, "error: --spec '{}': serve takes auto, ngram or off (self and draft: only run/chat)\n",
+                         o->spec);
+              return 2;
+            }
+            if (o->spec_max < 1 || o->spec_max > SpecOptions::kMaxDraft) {
+              fmt::print(stderr, "error: --spec-max {} must be 1..{}\n", o->spec_max, SpecOptions::kMaxDraft);
               return 2;
             }
             uint64_t max_body = 0;
@@ -97,6 +114,7 @@ Command add_serve(CLI::App& app) {
             so.n_ctx = o->ctx;
             so.prefill_chunk = o->prefill_chunk;
             so.max_queue = o->queue;
+            so.spec_max = o->spec == "off" ? 0 : o->spec_max;
             Scheduler sched(model, tok, so);
 
             server::ServerOptions sv;

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "runtime/output_text.h"
+#include "runtime/speculative.h"
 
 namespace deltafin {
 
@@ -53,6 +54,9 @@ struct Scheduler::Seq {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<OutputText> out;
   std::vector<float> logits;
+  std::unique_ptr<Speculator> spec;  // null: speculation off
+  std::vector<int32_t> hist;         // prompt and sampled tokens (the last one pending while decoding)
+  std::vector<int32_t> pass;         // this step's rows while decoding: the pending token, then guesses
   int n_prompt_done = 0;  // prompt tokens evaluated
   int n_generated = 0;
   int32_t next = -1;      // the sampled token to evaluate next (decoding)
@@ -195,6 +199,12 @@ void Scheduler::loop() {
         for (int32_t id : s->req.prompt) s->sampler->accept(id);
         s->out = std::make_unique<OutputText>(tok_, s->req.stop);
         s->logits.resize(size_t(model_.info().n_vocab));
+        if (opts_.spec_max > 0) {
+          std::vector<std::unique_ptr<Drafter>> d;
+          d.push_back(make_ngram_drafter());
+          s->spec = std::make_unique<Speculator>(std::move(d), std::min(opts_.spec_max, SpecOptions::kMaxDraft));
+          s->hist = s->req.prompt;
+        }
       }
     }
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
@@ -208,17 +218,60 @@ void Scheduler::loop() {
   stats_.queued = 0;
 }
 
+bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
+  s.sampler->accept(id);
+  if (!s.req.ignore_eos && tok_.is_eog(id)) {
+    finish(s, "stop");
+    return false;
+  }
+  ++s.n_generated;
+  ++*generated;
+  if (s.spec) s.hist.push_back(id);
+  const std::string text = s.out->push(id);
+  if (s.out->stopped()) {
+    s.handle->post(text, false, {}, {}, s.n_generated);
+    finish(s, "stop");
+    return false;
+  }
+  if ((s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) || n_past >= opts_.n_ctx) {
+    s.handle->post(text, false, {}, {}, s.n_generated);
+    finish(s, "length");
+    return false;
+  }
+  if (!text.empty()) s.handle->post(text, false, {}, {}, s.n_generated);
+  s.next = id;
+  s.decoding = true;
+  return true;
+}
+
 bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
+  const int64_t V = model_.info().n_vocab;
   std::vector<BatchSlice> slices;
   std::vector<Seq*> who;
   std::vector<bool> samples;  // the slice ends a prompt or is a decode step
+  std::vector<int> base;      // tokens in the state before the step
   int budget = opts_.prefill_chunk, prefill_rows = 0, decode_rows = 0;
+  std::vector<int32_t> guesses;
   for (auto& sp : active) {
     Seq& s = *sp;
     if (s.decoding) {
-      slices.push_back({s.state.get(), &s.next, 1, s.logits.data(), false});
+      // The pending token, then what the sequence's drafter guesses follows it.
+      s.pass.assign(1, s.next);
+      if (s.spec) {
+        int limit = opts_.n_ctx - s.state->n_past - 1;
+        if (s.req.max_tokens >= 0) limit = std::min(limit, s.req.max_tokens - s.n_generated - 1);
+        guesses.clear();
+        if (limit > 0) {
+          Status ds = s.spec->draft(s.hist, *s.state, limit, &guesses);
+          if (!ds.ok()) guesses.clear();  // a failed guess only costs the speed-up
+        }
+        s.pass.insert(s.pass.end(), guesses.begin(), guesses.end());
+      }
+      const int n = int(s.pass.size());
+      if (s.logits.size() < size_t(n) * size_t(V)) s.logits.resize(size_t(n) * size_t(V));
+      slices.push_back({s.state.get(), s.pass.data(), n, s.logits.data(), n > 1});
       samples.push_back(true);
-      ++decode_rows;
+      decode_rows += n;
     } else {
       const int left = int(s.req.prompt.size()) - s.n_prompt_done;
       if (budget <= 0) continue;
@@ -228,6 +281,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
       samples.push_back(take == left);
       prefill_rows += take;
     }
+    base.push_back(s.state->n_past);
     who.push_back(&s);
   }
   if (slices.empty()) return false;
@@ -239,32 +293,39 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     for (Seq* s : who) finish(*s, "error", st.error().message);
     return false;
   }
-  const int64_t V = model_.info().n_vocab;
   int generated = 0;
+  uint64_t drafted = 0, accepted = 0;
   for (size_t i = 0; i < who.size(); ++i) {
     Seq& s = *who[i];
-    if (!s.decoding) s.n_prompt_done += slices[i].n;
-    if (!samples[i]) continue;
-    const int32_t id = s.sampler->sample(s.logits.data(), V);
-    s.sampler->accept(id);
-    if (!s.req.ignore_eos && tok_.is_eog(id)) {
-      finish(s, "stop");
+    if (!s.decoding) {
+      s.n_prompt_done += slices[i].n;
+      if (!samples[i]) continue;
+      emit(s, s.sampler->sample(s.logits.data(), V), s.state->n_past, &generated);
       continue;
     }
-    ++s.n_generated;
-    ++generated;
-    const std::string text = s.out->push(id);
-    if (s.out->stopped()) {
-      s.handle->post(text, false, {}, {}, s.n_generated);
-      finish(s, "stop");
-    } else if ((s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) || s.state->n_past >= opts_.n_ctx) {
-      s.handle->post(text, false, {}, {}, s.n_generated);
-      finish(s, "length");
-    } else {
-      if (!text.empty()) s.handle->post(text, false, {}, {}, s.n_generated);
-      s.next = id;
-      s.decoding = true;
+    // Row j gives the token after row j's input; guess j stands while the sampler
+    // keeps it (Sampler::verify preserves the sampling distribution).
+    const int k = slices[i].n - 1;
+    int kept = 0;
+    for (int j = 0; j <= k; ++j) {
+      float* row = &s.logits[size_t(j) * size_t(V)];
+      bool ok = false;
+      const int32_t id = j < k ? s.sampler->verify(row, V, s.pass[size_t(j) + 1], &ok) : s.sampler->sample(row, V);
+      if (!emit(s, id, base[i] + 1 + j, &generated) || !ok) break;
+      ++kept;
     }
+    if (s.done || !s.spec) continue;
+    if (k > 0) {
+      drafted += uint64_t(k);
+      accepted += uint64_t(kept);
+      // The state keeps the pending token and the accepted guesses.
+      Status ts = s.state->truncate(base[i] + 1 + kept);
+      if (!ts.ok()) {
+        finish(s, "error", ts.error().message);
+        continue;
+      }
+    }
+    s.spec->feedback(k, kept, dt);
   }
   std::lock_guard<std::mutex> lk(mu_);
   const int rows = prefill_rows + decode_rows;
@@ -272,6 +333,8 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   stats_.batch_rows += uint64_t(rows);
   stats_.prompt_tokens += uint64_t(prefill_rows);
   stats_.generated_tokens += uint64_t(generated);
+  stats_.drafted += drafted;
+  stats_.accepted += accepted;
   stats_.prefill_s += dt * prefill_rows / rows;
   stats_.decode_s += dt * decode_rows / rows;
   const double now = now_s();

@@ -35,6 +35,11 @@ struct SchedulerOptions {
   int n_ctx = 4096;         // context per sequence (prompt + generated)
   int prefill_chunk = 256;  // prompt tokens per step, all sequences together
   int max_queue = 64;       // requests waiting for a batch place at most
+  // Prompt-lookup speculation per sequence (0: off): a decoding sequence whose
+  // recent tokens occurred before in its prompt or output adds up to this many
+  // guessed tokens to its row of the step, verified in the same pass (each
+  // sequence's Speculator sizes its drafts from its measured acceptance).
+  int spec_max = 16;
 };
 
 struct GenRequest {
@@ -84,6 +89,7 @@ struct SchedulerStats {
   double recent_tokens_per_s = 0;      // generated tokens/s over the last few seconds
   int active = 0, queued = 0;
   uint64_t finished = 0, cancelled = 0, failed = 0;
+  uint64_t drafted = 0, accepted = 0;  // speculation: guessed tokens verified / kept
 };
 
 enum class SubmitError { None, Invalid, Busy, ShuttingDown };
@@ -111,6 +117,9 @@ class Scheduler {
   struct Seq;
   void loop();
   bool step(std::vector<std::unique_ptr<Seq>>& active);
+  // Takes a sampled token: end of generation, stop string, length, or the next
+  // pending token. n_past: tokens in the state before it. False when `s` finished.
+  bool emit(Seq& s, int32_t id, int n_past, int* generated);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
 
   Model& model_;

@@ -36,6 +36,10 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
   metric(o, "deltafin_batch_steps_total", "counter", "Batched forward passes.", double(s.steps));
   metric(o, "deltafin_batch_rows_total", "counter", "Token rows evaluated over all batched passes.",
          double(s.batch_rows));
+  metric(o, "deltafin_spec_drafted_tokens_total", "counter",
+         "Guessed tokens verified in batched passes (prompt-lookup speculation).", double(s.drafted));
+  metric(o, "deltafin_spec_accepted_tokens_total", "counter", "Guessed tokens the model agreed with (kept).",
+         double(s.accepted));
   metric(o, "deltafin_requests_running", "gauge", "Requests in the batch now.", double(s.active));
   metric(o, "deltafin_queue_depth", "gauge", "Requests waiting for a place in the batch.", double(s.queued));
   o += "# HELP deltafin_generations_total Generations ended, by how.\n# TYPE deltafin_generations_total counter\n";

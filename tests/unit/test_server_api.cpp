@@ -143,11 +143,12 @@ TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
   auto tok = Tokenizer::from_gguf((*engine)->file().meta());
   ASSERT_TRUE(tok.ok());
   const std::vector<std::string> prompts = {"hello world", "a much longer prompt than the others, to be chunked",
-                                            "x", "the quick brown fox"};
+                                            "x", "the quick brown fox", "one two three one two three one two three"};
+  const std::vector<int> n_predict = {12, 12, 12, 12, 48};
   std::vector<std::string> want;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateParams gp;
-    gp.n_predict = 12;
+    gp.n_predict = n_predict[i];
     gp.sampling.temperature = i == 2 ? 0.9f : 0.0f;  // one sampled with a seed
     gp.sampling.seed = 1234;
     auto st = m.new_state(128);
@@ -156,34 +157,51 @@ TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
                          [&](const std::string& t) { text += t; return true; }, nullptr).ok());
     want.push_back(text);
   }
+  // With prompt-lookup speculation off and on (guesses verified inside the batched
+  // step): the same text either way.
+  for (int spec_max : {0, 16}) {
+    SchedulerOptions so;
+    so.n_parallel = 3;  // one request waits in the queue
+    so.n_ctx = 128;
+    so.prefill_chunk = 5;
+    so.spec_max = spec_max;
+    Scheduler sched(m, *tok, so);
+    std::vector<std::shared_ptr<GenHandle>> hs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      GenRequest r;
+      r.prompt = tok->encode(prompts[i], true, true);
+      r.max_tokens = n_predict[i];
+      r.sampling.temperature = i == 2 ? 0.9f : 0.0f;
+      r.sampling.seed = 1234;
+      SubmitError err;
+      std::string msg;
+      hs.push_back(sched.submit(r, &err, &msg));
+      ASSERT_TRUE(hs.back()) << msg;
+    }
+    for (size_t i = 0; i < hs.size(); ++i) {
+      std::string text;
+      GenUpdate u;
+      do {
+        u = hs[i]->wait(std::chrono::milliseconds(100));
+        text += u.text;
+      } while (!u.done);
+      EXPECT_EQ(text, want[i]) << "request " << i << " spec_max " << spec_max;
+      EXPECT_TRUE(u.finish_reason == "length" || u.finish_reason == "stop") << u.finish_reason;
+    }
+    const SchedulerStats ss = sched.stats();
+    EXPECT_GT(ss.batch_rows, ss.steps) << "steps should batch several rows";
+    if (spec_max == 0) {
+      EXPECT_EQ(ss.drafted, 0u);
+    } else {
+      EXPECT_GT(ss.drafted, 0u) << "the repetitive requests should have been guessed at";
+      EXPECT_GT(ss.accepted, 0u);
+      EXPECT_LE(ss.accepted, ss.drafted);
+    }
+  }
   SchedulerOptions so;
-  so.n_parallel = 3;  // one request waits in the queue
   so.n_ctx = 128;
   so.prefill_chunk = 5;
   Scheduler sched(m, *tok, so);
-  std::vector<std::shared_ptr<GenHandle>> hs;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    GenRequest r;
-    r.prompt = tok->encode(prompts[i], true, true);
-    r.max_tokens = 12;
-    r.sampling.temperature = i == 2 ? 0.9f : 0.0f;
-    r.sampling.seed = 1234;
-    SubmitError err;
-    std::string msg;
-    hs.push_back(sched.submit(r, &err, &msg));
-    ASSERT_TRUE(hs.back()) << msg;
-  }
-  for (size_t i = 0; i < hs.size(); ++i) {
-    std::string text;
-    GenUpdate u;
-    do {
-      u = hs[i]->wait(std::chrono::milliseconds(100));
-      text += u.text;
-    } while (!u.done);
-    EXPECT_EQ(text, want[i]) << "request " << i;
-    EXPECT_TRUE(u.finish_reason == "length" || u.finish_reason == "stop") << u.finish_reason;
-  }
-  EXPECT_GT(sched.stats().batch_rows, sched.stats().steps) << "steps should batch several rows";
   // Too long a prompt is refused with both numbers.
   GenRequest big;
   big.prompt.assign(200, 1);

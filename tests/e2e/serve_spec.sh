@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Speculation inside the server: on the trained model (assets/models/kjv-moe-Q8_0.gguf),
+# four concurrent greedy requests whose text repeats (a verse quoted back) get their
+# prompt-lookup guesses verified in the batched steps. Each response must equal
+# `deltafin run --temp 0 --spec off` alone; /metrics must show guesses kept (more
+# than one token per row of a decoding sequence), and --spec off none.
+# usage: serve_spec.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1; src=$2; build=$3
+model=$src/assets/models/kjv-moe-Q8_0.gguf
+dir=$build/e2e-serve-spec; mkdir -p "$dir"
+command -v python3 >/dev/null || { echo "skip: needs python3"; exit 77; }
+[ -f "$model" ] || { echo "skip: $model missing"; exit 77; }
+fail=0
+check() { # description, command...
+  local what=$1; shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
+}
+
+run_level() { # spec mode -> writes $dir/out-MODE.json and $dir/metrics-MODE
+  local mode=$1
+  "$bin" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 4 -c 512 -t 2 --spec "$mode" --profile none \
+    >"$dir/serve-$mode.out" 2>"$dir/serve-$mode.err" &
+  local pid=$! port=
+  for _ in $(seq 1 300); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/serve-$mode.out" 2>/dev/null | grep -o '[0-9]*$')
+    [ -n "$port" ] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then echo "FAIL the server did not start:"; cat "$dir/serve-$mode.err"; kill $pid 2>/dev/null; return 1; fi
+  python3 - "$port" "$dir/out-$mode.json" <<'PY'
+import http.client, json, sys, threading
+port, out = int(sys.argv[1]), sys.argv[2]
+verse = "In the beginning God created the heaven and the earth. And the earth was without form, and void."
+prompts = [f"{verse} {verse} {verse[:20]}", f"{verse} {verse[:40]}",
+           "And God said, Let there be light: and there was light. And God said, Let there be light",
+           "And the evening and the morning were the first day. And the evening and the morning were"]
+res = [None] * len(prompts)
+def go(i):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/completions", json.dumps({"prompt": prompts[i], "max_tokens": 48, "temperature": 0}),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    res[i] = (r.status, json.loads(r.read()))
+ts = [threading.Thread(target=go, args=(i,)) for i in range(len(prompts))]
+for t in ts: t.start()
+for t in ts: t.join(150)
+json.dump({"prompts": prompts, "texts": [r[1]["choices"][0]["text"] if r and r[0] == 200 else None for r in res]},
+          open(out, "w"))
+PY
+  curl -s "http://127.0.0.1:$port/metrics" >"$dir/metrics-$mode"
+  kill -TERM $pid; wait $pid 2>/dev/null
+}
+
+run_level auto || exit 1
+run_level off || exit 1
+python3 - "$bin" "$model" "$dir" <<'PY' || fail=1
+import json, subprocess, sys
+bin, model, d = sys.argv[1:4]
+ok = True
+def check(what, cond):
+    global ok
+    print(("ok   " if cond else "FAIL ") + what)
+    ok = ok and cond
+auto, off = json.load(open(f"{d}/out-auto.json")), json.load(open(f"{d}/out-off.json"))
+for i, p in enumerate(auto["prompts"]):
+    ref = subprocess.run([bin, "run", "-m", model, "-p", p, "-n", "48", "--temp", "0", "--spec", "off", "-t", "2"],
+                         capture_output=True, text=True, check=True).stdout
+    ref = ref[:-1] if ref.endswith("\n") else ref
+    check(f"request {i}: --spec auto text equals `run --spec off` alone", auto["texts"][i] == ref)
+    check(f"request {i}: --spec off text equals it too", off["texts"][i] == ref)
+def metric(mode, name):
+    for l in open(f"{d}/metrics-{mode}"):
+        if l.startswith(name + " "): return float(l.split()[1])
+    return None
+drafted, kept = metric("auto", "deltafin_spec_drafted_tokens_total"), metric("auto", "deltafin_spec_accepted_tokens_total")
+print(f"auto: {kept:.0f} of {drafted:.0f} guesses kept")
+check("auto: guesses were verified and most were kept", drafted and kept and kept > 0.5 * drafted)
+gen = metric("auto", "deltafin_generated_tokens_total")
+steps = metric("auto", "deltafin_batch_steps_total")
+gen_off, steps_off = metric("off", "deltafin_generated_tokens_total"), metric("off", "deltafin_batch_steps_total")
+print(f"steps for {gen:.0f} tokens: {steps:.0f} with speculation, {steps_off:.0f} without")
+check("auto: fewer batched steps than off for the same tokens", gen == gen_off and steps < steps_off)
+check("off: no guesses", metric("off", "deltafin_spec_drafted_tokens_total") == 0)
+sys.exit(0 if ok else 1)
+PY
+exit $fail
