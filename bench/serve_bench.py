@@ -112,12 +112,15 @@ def main():
     ap.add_argument("--seconds", type=float, default=60, help="per level")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--server-arg", action="append", default=[],
+                    help="extra argument for `deltafin serve` (repeat; e.g. --server-arg=--spec --server-arg=off)")
     a = ap.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", str(max(levels)), "-c", "1024",
            "--profile", "none"]
     if a.mem: cmd += ["--mem", a.mem]
     if a.threads: cmd += ["-t", str(a.threads)]
+    cmd += a.server_arg
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
     try:
         line = srv.stdout.readline()

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <numeric>
 
 #include "model/linear.h"
@@ -11,6 +12,9 @@
 namespace deltafin {
 
 namespace {
+// Experts run one per thread while they average at most this many rows each.
+constexpr int kRowsPerExpertParallel = 8;
+
 // Indices of the k largest values, largest first (ties: lower index first).
 void top_k(const float* v, int n, int k, int32_t* out) {
   std::vector<int32_t> idx(static_cast<size_t>(n));
@@ -93,28 +97,34 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
   // experts (resident-only mode) stay zero.
   const size_t n_slots = size_t(n_tok) * size_t(n_used);
   std::vector<float> slot_out(n_slots * size_t(n_out), 0.0f);
-  std::vector<float> xs, g, u, d;
-  // Computes expert e (weights ew, pinned) for its routed rows, scaled by wt, and releases it.
-  auto run_expert = [&](int32_t e, const ExpertWeights& ew, const float* wt) {
-    const std::vector<int>& slots = routed[e];
+  // Scratch rows of one expert's computation (one per thread when experts run in
+  // parallel).
+  struct Scratch {
+    std::vector<float> xs, g, u, d;
+  };
+  Scratch main_scratch;
+  // Computes expert e (weights ew, pinned) for its routed rows, scaled by wt, and
+  // releases it. mp: the pool its matmuls split over (null: this thread alone).
+  auto run_expert = [&](int32_t e, const ExpertWeights& ew, const float* wt, ThreadPool* mp, Scratch& sc) {
+    const std::vector<int>& slots = routed.at(e);
     const int m = int(slots.size());
     const int64_t n_ff = ew.up.rows();
-    xs.resize(size_t(m) * size_t(n_in));
+    sc.xs.resize(size_t(m) * size_t(n_in));
     for (int i = 0; i < m; ++i)
-      std::copy_n(x + int64_t(slots[size_t(i)] / n_used) * n_in, n_in, xs.begin() + int64_t(i) * n_in);
-    g.resize(size_t(m) * size_t(n_ff));
-    u.resize(size_t(m) * size_t(n_ff));
-    d.resize(size_t(m) * size_t(n_out));
-    linear(pool, ew.up, xs.data(), m, u.data());
-    linear(pool, ew.gate, xs.data(), m, g.data());
-    glu_activate(act, g.data(), u.data(), int64_t(m) * n_ff);
-    linear(pool, ew.down, g.data(), m, d.data());
+      std::copy_n(x + int64_t(slots[size_t(i)] / n_used) * n_in, n_in, sc.xs.begin() + int64_t(i) * n_in);
+    sc.g.resize(size_t(m) * size_t(n_ff));
+    sc.u.resize(size_t(m) * size_t(n_ff));
+    sc.d.resize(size_t(m) * size_t(n_out));
+    linear(mp, ew.up, sc.xs.data(), m, sc.u.data());
+    linear(mp, ew.gate, sc.xs.data(), m, sc.g.data());
+    glu_activate(act, sc.g.data(), sc.u.data(), int64_t(m) * n_ff);
+    linear(mp, ew.down, sc.g.data(), m, sc.d.data());
     store.release(layer, e);
     for (int i = 0; i < m; ++i) {
       const int slot = slots[size_t(i)];
       const float wk = wt[slot];
       float* dst = &slot_out[size_t(slot) * size_t(n_out)];
-      const float* src = &d[size_t(i) * size_t(n_out)];
+      const float* src = &sc.d[size_t(i) * size_t(n_out)];
       for (int64_t j = 0; j < n_out; ++j) dst[j] = src[j] * wk;
     }
   };
@@ -145,22 +155,56 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
         wt[s] = kept[s] ? w[s] * scale : 0.0f;
       }
     }
-    for (const auto& [e, ew] : have) run_expert(e, ew, wt.data());
+    for (const auto& [e, ew] : have) run_expert(e, ew, wt.data(), pool, main_scratch);
   } else {
     // Ask for the whole union first so that every missing expert's read is in
     // flight, then compute them in the order they land. Each expert writes only its
     // own (token, slot) rows and the sum below runs in slot order, so the result does
-    // not depend on that order.
+    // not depend on that order, nor on which thread computed which expert.
     std::vector<int32_t> todo;
     todo.reserve(routed.size());
     for (const auto& r : routed) todo.push_back(r.first);
     store.request(layer, todo.data(), int(todo.size()));
-    while (!todo.empty()) {
-      int which = 0;
-      DF_ASSIGN(ExpertWeights ew, store.acquire_any(layer, todo.data(), int(todo.size()), &which));
-      const int32_t e = todo[size_t(which)];
-      todo.erase(todo.begin() + which);
-      run_expert(e, ew, w);
+    const int n_threads = pool != nullptr ? pool->size() : 1;
+    // A decode step's experts have a row or a few each: their matmuls are too small
+    // to split across threads without the threads waiting on each other more than
+    // they compute, so each thread takes whole experts. A prompt batch's experts
+    // have many rows each and split their matmuls instead.
+    const bool per_expert = n_threads > 1 && int(todo.size()) >= 2 * n_threads &&
+                            int64_t(n_tok) * n_used <= int64_t(kRowsPerExpertParallel) * int64_t(todo.size());
+    if (!per_expert) {
+      while (!todo.empty()) {
+        int which = 0;
+        DF_ASSIGN(ExpertWeights ew, store.acquire_any(layer, todo.data(), int(todo.size()), &which));
+        const int32_t e = todo[size_t(which)];
+        todo.erase(todo.begin() + which);
+        run_expert(e, ew, w, pool, main_scratch);
+      }
+    } else {
+      std::mutex mu;  // guards todo and err; held while waiting for the next expert to land
+      Status err;
+      pool->run([&](int, int) {
+        Scratch sc;
+        for (;;) {
+          int32_t e = -1;
+          ExpertWeights ew;
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            if (todo.empty() || !err.ok()) return;
+            int which = 0;
+            Result<ExpertWeights> r = store.acquire_any(layer, todo.data(), int(todo.size()), &which);
+            if (!r.ok()) {
+              err = r.error();
+              return;
+            }
+            ew = r.value();
+            e = todo[size_t(which)];
+            todo.erase(todo.begin() + which);
+          }
+          run_expert(e, ew, w, nullptr, sc);
+        }
+      });
+      if (!err.ok()) return err;
     }
   }
   for (int t = 0; t < n_tok; ++t) {
