@@ -220,6 +220,73 @@ void dot512_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// out[r] = dot(w row r, x) for NR Q6_K rows `w_stride` bytes apart against one Q8_K
+// row (decode). Per row the operations of dot512_q6k<1> in the same order (each
+// result bit-identical to vec_dot); the activation's quants and block sums are
+// loaded once for all rows, and the next rows' blocks are prefetched.
+template <int NR>
+void dot512_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  const BlockQ6_K* a[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  const auto* by = static_cast<const BlockQ8_K*>(x);
+  __m512i idx[4];
+  group_indices(idx);
+  __m512 acc[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  const size_t ahead = NR * w_stride;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      for (size_t o = 0; o < sizeof(BlockQ6_K); o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + sizeof(BlockQ6_K) - 1);
+    }
+    const BlockQ8_K& b = by[i];
+    const __m256i bs = loadu256(b.bsums);
+    __m512i sc512[NR], sumi[NR], odd[NR], ql[NR], hx[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[r][i].scales)));
+      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+      sumi[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+      odd[r] = _mm512_setzero_si512();
+      sc512[r] = _mm512_castsi256_si512(sc16);
+    }
+    DF_UNROLL
+    for (int g = 0; g < 4; ++g) {
+      const __m512i yv = loadu512(b.qs + 64 * g);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const BlockQ6_K& blk = a[r][i];
+        __m512i qv;
+        if ((g & 1) == 0) {  // as dot512_q6k's unpack
+          ql[r] = loadu512(blk.ql + 32 * g);
+          __m256i qh = loadu256(blk.qh + 16 * g);
+          hx[r] = join(qh, _mm256_srli_epi16(qh, 2));
+          qv = _mm512_or_si512(_mm512_and_si512(ql[r], mask8x64(15)),
+                               _mm512_and_si512(_mm512_slli_epi16(hx[r], 4), mask8x64(0x30)));
+        } else {
+          qv = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql[r], 4), mask8x64(15)),
+                               _mm512_and_si512(hx[r], mask8x64(0x30)));
+        }
+        __m512i sv = _mm512_permutexvar_epi16(idx[g], sc512[r]);
+        __m512i p = _mm512_maddubs_epi16(qv, yv);
+        if (g & 1) odd[r] = _mm512_dpwssd_epi32(odd[r], p, sv);
+        else sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sv);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const float da = h2f(a[r][i].d);
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(da * b.d), _mm512_cvtepi32_ps(_mm512_add_epi32(sumi[r], odd[r])), acc[r]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
 template <int NT>
 void dot512_q3k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ3_K*>(w);
@@ -325,7 +392,7 @@ void install_kquants_avx512(TypeTraits* t) {
   // depend on its batch grouping), although the 256-bit kernel is faster for them.
   set(DType::Q4_K, one<dot512_q45k<4, 1>>, dot512_q45k<4, 4>, dot512_q45k_rows<4, 4>);
   set(DType::Q5_K, one<dot512_q45k<5, 1>>, dot512_q45k<5, 4>, dot512_q45k_rows<5, 4>);
-  set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>);
+  set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>, dot512_q6k_rows<4>);
   set(DType::Q2_K, one<dot512_q2k<1>>, dot512_q2k<4>);
   set(DType::Q3_K, one<dot512_q3k<1>>, dot512_q3k<4>);
 }
