@@ -8,6 +8,29 @@ std::vector<std::string> synth_preset_names() {
   return {"tiny", "qwen3-moe-mini", "kimi-k2-mini", "kimi-k3-mini", "mixtral-mini"};
 }
 
+namespace {
+// The scaled-down Kimi K2 shape kimi-k2-mini and kimi-k3-mini share: 8 layers of
+// 1024 with 16 heads of q-LoRA MLA, one leading dense layer, 1 shared and 64 routed
+// experts (top-8).
+void mla_mini_shape(SynthSpec* d) {
+  d->n_layer = 8;
+  d->n_embd = 1024;
+  d->n_head = 16;
+  d->n_head_kv = 16;
+  d->n_dense_lead = 1;
+  d->n_shared = 1;
+  d->q_lora_rank = 512;
+  d->kv_lora_rank = 256;
+  d->rope_dim = 64;
+  d->nope_dim = 128;
+  d->v_head_dim = 128;
+  d->n_expert = 64;
+  d->n_used = 8;
+  d->n_ff_exp = 512;
+  d->n_ff = 2048;
+}
+}  // namespace
+
 bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec* s) {
   SynthSpec d;
   if (preset == "tiny") {
@@ -77,21 +100,7 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     // routed scale 2.827, rope base 50000 with YaRN x32 over 4096 (mscale_all_dim 1).
     d.arch = "deepseek2";
     d.name = preset;
-    d.n_layer = 8;
-    d.n_embd = 1024;
-    d.n_head = 16;
-    d.n_head_kv = 16;
-    d.n_dense_lead = 1;
-    d.n_shared = 1;
-    d.q_lora_rank = 512;
-    d.kv_lora_rank = 256;
-    d.rope_dim = 64;
-    d.nope_dim = 128;
-    d.v_head_dim = 128;
-    d.n_expert = 64;
-    d.n_used = 8;
-    d.n_ff_exp = 512;
-    d.n_ff = 2048;
+    mla_mini_shape(&d);
     d.n_group = 1;
     d.n_group_used = 1;
     d.mla_split_kv_b = true;
@@ -106,21 +115,7 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
   } else if (preset == "kimi-k3-mini") {
     d.arch = "kimi-k3";
     d.name = preset;
-    d.n_layer = 8;
-    d.n_embd = 1024;
-    d.n_head = 16;
-    d.n_head_kv = 16;
-    d.n_dense_lead = 1;
-    d.n_shared = 1;
-    d.q_lora_rank = 512;
-    d.kv_lora_rank = 256;
-    d.rope_dim = 64;
-    d.nope_dim = 128;
-    d.v_head_dim = 128;
-    d.n_expert = 64;
-    d.n_used = 8;
-    d.n_ff_exp = 512;
-    d.n_ff = 2048;
+    mla_mini_shape(&d);
     // Kimi-K3's pattern: 3 KDA layers to 1 gated MLA, a leading dense layer, latent
     // MoE with a shared expert, SiTU, attention residuals, MXFP4 experts.
     d.kda_period = 4;
