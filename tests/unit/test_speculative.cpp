@@ -18,54 +18,32 @@
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace deltafin;
 
 namespace {
 
-std::string tmp_dir() {
-  static const std::string d = [] {
-    std::string p = ::testing::TempDir() + "deltafin_test_spec_" + std::to_string(::getpid());
-    std::string cmd = "mkdir -p '" + p + "'";
-    (void)std::system(cmd.c_str());
-    return p;
-  }();
-  return d;
-}
-
 // A tiny synthetic model (once per process, seed and type); empty with *why if it
 // cannot be made. quant: the type of the core matrices and the experts (F32: the
 // preset's), where a tensor's rows fit its blocks.
 std::string tiny_model(const std::string& arch, uint64_t seed, std::string* why, DType quant = DType::F32) {
-  static std::map<std::string, std::pair<std::string, std::string>> made;
   const std::string key = arch + "-" + std::to_string(seed) + (quant == DType::F32 ? "" : "-" + std::string(dtype_name(quant)));
-  if (auto it = made.find(key); it != made.end()) {
-    *why = it->second.second;
-    return it->second.first;
-  }
   SynthSpec s;
-  std::string path = tmp_dir() + "/tiny-" + key + ".gguf", err;
   if (!synth_preset("tiny", arch, &s)) {
-    err = "no tiny preset";
-  } else {
-    s.seed = seed;
-    s.skew = 0.5f;
-    if (quant != DType::F32) {
-      s.type = quant;
-      // kimi-k3's latent experts are 128 wide: too narrow for 256-value blocks.
-      const int64_t expert_in = s.moe_latent > 0 ? s.moe_latent : s.n_embd;
-      if (expert_in % block_geometry(quant).block_elems == 0) s.expert_type = quant;
-    }
-    ThreadPool pool(2);
-    SynthReport r;
-    Status st = synth_model(s, path, pool, &r);
-    if (!st.ok()) err = st.error().message;
+    *why = "no tiny preset";
+    return {};
   }
-  if (!err.empty()) path.clear();
-  made[key] = {path, err};
-  *why = err;
-  return path;
+  s.seed = seed;
+  s.skew = 0.5f;
+  if (quant != DType::F32) {
+    s.type = quant;
+    // kimi-k3's latent experts are 128 wide: too narrow for 256-value blocks.
+    const int64_t expert_in = s.moe_latent > 0 ? s.moe_latent : s.n_embd;
+    if (expert_in % block_geometry(quant).block_elems == 0) s.expert_type = quant;
+  }
+  return synth_once("spec", "tiny-" + key, s, why);
 }
 
 // Upper 0.1% points of chi-square with df = 1..30.

@@ -23,47 +23,23 @@
 #include "runtime/engine.h"
 #include "store/streaming_store.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 
 using namespace deltafin;
 
 namespace {
 
-std::string tmp_dir() {
-  static const std::string d = [] {
-    std::string p = ::testing::TempDir() + "deltafin_test_store_" + std::to_string(::getpid());
-    std::string cmd = "mkdir -p '" + p + "'";
-    (void)std::system(cmd.c_str());
-    return p;
-  }();
-  return d;
-}
-
 // A tiny synthetic model of `arch`, written once per process; empty if synth (or the
 // architecture's loader) cannot make it yet.
 std::string tiny_model(const std::string& arch, std::string* why) {
-  static std::map<std::string, std::pair<std::string, std::string>> made;
-  auto it = made.find(arch);
-  if (it != made.end()) {
-    *why = it->second.second;
-    return it->second.first;
-  }
   SynthSpec s;
-  std::string path = tmp_dir() + "/tiny-" + arch + ".gguf";
-  std::string err;
   if (!synth_preset("tiny", arch, &s)) {
-    err = "no tiny preset";
-  } else {
-    s.n_expert = std::max(s.n_expert, 8);
-    s.skew = 0.5f;  // some experts popular, as in real models
-    ThreadPool pool(2);
-    SynthReport r;
-    Status st = synth_model(s, path, pool, &r);
-    if (!st.ok()) err = st.error().message;
+    *why = "no tiny preset";
+    return {};
   }
-  if (!err.empty()) path.clear();
-  made[arch] = {path, err};
-  *why = err;
-  return path;
+  s.n_expert = std::max(s.n_expert, 8);
+  s.skew = 0.5f;  // some experts popular, as in real models
+  return synth_once("store", "tiny-" + arch, s, why);
 }
 
 struct Run {
@@ -385,7 +361,7 @@ TEST(ExpertStore, ConcurrentAcquireRelease) {
 TEST(ExpertStore, UsageProfileWarmsTheCache) {
   TinyQwen m;
   ASSERT_NO_FATAL_FAILURE(m.open());
-  const std::string profile = tmp_dir() + "/sub/dir/tiny.profile";
+  const std::string profile = test_dir("store") + "/sub/dir/tiny.profile";
   std::remove(profile.c_str());
   StreamingOptions so;
   so.max_slots = 2;
