@@ -51,4 +51,62 @@ void output_logits(ThreadPool* pool, const float* x, int n, int64_t n_embd, cons
 Status attach_experts(ModelFile& file, LoadOptions& opts, std::unique_ptr<ExpertStore>* out,
                       ModelInfo* info);
 
+// The state of an architecture whose layers cache K/V rows (or a latent) per position:
+// one KVLayer per layer. Rolling back is free: rows past n_past are simply overwritten.
+class KvState : public SeqState {
+ public:
+  std::vector<KVLayer> kv;
+  Status truncate(int n) override {
+    n_past = std::min(n_past, n);
+    return {};
+  }
+};
+
+// A KvState with n_layer caches of n_ctx rows, each k_row / v_row values wide.
+std::unique_ptr<SeqState> new_kv_state(int n_ctx, int n_layer, int64_t k_row, int64_t v_row);
+
+// Layer il's cache and rows of every slice (states are KvStates), for the batched
+// attention blocks (model/mla.h, model/kimi_k3_mla.h). seqs: one per slice.
+void kv_seqs(std::span<const BatchSlice> slices, const BatchRows& rows, int il, std::vector<AttnSeq>& seqs);
+
+// What every architecture's model holds besides its layers (token embedding, output
+// head, resident buffers, expert store) and the steps of a batched pass that do not
+// depend on the layers.
+class ArchModel : public BatchedModel {
+ public:
+  const ModelInfo& info() const override { return info_; }
+
+ protected:
+  // Binds token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd,
+  // n_vocab], which falls back to the token embedding when absent and may_tie.
+  // Returns n_vocab (0 when token_embd is missing; w reports it).
+  int64_t bind_head(WeightLoader& w, int64_t n_embd, bool may_tie);
+  // Takes the loader's buffers as the resident core.
+  void keep_weights(WeightLoader& w);
+  // The shape fields of info_.
+  void describe(const char* arch, int64_t n_vocab, int64_t n_embd, int n_layer, int n_ctx_train, int n_expert,
+                int n_used);
+  // x[row] = embedding of each slice's tokens. x: [rows.n, n_embd].
+  void embed(std::span<const BatchSlice> slices, const BatchRows& rows, int64_t n_embd, float* x) const;
+  // Ends a batched pass: every slice's tokens count as cached and its logits come
+  // from the final stream x [rows.n, n_embd] through output_norm and output.
+  void finish_batch(std::span<const BatchSlice> slices, const BatchRows& rows, const float* x, int64_t n_embd,
+                    float eps, int64_t n_vocab);
+
+  ModelInfo info_;
+  ThreadPool* pool_ = nullptr;
+  Tensor tok_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<AlignedBuffer> buffers_;
+  std::unique_ptr<ExpertStore> experts_;
+};
+
+// The loader of an architecture: M{}.load(file, opts).
+template <class M>
+Result<std::unique_ptr<Model>> load_arch(ModelFile& file, LoadOptions& opts) {
+  auto m = std::make_unique<M>();
+  DF_TRY(m->load(file, opts));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
 }  // namespace deltafin

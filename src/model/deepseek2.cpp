@@ -41,40 +41,19 @@ struct Layer {
   Tensor gate_sh, up_sh, down_sh;      // shared experts
 };
 
-class State final : public SeqState {
- public:
-  std::vector<KVLayer> kv;
-  Status truncate(int n) override {
-    n_past = std::min(n_past, n);
-    return {};
-  }
-};
-
-class DeepSeek2 final : public BatchedModel {
+class DeepSeek2 final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
     DF_TRY(load_config(file));
     DF_TRY(load_weights(file));
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
-    info_.arch = "deepseek2";
-    info_.n_vocab = c_.n_vocab;
-    info_.n_embd = c_.n_embd;
-    info_.n_layer = c_.n_layer;
-    info_.n_ctx_train = c_.n_ctx_train;
-    info_.n_expert = c_.router.n_expert;
-    info_.n_expert_used = c_.router.n_used;
+    describe("deepseek2", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.router.n_expert, c_.router.n_used);
     return {};
   }
 
-  const ModelInfo& info() const override { return info_; }
-
   std::unique_ptr<SeqState> new_state(int n_ctx) const override {
-    auto s = std::make_unique<State>();
-    s->n_ctx = n_ctx;
-    s->kv.resize(size_t(c_.n_layer));
-    for (auto& kv : s->kv) kv.init(n_ctx, c_.mla.k_row(), c_.mla.v_row());
-    return s;
+    return new_kv_state(n_ctx, c_.n_layer, c_.mla.k_row(), c_.mla.v_row());
   }
 
   // All slices' rows go through the row-wise ops (projections, norms, router, the
@@ -89,17 +68,12 @@ class DeepSeek2 final : public BatchedModel {
     std::vector<float> x(size_t(n) * size_t(E)), h(size_t(n) * size_t(E)), o(size_t(n) * size_t(E)),
         sh(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.router.n_expert)), rw(size_t(n) * size_t(K));
     std::vector<int32_t> sel(size_t(n) * size_t(K));
-    for (size_t i = 0; i < slices.size(); ++i)
-      for (int t = 0; t < slices[i].n; ++t)
-        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    embed(slices, rows, E, x.data());
     std::vector<AttnSeq> seqs(slices.size());
 
     for (int il = 0; il < c_.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
-      for (size_t i = 0; i < slices.size(); ++i) {
-        State& st = static_cast<State&>(*slices[i].state);
-        seqs[i] = AttnSeq{&st.kv[size_t(il)], rows.row0[i], st.n_past, slices[i].n};
-      }
+      kv_seqs(slices, rows, il, seqs);
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
       mla_forward_batch(pool_, c_.mla, L.att, seqs, h.data(), n, o.data());
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
@@ -125,8 +99,7 @@ class DeepSeek2 final : public BatchedModel {
                              n, E);
       }
     }
-    for (const BatchSlice& s : slices) s.state->n_past += s.n;
-    output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
+    finish_batch(slices, rows, x.data(), E, c_.eps, c_.n_vocab);
     return {};
   }
 
@@ -250,11 +223,7 @@ class DeepSeek2 final : public BatchedModel {
     const MlaShape& s = c_.mla;
     const int64_t E = c_.n_embd, H = s.n_head, dqk = s.d_qk(), NE = c_.router.n_expert;
     const int64_t F = c_.n_ff_exp, FS = c_.n_ff_exp * c_.n_shared;
-    c_.n_vocab = w.dim("token_embd.weight", 1);
-    tok_embd_ = w.require("token_embd.weight", {E, c_.n_vocab});
-    output_norm_ = to_f32(w.require("output_norm.weight", {E}));
-    output_ = w.optional("output.weight", {E, c_.n_vocab});
-    if (!output_.valid()) output_ = tok_embd_;
+    c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
     layers_.resize(size_t(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       Layer& L = layers_[size_t(il)];
@@ -298,27 +267,18 @@ class DeepSeek2 final : public BatchedModel {
       L.down_sh = w.require(n("ffn_down_shexp.weight"), {FS, E});
     }
     DF_TRY(w.finish());
-    info_.core_bytes = w.bytes_loaded();
-    buffers_ = w.take_buffers();
+    keep_weights(w);
     return {};
   }
 
   Config c_;
-  ModelInfo info_;
-  ThreadPool* pool_ = nullptr;
-  Tensor tok_embd_, output_;
-  std::vector<float> output_norm_;
   std::vector<Layer> layers_;
-  std::vector<AlignedBuffer> buffers_;
-  std::unique_ptr<ExpertStore> experts_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_deepseek2(ModelFile& file, LoadOptions& opts) {
-  auto m = std::make_unique<DeepSeek2>();
-  DF_TRY(m->load(file, opts));
-  return std::unique_ptr<Model>(std::move(m));
+  return load_arch<DeepSeek2>(file, opts);
 }
 
 }  // namespace deltafin

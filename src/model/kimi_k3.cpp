@@ -52,10 +52,10 @@ struct Layer {
   Tensor gate_sh, up_sh, down_sh;
 };
 
-class State final : public SeqState {
+// kv (KvState): the MLA layers' K-only latent caches; kda: the KDA layers' states.
+class State final : public KvState {
  public:
-  std::vector<KVLayer> kv;    // MLA layers (K-only latent cache)
-  std::vector<KdaState> kda;  // KDA layers
+  std::vector<KdaState> kda;
   std::vector<int> kda_layers;
   // MLA caches roll back for free; KDA states only within their window, so every
   // KDA layer is checked before any is changed.
@@ -102,7 +102,7 @@ void res_mix(const std::vector<std::vector<float>>& R, const float* cur, const f
   }
 }
 
-class KimiK3 final : public BatchedModel {
+class KimiK3 final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -182,10 +182,7 @@ class KimiK3 final : public BatchedModel {
     const int64_t L = c_.latent > 0 ? c_.latent : E;
     const int64_t r_kv = c_.mla.kv_lora, dr = c_.mla.d_rope, dn = c_.mla.d_nope, dv = c_.mla.d_v;
     const int64_t r_q = hp.int_or("attention.q_lora_rank", 0);
-    c_.n_vocab = w.dim("token_embd.weight", 1);
-    tok_embd_ = w.require("token_embd.weight", {E, c_.n_vocab});
-    output_norm_ = to_f32(w.require("output_norm.weight", {E}));
-    output_ = w.require("output.weight", {E, c_.n_vocab});  // never tied for kimi-k3
+    c_.n_vocab = bind_head(w, E, /*may_tie=*/false);  // never tied for kimi-k3
     if (c_.res_block > 0) output_res_ = to_f32(w.require("output_res_score.weight", {E}));
     std::string bad;  // problems the loader's shape checks do not cover
     layers_.resize(size_t(c_.n_layer));
@@ -261,21 +258,11 @@ class KimiK3 final : public BatchedModel {
     }
     DF_TRY(w.finish());
     if (!bad.empty()) return make_error("{}: unsupported kimi-k3 tensors:{}", file.path(), bad);
-    info_.core_bytes = w.bytes_loaded();
-    buffers_ = w.take_buffers();
+    keep_weights(w);
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
-
-    info_.arch = "kimi-k3";
-    info_.n_vocab = c_.n_vocab;
-    info_.n_embd = c_.n_embd;
-    info_.n_layer = c_.n_layer;
-    info_.n_ctx_train = c_.n_ctx_train;
-    info_.n_expert = c_.n_expert;
-    info_.n_expert_used = c_.n_used;
+    describe("kimi-k3", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
   }
-
-  const ModelInfo& info() const override { return info_; }
 
   std::unique_ptr<SeqState> new_state(int n_ctx) const override {
     auto s = std::make_unique<State>();
@@ -306,9 +293,7 @@ class KimiK3 final : public BatchedModel {
     // a: normed layer input; o: block output.
     std::vector<float> x(static_cast<size_t>(ne)), u(x.size()), a(x.size()), o(x.size());
     std::vector<std::vector<float>> R;  // attention-residual checkpoints, each [n, E]
-    for (size_t i = 0; i < slices.size(); ++i)
-      for (int t = 0; t < slices[i].n; ++t)
-        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    embed(slices, rows, E, x.data());
     std::vector<AttnSeq> mla_seqs(slices.size());
     std::vector<KdaSeq> kda_seqs(slices.size());
 
@@ -322,14 +307,12 @@ class KimiK3 final : public BatchedModel {
       const bool banked = use_res && il % c_.res_block == 0;
       if (banked) R.push_back(x);  // the raw stream, not its mix
       rms_norm_rows(in, Ly.attn_norm.data(), E, n, c_.eps, a.data());
-      for (size_t i = 0; i < slices.size(); ++i) {
-        State& st = static_cast<State&>(*slices[i].state);
-        if (Ly.mla) mla_seqs[i] = AttnSeq{&st.kv[size_t(il)], rows.row0[i], st.n_past, slices[i].n};
-        else kda_seqs[i] = KdaSeq{&st.kda[size_t(il)], rows.row0[i], slices[i].n};
-      }
       if (Ly.mla) {
+        kv_seqs(slices, rows, il, mla_seqs);
         k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data());
       } else {
+        for (size_t i = 0; i < slices.size(); ++i)
+          kda_seqs[i] = KdaSeq{&static_cast<State&>(*slices[i].state).kda[size_t(il)], rows.row0[i], slices[i].n};
         kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data());
       }
       if (banked) {
@@ -360,13 +343,12 @@ class KimiK3 final : public BatchedModel {
                              n, E);
       }
     }
-    for (const BatchSlice& s : slices) s.state->n_past += s.n;
     const float* fin = x.data();
     if (use_res) {
       res_mix(R, x.data(), output_res_.data(), n, E, c_.eps, u.data());
       fin = u.data();
     }
-    output_logits_batch(pool_, fin, slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
+    finish_batch(slices, rows, fin, E, c_.eps, c_.n_vocab);
     return {};
   }
 
@@ -404,21 +386,14 @@ class KimiK3 final : public BatchedModel {
   }
 
   Config c_;
-  ModelInfo info_;
-  ThreadPool* pool_ = nullptr;
-  Tensor tok_embd_, output_;
-  std::vector<float> output_norm_, output_res_;
+  std::vector<float> output_res_;
   std::vector<Layer> layers_;
-  std::vector<AlignedBuffer> buffers_;
-  std::unique_ptr<ExpertStore> experts_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_kimi_k3(ModelFile& file, LoadOptions& opts) {
-  auto m = std::make_unique<KimiK3>();
-  DF_TRY(m->load(file, opts));
-  return std::unique_ptr<Model>(std::move(m));
+  return load_arch<KimiK3>(file, opts);
 }
 
 }  // namespace deltafin

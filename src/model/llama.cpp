@@ -25,6 +25,7 @@
 #include <set>
 
 #include "model/arch.h"
+#include "model/gqa.h"
 
 namespace deltafin {
 namespace {
@@ -48,50 +49,6 @@ struct Layer {
   std::vector<float> b_gate, b_up, b_down;  // optional dense FFN biases
 };
 
-class State final : public SeqState {
- public:
-  std::vector<KVLayer> kv;
-  Status truncate(int n) override {
-    n_past = std::min(n_past, n);
-    return {};
-  }
-};
-
-// rope_cache() with llama-3 frequency factors: pair k's angle is theta_k / ff[k]
-// before the frequency scaling and YaRN mix (ggml_rope_cache_init). ff: [n_rot/2].
-void rope_cache_ff(const RopeParams& p, const std::vector<float>& ff, float pos, float* cache) {
-  if (ff.empty()) {
-    rope_cache(p, pos, cache);
-    return;
-  }
-  const int n_dims = p.n_rot;
-  const float theta_scale = std::pow(p.freq_base, -2.0f / float(n_dims));
-  auto corr_dim = [&](float n_rot) {
-    return float(n_dims) * std::log(float(p.n_ctx_orig) / (n_rot * 2.0f * float(M_PI))) /
-           (2.0f * std::log(p.freq_base));
-  };
-  float low = 0, high = 0;
-  if (p.ext_factor != 0.0f) {
-    low = std::max(0.0f, std::floor(corr_dim(p.beta_fast)));
-    high = std::min(float(n_dims - 1), std::ceil(corr_dim(p.beta_slow)));
-  }
-  float theta_base = pos;  // iterated product, as ggml's CPU backend does
-  for (int i0 = 0; i0 < n_dims; i0 += 2) {
-    const float theta_extrap = theta_base / ff[size_t(i0 / 2)];
-    const float theta_interp = p.freq_scale * theta_extrap;
-    float theta = theta_interp, mscale = p.attn_factor;
-    if (p.ext_factor != 0.0f) {
-      const float y = (float(i0) / 2.0f - low) / std::max(0.001f, high - low);
-      const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * p.ext_factor;
-      theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
-      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
-    }
-    cache[i0] = std::cos(theta) * mscale;
-    cache[i0 + 1] = std::sin(theta) * mscale;
-    theta_base *= theta_scale;
-  }
-}
-
 // y[t] += b for every token row (b empty: nothing).
 void add_bias(float* y, int n_tok, const std::vector<float>& b) {
   if (b.empty()) return;
@@ -100,7 +57,7 @@ void add_bias(float* y, int n_tok, const std::vector<float>& b) {
     for (size_t i = 0; i < w; ++i) y[size_t(t) * w + i] += b[i];
 }
 
-class Llama final : public BatchedModel {
+class Llama final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -108,25 +65,13 @@ class Llama final : public BatchedModel {
     DF_TRY(load_config(file));
     DF_TRY(bind_weights(file));
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
-    info_.arch = "llama";
-    info_.n_vocab = c_.n_vocab;
-    info_.n_embd = c_.n_embd;
-    info_.n_layer = c_.n_layer;
-    info_.n_ctx_train = c_.n_ctx_train;
-    info_.n_expert = c_.n_expert;
-    info_.n_expert_used = c_.n_used;
+    describe("llama", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
   }
 
-  const ModelInfo& info() const override { return info_; }
-
   std::unique_ptr<SeqState> new_state(int n_ctx) const override {
-    auto s = std::make_unique<State>();
-    s->n_ctx = n_ctx;
-    s->kv.resize(size_t(c_.n_layer));
     const int64_t kv_w = int64_t(c_.n_head_kv) * c_.head_dim;
-    for (auto& kv : s->kv) kv.init(n_ctx, kv_w, kv_w);
-    return s;
+    return new_kv_state(n_ctx, c_.n_layer, kv_w, kv_w);
   }
 
   // All slices' rows go through the row-wise ops together; rope positions, the KV
@@ -139,7 +84,7 @@ class Llama final : public BatchedModel {
     const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv, qkv_w = q_w + 2 * kv_w;
     const size_t N = size_t(n);
     std::vector<float> x(N * size_t(E)), h(N * size_t(E)), q(N * size_t(q_w)), k(N * size_t(kv_w)),
-        v(N * size_t(kv_w)), att(N * size_t(q_w)), o(N * size_t(E)), rope_c(static_cast<size_t>(HD));
+        v(N * size_t(kv_w)), att(N * size_t(q_w)), o(N * size_t(E));
     std::vector<float> qkv, rl, rw;
     std::vector<int32_t> sel;
     if (c_.n_expert > 0) {
@@ -147,11 +92,10 @@ class Llama final : public BatchedModel {
       rw.resize(N * size_t(c_.n_used));
       sel.resize(N * size_t(c_.n_used));
     }
-    for (size_t i = 0; i < slices.size(); ++i)
-      for (int t = 0; t < slices[i].n; ++t)
-        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    embed(slices, rows, E, x.data());
 
-    const AttentionShape as{c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f};
+    GqaAttention gqa(pool_, {c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f},
+                     c_.rope, rope_freqs_);
     RouterConfig rc;
     rc.gating = Gating::Softmax;
     rc.n_expert = c_.n_expert;
@@ -178,18 +122,7 @@ class Llama final : public BatchedModel {
       add_bias(q.data(), n, L.bq);
       add_bias(k.data(), n, L.bk);
       add_bias(v.data(), n, L.bv);
-      for (int r = 0; r < n; ++r) {
-        rope_cache_ff(c_.rope, rope_freqs_, float(rows.pos[size_t(r)]), rope_c.data());
-        rope_apply(c_.rope, rope_c.data(), &q[size_t(r) * size_t(q_w)], c_.n_head, int(HD));
-        rope_apply(c_.rope, rope_c.data(), &k[size_t(r) * size_t(kv_w)], c_.n_head_kv, int(HD));
-      }
-      for (size_t i = 0; i < slices.size(); ++i) {
-        State& st = static_cast<State&>(*slices[i].state);
-        const size_t r0 = size_t(rows.row0[i]);
-        st.kv[size_t(il)].store(st.n_past, slices[i].n, &k[r0 * size_t(kv_w)], &v[r0 * size_t(kv_w)]);
-        attention(pool_, as, st.kv[size_t(il)], st.n_past, slices[i].n, &q[r0 * size_t(q_w)],
-                  &att[r0 * size_t(q_w)]);
-      }
+      gqa.forward(slices, rows, il, q.data(), k.data(), v.data(), att.data());
       linear(pool_, L.wo, att.data(), n, o.data());
       add_bias(o.data(), n, L.bo);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
@@ -209,8 +142,7 @@ class Llama final : public BatchedModel {
                              n, E);
       }
     }
-    for (const BatchSlice& s : slices) s.state->n_past += s.n;
-    output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
+    finish_batch(slices, rows, x.data(), E, c_.eps, c_.n_vocab);
     return {};
   }
 
@@ -297,11 +229,8 @@ class Llama final : public BatchedModel {
 
     const int64_t E = c_.n_embd, HD = c_.head_dim, F = c_.n_ff, X = c_.n_expert;
     const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv;
-    c_.n_vocab = w.dim("token_embd.weight", 1);
-    tok_embd_ = req("token_embd.weight", {E, c_.n_vocab});
-    output_norm_ = to_f32(req("output_norm.weight", {E}));
-    output_ = opt("output.weight", {E, c_.n_vocab});
-    if (!output_.valid()) output_ = tok_embd_;
+    bound.insert({"token_embd.weight", "output_norm.weight", "output.weight"});
+    c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
     rope_freqs_ = opt_vec("rope_freqs.weight", HD / 2);
     for (float f : rope_freqs_)
       if (!(f > 0.0f)) return make_error("{}: rope_freqs.weight has a non-positive factor", file.path());
@@ -371,8 +300,7 @@ class Llama final : public BatchedModel {
       return make_error("{}: {} tensor(s) that a '{}' llama model does not use:{}", file.path(), extra.size(),
                         X > 0 ? "MoE" : "dense", list);
     }
-    info_.core_bytes = w.bytes_loaded();
-    buffers_ = w.take_buffers();
+    keep_weights(w);
     return {};
   }
 
@@ -394,21 +322,12 @@ class Llama final : public BatchedModel {
   }
 
   Config c_;
-  ModelInfo info_;
-  ThreadPool* pool_ = nullptr;
-  Tensor tok_embd_, output_;
-  std::vector<float> output_norm_, rope_freqs_;  // rope_freqs_ empty: none
+  std::vector<float> rope_freqs_;  // empty: none
   std::vector<Layer> layers_;
-  std::vector<AlignedBuffer> buffers_;
-  std::unique_ptr<ExpertStore> experts_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_llama(ModelFile& file, LoadOptions& opts) {
-  auto m = std::make_unique<Llama>();
-  DF_TRY(m->load(file, opts));
-  return std::unique_ptr<Model>(std::move(m));
-}
+Result<std::unique_ptr<Model>> load_llama(ModelFile& file, LoadOptions& opts) { return load_arch<Llama>(file, opts); }
 
 }  // namespace deltafin

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/arch.h"
+#include "model/gqa.h"
 
 namespace deltafin {
 namespace {
@@ -25,16 +26,7 @@ struct Layer {
   Tensor wq, wk, wv, wo, gate_inp;
 };
 
-class State final : public SeqState {
- public:
-  std::vector<KVLayer> kv;
-  Status truncate(int n) override {
-    n_past = std::min(n_past, n);
-    return {};
-  }
-};
-
-class Qwen3Moe final : public BatchedModel {
+class Qwen3Moe final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
@@ -65,11 +57,7 @@ class Qwen3Moe final : public BatchedModel {
 
     WeightLoader w(file);
     const int64_t E = c_.n_embd, HD = c_.head_dim;
-    c_.n_vocab = w.dim("token_embd.weight", 1);
-    tok_embd_ = w.require("token_embd.weight", {E, c_.n_vocab});
-    output_norm_ = to_f32(w.require("output_norm.weight", {E}));
-    output_ = w.optional("output.weight", {E, c_.n_vocab});
-    if (!output_.valid()) output_ = tok_embd_;
+    c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
     layers_.resize(size_t(c_.n_layer));
     for (int il = 0; il < c_.n_layer; ++il) {
       Layer& L = layers_[size_t(il)];
@@ -88,28 +76,15 @@ class Qwen3Moe final : public BatchedModel {
       w.expect_shape(n("ffn_down_exps.weight"), {c_.n_ff_exp, E, c_.n_expert});
     }
     DF_TRY(w.finish());
-    info_.core_bytes = w.bytes_loaded();
-    buffers_ = w.take_buffers();
+    keep_weights(w);
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
-
-    info_.arch = "qwen3moe";
-    info_.n_vocab = c_.n_vocab;
-    info_.n_embd = c_.n_embd;
-    info_.n_layer = c_.n_layer;
-    info_.n_ctx_train = c_.n_ctx_train;
-    info_.n_expert = c_.n_expert;
-    info_.n_expert_used = c_.n_used;
+    describe("qwen3moe", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
   }
 
-  const ModelInfo& info() const override { return info_; }
-
   std::unique_ptr<SeqState> new_state(int n_ctx) const override {
-    auto s = std::make_unique<State>();
-    s->n_ctx = n_ctx;
-    s->kv.resize(size_t(c_.n_layer));
-    for (auto& kv : s->kv) kv.init(n_ctx, int64_t(c_.n_head_kv) * c_.head_dim, int64_t(c_.n_head_kv) * c_.head_dim);
-    return s;
+    const int64_t kv_w = int64_t(c_.n_head_kv) * c_.head_dim;
+    return new_kv_state(n_ctx, c_.n_layer, kv_w, kv_w);
   }
 
   // All slices' rows go through the row-wise ops together; rope positions, the KV
@@ -122,14 +97,12 @@ class Qwen3Moe final : public BatchedModel {
     const int64_t q_w = HD * c_.n_head, kv_w = HD * c_.n_head_kv;
     std::vector<float> x(size_t(n) * size_t(E)), h(size_t(n) * size_t(E)), q(size_t(n) * size_t(q_w)),
         k(size_t(n) * size_t(kv_w)), v(size_t(n) * size_t(kv_w)), att(size_t(n) * size_t(q_w)),
-        o(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.n_expert)), rw(size_t(n) * size_t(c_.n_used)),
-        rope_c(static_cast<size_t>(HD));
+        o(size_t(n) * size_t(E)), rl(size_t(n) * size_t(c_.n_expert)), rw(size_t(n) * size_t(c_.n_used));
     std::vector<int32_t> sel(size_t(n) * size_t(c_.n_used));
-    for (size_t i = 0; i < slices.size(); ++i)
-      for (int t = 0; t < slices[i].n; ++t)
-        get_row(tok_embd_, slices[i].tokens[t], &x[size_t(rows.row0[i] + t) * size_t(E)]);
+    embed(slices, rows, E, x.data());
 
-    AttentionShape as{c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f};
+    GqaAttention gqa(pool_, {c_.n_head, c_.n_head_kv, int(HD), int(HD), 1.0f / std::sqrt(float(HD)), 0.0f},
+                     c_.rope);
     RouterConfig rc;
     rc.gating = Gating::Softmax;
     rc.n_expert = c_.n_expert;
@@ -143,18 +116,7 @@ class Qwen3Moe final : public BatchedModel {
       linear(pool_, L.wv, h.data(), n, v.data());
       rms_norm_rows(q.data(), L.q_norm.data(), HD, int64_t(n) * c_.n_head, c_.eps, q.data());
       rms_norm_rows(k.data(), L.k_norm.data(), HD, int64_t(n) * c_.n_head_kv, c_.eps, k.data());
-      for (int r = 0; r < n; ++r) {
-        rope_cache(c_.rope, float(rows.pos[size_t(r)]), rope_c.data());
-        rope_apply(c_.rope, rope_c.data(), &q[size_t(r) * size_t(q_w)], c_.n_head, int(HD));
-        rope_apply(c_.rope, rope_c.data(), &k[size_t(r) * size_t(kv_w)], c_.n_head_kv, int(HD));
-      }
-      for (size_t i = 0; i < slices.size(); ++i) {
-        State& st = static_cast<State&>(*slices[i].state);
-        const size_t r0 = size_t(rows.row0[i]);
-        st.kv[size_t(il)].store(st.n_past, slices[i].n, &k[r0 * size_t(kv_w)], &v[r0 * size_t(kv_w)]);
-        attention(pool_, as, st.kv[size_t(il)], st.n_past, slices[i].n, &q[r0 * size_t(q_w)],
-                  &att[r0 * size_t(q_w)]);
-      }
+      gqa.forward(slices, rows, il, q.data(), k.data(), v.data(), att.data());
       linear(pool_, L.wo, att.data(), n, o.data());
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
 
@@ -169,28 +131,19 @@ class Qwen3Moe final : public BatchedModel {
                              n, E);
       }
     }
-    for (const BatchSlice& s : slices) s.state->n_past += s.n;
-    output_logits_batch(pool_, x.data(), slices, rows, E, output_norm_.data(), c_.eps, output_, c_.n_vocab);
+    finish_batch(slices, rows, x.data(), E, c_.eps, c_.n_vocab);
     return {};
   }
 
  private:
   Config c_;
-  ModelInfo info_;
-  ThreadPool* pool_ = nullptr;
-  Tensor tok_embd_, output_;
-  std::vector<float> output_norm_;
   std::vector<Layer> layers_;
-  std::vector<AlignedBuffer> buffers_;
-  std::unique_ptr<ExpertStore> experts_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_qwen3moe(ModelFile& file, LoadOptions& opts) {
-  auto m = std::make_unique<Qwen3Moe>();
-  DF_TRY(m->load(file, opts));
-  return std::unique_ptr<Model>(std::move(m));
+  return load_arch<Qwen3Moe>(file, opts);
 }
 
 }  // namespace deltafin

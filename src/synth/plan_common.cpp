@@ -40,6 +40,11 @@ TensorPlan plan_embedding(const SynthSpec& s, int64_t n_vocab, bool skewed) {
   return t;
 }
 
+void plan_output_head(const SynthSpec& s, int64_t n_vocab, std::vector<TensorPlan>* out) {
+  out->push_back(plan_norm("output_norm.weight", s.n_embd));
+  out->push_back(plan_matrix(s, "output.weight", s.n_embd, n_vocab, 3.0f));
+}
+
 TensorPlan plan_router(const SynthSpec& s, int layer, int64_t width, const std::vector<float>& skew) {
   TensorPlan t = plan_tensor(layer_name(layer, "ffn_gate_inp.weight"), DType::F32, {width, s.n_expert});
   t.std = 2.0f / std::sqrt(float(width));
@@ -59,6 +64,24 @@ void plan_expert_stacks(const SynthSpec& s, int layer, int64_t width, std::vecto
   down.std = 1.0f / std::sqrt(float(F));
   down.expert = true;
   out->push_back(std::move(down));
+}
+
+void plan_gqa_attention(const SynthSpec& s, int layer, std::vector<TensorPlan>* out) {
+  const int64_t E = s.n_embd, HD = s.head_dim;
+  auto n = [&](const char* x) { return layer_name(layer, x); };
+  out->push_back(plan_norm(n("attn_norm.weight"), E));
+  out->push_back(plan_matrix(s, n("attn_q.weight"), E, HD * s.n_head));
+  out->push_back(plan_matrix(s, n("attn_k.weight"), E, HD * s.n_head_kv));
+  out->push_back(plan_matrix(s, n("attn_v.weight"), E, HD * s.n_head_kv));
+  out->push_back(plan_matrix(s, n("attn_output.weight"), HD * s.n_head, E));
+}
+
+void plan_gated_ffn(const SynthSpec& s, int layer, const char* suffix, int64_t width, std::vector<TensorPlan>* out) {
+  const int64_t E = s.n_embd;
+  auto n = [&](const char* part) { return layer_name(layer, (std::string("ffn_") + part + suffix + ".weight").c_str()); };
+  out->push_back(plan_matrix(s, n("gate"), E, width));
+  out->push_back(plan_matrix(s, n("up"), E, width));
+  out->push_back(plan_matrix(s, n("down"), width, E));
 }
 
 }  // namespace deltafin

@@ -114,9 +114,7 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
     T.push_back(mat(n("attn_output.weight"), H * dv, E));
     T.push_back(plan_norm(n("ffn_norm.weight"), E));
     if (il < s.n_dense_lead) {
-      T.push_back(mat(n("ffn_gate.weight"), E, s.n_ff));
-      T.push_back(mat(n("ffn_up.weight"), E, s.n_ff));
-      T.push_back(mat(n("ffn_down.weight"), s.n_ff, E));
+      plan_gated_ffn(s, il, "", s.n_ff, &T);
       continue;
     }
     T.push_back(plan_router(s, il, E, skew));
@@ -129,12 +127,9 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
     }
     T.push_back(bias);
     plan_expert_stacks(s, il, E, &T);
-    T.push_back(mat(n("ffn_gate_shexp.weight"), E, F * s.n_shared));
-    T.push_back(mat(n("ffn_up_shexp.weight"), E, F * s.n_shared));
-    T.push_back(mat(n("ffn_down_shexp.weight"), F * s.n_shared, E));
+    plan_gated_ffn(s, il, "_shexp", F * s.n_shared, &T);
   }
-  T.push_back(plan_norm("output_norm.weight", E));
-  T.push_back(mat("output.weight", E, n_vocab, 3.0f));
+  plan_output_head(s, n_vocab, &T);
   return {};
 }
 

@@ -125,9 +125,7 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
       T.push_back(mat(n("attn_output.weight"), H * dv, E));
     }
     if (il < s.n_dense_lead) {
-      T.push_back(mat(n("ffn_gate.weight"), E, s.n_ff));
-      T.push_back(mat(n("ffn_up.weight"), E, s.n_ff));
-      T.push_back(mat(n("ffn_down.weight"), s.n_ff, E));
+      plan_gated_ffn(s, il, "", s.n_ff, &T);
       continue;
     }
     T.push_back(plan_router(s, il, E, skew));
@@ -138,15 +136,10 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
       T.push_back(mat(n("ffn_routed_up.weight"), L, E));
       T.push_back(plan_norm(n("ffn_routed_norm.weight"), L));
     }
-    if (s.n_shared > 0) {
-      T.push_back(mat(n("ffn_gate_shexp.weight"), E, F_sh));
-      T.push_back(mat(n("ffn_up_shexp.weight"), E, F_sh));
-      T.push_back(mat(n("ffn_down_shexp.weight"), F_sh, E));
-    }
+    if (s.n_shared > 0) plan_gated_ffn(s, il, "_shexp", F_sh, &T);
   }
   if (s.attn_res_block > 0) T.push_back(vec("output_res_score.weight", {E}, 1.5f / std::sqrt(float(E))));
-  T.push_back(plan_norm("output_norm.weight", E));
-  T.push_back(mat("output.weight", E, n_vocab, 3.0f));
+  plan_output_head(s, n_vocab, &T);
   return {};
 }
 

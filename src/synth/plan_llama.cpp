@@ -44,9 +44,6 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   m.set(a + "vocab_size", GGUFValue::u32(uint32_t(n_vocab)));
   m.set("general.file_type", GGUFValue::u32(0));
 
-  auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    return plan_matrix(s, std::move(name), cols, rows, gain);
-  };
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
 
   p->tensors.push_back(plan_embedding(s, n_vocab, moe && !skew.empty()));
@@ -56,23 +53,16 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   p->tensors.push_back(plan_norm("rope_freqs.weight", HD / 2));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    p->tensors.push_back(plan_norm(n("attn_norm.weight"), E));
-    p->tensors.push_back(mat(n("attn_q.weight"), E, HD * s.n_head));
-    p->tensors.push_back(mat(n("attn_k.weight"), E, HD * s.n_head_kv));
-    p->tensors.push_back(mat(n("attn_v.weight"), E, HD * s.n_head_kv));
-    p->tensors.push_back(mat(n("attn_output.weight"), HD * s.n_head, E));
+    plan_gqa_attention(s, il, &p->tensors);
     p->tensors.push_back(plan_norm(n("ffn_norm.weight"), E));
     if (!moe) {
-      p->tensors.push_back(mat(n("ffn_gate.weight"), E, F));
-      p->tensors.push_back(mat(n("ffn_up.weight"), E, F));
-      p->tensors.push_back(mat(n("ffn_down.weight"), F, E));
+      plan_gated_ffn(s, il, "", F, &p->tensors);
       continue;
     }
     p->tensors.push_back(plan_router(s, il, E, skew));
     plan_expert_stacks(s, il, E, &p->tensors);
   }
-  p->tensors.push_back(plan_norm("output_norm.weight", E));
-  p->tensors.push_back(mat("output.weight", E, n_vocab, 3.0f));
+  plan_output_head(s, n_vocab, &p->tensors);
   return {};
 }
 

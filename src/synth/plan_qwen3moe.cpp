@@ -27,27 +27,19 @@ Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p) {
   m.set("general.file_type", GGUFValue::u32(0));
 
   const int64_t E = s.n_embd, HD = s.head_dim;
-  auto mat = [&](std::string name, int64_t cols, int64_t rows, float gain = 1.0f) {
-    return plan_matrix(s, std::move(name), cols, rows, gain);
-  };
   const std::vector<float> skew = synth_router_skew(s, s.n_expert);
 
   p->tensors.push_back(plan_embedding(s, n_vocab, !skew.empty()));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
-    p->tensors.push_back(plan_norm(n("attn_norm.weight"), E));
-    p->tensors.push_back(mat(n("attn_q.weight"), E, HD * s.n_head));
-    p->tensors.push_back(mat(n("attn_k.weight"), E, HD * s.n_head_kv));
-    p->tensors.push_back(mat(n("attn_v.weight"), E, HD * s.n_head_kv));
-    p->tensors.push_back(mat(n("attn_output.weight"), HD * s.n_head, E));
+    plan_gqa_attention(s, il, &p->tensors);
     p->tensors.push_back(plan_norm(n("attn_q_norm.weight"), HD));
     p->tensors.push_back(plan_norm(n("attn_k_norm.weight"), HD));
     p->tensors.push_back(plan_norm(n("ffn_norm.weight"), E));
     p->tensors.push_back(plan_router(s, il, E, skew));
     plan_expert_stacks(s, il, E, &p->tensors);
   }
-  p->tensors.push_back(plan_norm("output_norm.weight", E));
-  p->tensors.push_back(mat("output.weight", E, n_vocab, 3.0f));
+  plan_output_head(s, n_vocab, &p->tensors);
   return {};
 }
 

@@ -16,16 +16,14 @@
 
 #include "runtime/engine.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 
 using namespace deltafin;
 
 namespace {
 
+// Written once per process; empty if synth cannot make it.
 std::string tiny_model(const std::string& arch) {
-  std::string dir = ::testing::TempDir() + "deltafin_test_batch_" + std::to_string(::getpid());
-  std::string cmd = "mkdir -p '" + dir + "'";
-  (void)std::system(cmd.c_str());
-  const std::string path = dir + "/tiny-" + arch + ".gguf";
   // "deepseek2-legacy": deepseek2 with the legacy MLA form (one attn_kv_b, an MHA cache).
   const bool legacy = arch == "deepseek2-legacy";
   SynthSpec s;
@@ -34,10 +32,7 @@ std::string tiny_model(const std::string& arch) {
   s.n_expert = 16;  // more experts than one step's tokens use, so sharing is visible
   s.n_used = 2;
   s.skew = 0.5f;
-  ThreadPool pool(2);
-  SynthReport r;
-  if (!synth_model(s, path, pool, &r).ok()) return {};
-  return path;
+  return synth_once("batch", "tiny-" + arch, s, nullptr);
 }
 
 // Counts, per (layer, expert), how often the model took an expert from the store.

@@ -18,54 +18,32 @@
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace deltafin;
 
 namespace {
 
-std::string tmp_dir() {
-  static const std::string d = [] {
-    std::string p = ::testing::TempDir() + "deltafin_test_spec_" + std::to_string(::getpid());
-    std::string cmd = "mkdir -p '" + p + "'";
-    (void)std::system(cmd.c_str());
-    return p;
-  }();
-  return d;
-}
-
 // A tiny synthetic model (once per process, seed and type); empty with *why if it
 // cannot be made. quant: the type of the core matrices and the experts (F32: the
 // preset's), where a tensor's rows fit its blocks.
 std::string tiny_model(const std::string& arch, uint64_t seed, std::string* why, DType quant = DType::F32) {
-  static std::map<std::string, std::pair<std::string, std::string>> made;
   const std::string key = arch + "-" + std::to_string(seed) + (quant == DType::F32 ? "" : "-" + std::string(dtype_name(quant)));
-  if (auto it = made.find(key); it != made.end()) {
-    *why = it->second.second;
-    return it->second.first;
-  }
   SynthSpec s;
-  std::string path = tmp_dir() + "/tiny-" + key + ".gguf", err;
   if (!synth_preset("tiny", arch, &s)) {
-    err = "no tiny preset";
-  } else {
-    s.seed = seed;
-    s.skew = 0.5f;
-    if (quant != DType::F32) {
-      s.type = quant;
-      // kimi-k3's latent experts are 128 wide: too narrow for 256-value blocks.
-      const int64_t expert_in = s.moe_latent > 0 ? s.moe_latent : s.n_embd;
-      if (expert_in % block_geometry(quant).block_elems == 0) s.expert_type = quant;
-    }
-    ThreadPool pool(2);
-    SynthReport r;
-    Status st = synth_model(s, path, pool, &r);
-    if (!st.ok()) err = st.error().message;
+    *why = "no tiny preset";
+    return {};
   }
-  if (!err.empty()) path.clear();
-  made[key] = {path, err};
-  *why = err;
-  return path;
+  s.seed = seed;
+  s.skew = 0.5f;
+  if (quant != DType::F32) {
+    s.type = quant;
+    // kimi-k3's latent experts are 128 wide: too narrow for 256-value blocks.
+    const int64_t expert_in = s.moe_latent > 0 ? s.moe_latent : s.n_embd;
+    if (expert_in % block_geometry(quant).block_elems == 0) s.expert_type = quant;
+  }
+  return synth_once("spec", "tiny-" + key, s, why);
 }
 
 // Upper 0.1% points of chi-square with df = 1..30.
@@ -231,6 +209,41 @@ std::unique_ptr<Speculator> one(std::unique_ptr<Drafter> d, int k) {
   return std::make_unique<Speculator>(std::move(v), k, /*adaptive=*/false);
 }
 
+const char kRepeatingPrompt[] = "one two three, one two three, one two";
+
+// A model with every expert resident, its tokenizer and a prompt.
+struct Opened {
+  std::unique_ptr<Engine> eng;
+  Tokenizer tok;
+  std::vector<int32_t> prompt;
+  // Fails the calling test (call it inside ASSERT_NO_FATAL_FAILURE) if it cannot load.
+  void open(const std::string& path, int threads, const char* prompt_text) {
+    EngineOptions eo;
+    eo.threads = threads;
+    auto e = Engine::open(path, eo);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    eng = std::move(*e);
+    auto t = Tokenizer::from_gguf(eng->file().meta());
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    tok = std::move(*t);
+    prompt = tok.encode(prompt_text, true, true);
+  }
+};
+
+SamplingParams greedy_params() {
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  return greedy;
+}
+
+// Plain greedy decoding of n tokens after m's prompt: what speculation must reproduce.
+void plain_greedy(Opened& m, int n, GenRun* out) {
+  auto plain = gen(*m.eng, m.tok, m.prompt, n, greedy_params(), nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  ASSERT_EQ(int(plain->tokens.size()), n);
+  *out = std::move(*plain);
+}
+
 }  // namespace
 
 TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
@@ -241,17 +254,11 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
     ASSERT_FALSE(path.empty() || other.empty()) << why;
     EngineOptions resident;
     resident.threads = 2;
-    auto eng = Engine::open(path, resident);
-    ASSERT_TRUE(eng.ok()) << eng.error().message;
-    auto tok = Tokenizer::from_gguf((*eng)->file().meta());
-    ASSERT_TRUE(tok.ok()) << tok.error().message;
-    const std::vector<int32_t> prompt = tok->encode("one two three, one two three, one two", true, true);
-    SamplingParams greedy;
-    greedy.temperature = 0;
+    Opened m;
+    ASSERT_NO_FATAL_FAILURE(m.open(path, resident.threads, kRepeatingPrompt));
     const int N = 48;
-    auto plain = gen(**eng, *tok, prompt, N, greedy, nullptr);
-    ASSERT_TRUE(plain.ok()) << plain.error().message;
-    ASSERT_EQ(int(plain->tokens.size()), N);
+    GenRun plain;
+    ASSERT_NO_FATAL_FAILURE(plain_greedy(m, N, &plain));
 
     // Random weights write no text worth looking up, and another seed's draft rarely
     // agrees: those runs test rejection and rollback; the same model (the self draft
@@ -259,37 +266,37 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
     enum Expect { kDrafts, kAccepts, kRejects };
     auto check = [&](const char* what, Engine& e, Speculator& spec, Expect ex) {
       SCOPED_TRACE(what);
-      auto r = gen(e, *tok, prompt, N, greedy, &spec);
+      auto r = gen(e, m.tok, m.prompt, N, greedy_params(), &spec);
       ASSERT_TRUE(r.ok()) << r.error().message;
-      EXPECT_EQ(r->tokens, plain->tokens);
+      EXPECT_EQ(r->tokens, plain.tokens);
       EXPECT_GT(r->stats.drafted, 0);
       if (ex == kAccepts) EXPECT_LT(r->stats.passes, N / 2);  // most passes gave several tokens
       if (ex == kRejects) EXPECT_LT(r->stats.accepted, r->stats.drafted);
     };
-    check("ngram", **eng, *one(make_ngram_drafter(1, 4), 6), kDrafts);
-    check("self, all resident", **eng, *one(make_self_drafter((*eng)->model(), nullptr), 4), kAccepts);
+    check("ngram", *m.eng, *one(make_ngram_drafter(1, 4), 6), kDrafts);
+    check("self, all resident", *m.eng, *one(make_self_drafter(m.eng->model(), nullptr), 4), kAccepts);
     {
       auto de = Engine::open(path, resident);
       ASSERT_TRUE(de.ok());
-      auto d = make_model_drafter(std::move(*de), *tok, 256);
+      auto d = make_model_drafter(std::move(*de), m.tok, 256);
       ASSERT_TRUE(d.ok()) << d.error().message;
-      check("draft: the same model", **eng, *one(std::move(*d), 5), kAccepts);
+      check("draft: the same model", *m.eng, *one(std::move(*d), 5), kAccepts);
     }
     {
       auto de = Engine::open(other, resident);
       ASSERT_TRUE(de.ok());
-      auto d = make_model_drafter(std::move(*de), *tok, 256);
+      auto d = make_model_drafter(std::move(*de), m.tok, 256);
       ASSERT_TRUE(d.ok()) << d.error().message;
-      check("draft: another model", **eng, *one(std::move(*d), 3), kRejects);
+      check("draft: another model", *m.eng, *one(std::move(*d), 3), kRejects);
     }
     // Streaming through a cache of 3 experts: the self draft skips most of them.
     StreamingExpertStore* store = nullptr;
     auto se = Engine::open(path, streaming_options(3, &store));
     ASSERT_TRUE(se.ok()) << se.error().message;
     ASSERT_NE(store, nullptr);
-    auto sp = gen(**se, *tok, prompt, N, greedy, nullptr);
+    auto sp = gen(**se, m.tok, m.prompt, N, greedy_params(), nullptr);
     ASSERT_TRUE(sp.ok());
-    EXPECT_EQ(sp->tokens, plain->tokens);
+    EXPECT_EQ(sp->tokens, plain.tokens);
     const StoreStats before = store->stats();
     check("self, streaming", **se, *one(make_self_drafter((*se)->model(), store), 4), kRejects);
     const StoreStats d = store->stats() - before;
@@ -298,9 +305,9 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
     both.push_back(make_ngram_drafter());
     both.push_back(make_self_drafter((*se)->model(), store));
     Speculator adaptive(std::move(both), 8, /*adaptive=*/true);
-    auto ar = gen(**se, *tok, prompt, N, greedy, &adaptive);
+    auto ar = gen(**se, m.tok, m.prompt, N, greedy_params(), &adaptive);
     ASSERT_TRUE(ar.ok()) << ar.error().message;
-    EXPECT_EQ(ar->tokens, plain->tokens) << "auto";
+    EXPECT_EQ(ar->tokens, plain.tokens) << "auto";
   }
 }
 
@@ -311,13 +318,8 @@ TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
   std::string why;
   const std::string path = tiny_model("qwen3moe", 1, &why);
   ASSERT_FALSE(path.empty()) << why;
-  EngineOptions eo;
-  eo.threads = 1;
-  auto eng = Engine::open(path, eo);
-  ASSERT_TRUE(eng.ok()) << eng.error().message;
-  auto tok = Tokenizer::from_gguf((*eng)->file().meta());
-  ASSERT_TRUE(tok.ok());
-  const std::vector<int32_t> prompt = tok->encode("abc", true, true);
+  Opened m;
+  ASSERT_NO_FATAL_FAILURE(m.open(path, 1, "abc"));
   SamplingParams sp;
   sp.temperature = 1.0f;
   sp.top_k = 2;
@@ -329,8 +331,8 @@ TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
   for (int side = 0; side < 2; ++side) {
     for (int i = 0; i < N; ++i) {
       sp.seed = uint64_t(side * 100000 + i + 1);
-      auto spec = side ? one(make_self_drafter((*eng)->model(), nullptr), 3) : nullptr;
-      auto r = gen(**eng, *tok, prompt, 4, sp, spec.get());
+      auto spec = side ? one(make_self_drafter(m.eng->model(), nullptr), 3) : nullptr;
+      auto r = gen(*m.eng, m.tok, m.prompt, 4, sp, spec.get());
       ASSERT_TRUE(r.ok()) << r.error().message;
       ++counts[r->tokens][size_t(side)];
       drafted += r->stats.drafted;
@@ -367,26 +369,20 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalOnQuantizedModels) {
       std::string why;
       const std::string path = tiny_model(arch, 3, &why, q);
       ASSERT_FALSE(path.empty()) << why;
-      EngineOptions resident;
-      resident.threads = 2;
-      auto eng = Engine::open(path, resident);
-      ASSERT_TRUE(eng.ok()) << eng.error().message;
-      auto tok = Tokenizer::from_gguf((*eng)->file().meta());
-      ASSERT_TRUE(tok.ok()) << tok.error().message;
-      const std::vector<int32_t> prompt = tok->encode("one two three, one two three, one two", true, true);
-      SamplingParams greedy;
-      greedy.temperature = 0;
+      Opened m;
+      ASSERT_NO_FATAL_FAILURE(m.open(path, 2, kRepeatingPrompt));
       const int N = 40;
-      auto plain = gen(**eng, *tok, prompt, N, greedy, nullptr);
-      ASSERT_TRUE(plain.ok()) << plain.error().message;
-      auto ng = gen(**eng, *tok, prompt, N, greedy, one(make_ngram_drafter(1, 4), 6).get());
+      GenRun plain;
+      ASSERT_NO_FATAL_FAILURE(plain_greedy(m, N, &plain));
+      auto ng = gen(*m.eng, m.tok, m.prompt, N, greedy_params(), one(make_ngram_drafter(1, 4), 6).get());
       ASSERT_TRUE(ng.ok()) << ng.error().message;
-      EXPECT_EQ(ng->tokens, plain->tokens) << "ngram";
+      EXPECT_EQ(ng->tokens, plain.tokens) << "ngram";
       // The full model as its own draft: every guess should be accepted, so most
       // passes verify several rows.
-      auto self = gen(**eng, *tok, prompt, N, greedy, one(make_self_drafter((*eng)->model(), nullptr), 4).get());
+      auto self =
+          gen(*m.eng, m.tok, m.prompt, N, greedy_params(), one(make_self_drafter(m.eng->model(), nullptr), 4).get());
       ASSERT_TRUE(self.ok()) << self.error().message;
-      EXPECT_EQ(self->tokens, plain->tokens) << "self";
+      EXPECT_EQ(self->tokens, plain.tokens) << "self";
       EXPECT_EQ(self->stats.accepted, self->stats.drafted) << "a draft by the same model was rejected";
       EXPECT_LT(self->stats.passes, N / 2);
     }

@@ -23,47 +23,23 @@
 #include "runtime/engine.h"
 #include "store/streaming_store.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 
 using namespace deltafin;
 
 namespace {
 
-std::string tmp_dir() {
-  static const std::string d = [] {
-    std::string p = ::testing::TempDir() + "deltafin_test_store_" + std::to_string(::getpid());
-    std::string cmd = "mkdir -p '" + p + "'";
-    (void)std::system(cmd.c_str());
-    return p;
-  }();
-  return d;
-}
-
 // A tiny synthetic model of `arch`, written once per process; empty if synth (or the
 // architecture's loader) cannot make it yet.
 std::string tiny_model(const std::string& arch, std::string* why) {
-  static std::map<std::string, std::pair<std::string, std::string>> made;
-  auto it = made.find(arch);
-  if (it != made.end()) {
-    *why = it->second.second;
-    return it->second.first;
-  }
   SynthSpec s;
-  std::string path = tmp_dir() + "/tiny-" + arch + ".gguf";
-  std::string err;
   if (!synth_preset("tiny", arch, &s)) {
-    err = "no tiny preset";
-  } else {
-    s.n_expert = std::max(s.n_expert, 8);
-    s.skew = 0.5f;  // some experts popular, as in real models
-    ThreadPool pool(2);
-    SynthReport r;
-    Status st = synth_model(s, path, pool, &r);
-    if (!st.ok()) err = st.error().message;
+    *why = "no tiny preset";
+    return {};
   }
-  if (!err.empty()) path.clear();
-  made[arch] = {path, err};
-  *why = err;
-  return path;
+  s.n_expert = std::max(s.n_expert, 8);
+  s.skew = 0.5f;  // some experts popular, as in real models
+  return synth_once("store", "tiny-" + arch, s, why);
 }
 
 struct Run {
@@ -125,25 +101,50 @@ EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, Stre
 
 const char* kArchs[] = {"qwen3moe", "deepseek2", "kimi-k3", "llama"};
 
+// The tiny qwen3moe model, opened, and its expert layers: where most tests here start.
+struct TinyQwen {
+  std::string path;
+  std::unique_ptr<ModelFile> file;
+  std::vector<ExpertLayerInfo> layers;
+  // Fails the calling test (call it inside ASSERT_NO_FATAL_FAILURE) if it cannot be made.
+  void open() {
+    std::string why;
+    path = tiny_model("qwen3moe", &why);
+    ASSERT_FALSE(path.empty()) << why;
+    auto f = ModelFile::open(path, local_file_opener());
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    file = std::move(*f);
+    layers = find_expert_layers(*file);
+    ASSERT_FALSE(layers.empty());
+  }
+};
+
+// What an MoE layer does with the store: requests `experts` of `layer`, then takes
+// and releases each as it lands.
+void request_and_use(ExpertStore& s, int layer, std::vector<int32_t> experts) {
+  s.request(layer, experts.data(), int(experts.size()));
+  while (!experts.empty()) {
+    int which = -1;
+    ASSERT_TRUE(s.acquire_any(layer, experts.data(), int(experts.size()), &which).ok());
+    s.release(layer, experts[size_t(which)]);
+    experts.erase(experts.begin() + which);
+  }
+}
+
 }  // namespace
 
 TEST(ExpertStore, StreamedBytesMatchResident) {
-  std::string why;
-  const std::string path = tiny_model("qwen3moe", &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto file = ModelFile::open(path, local_file_opener());
-  ASSERT_TRUE(file.ok()) << file.error().message;
-  auto layers = find_expert_layers(**file);
-  ASSERT_FALSE(layers.empty());
-  auto resident = make_resident_expert_store(**file, layers);
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  auto resident = make_resident_expert_store(*m.file, m.layers);
   ASSERT_TRUE(resident.ok()) << resident.error().message;
   for (bool direct : {true, false}) {
     StreamingOptions so;
     so.max_slots = 1;
     so.direct = direct;
-    auto streaming = make_streaming_expert_store(**file, layers, so);
+    auto streaming = make_streaming_expert_store(*m.file, m.layers, so);
     ASSERT_TRUE(streaming.ok()) << streaming.error().message;
-    for (const auto& l : layers) {
+    for (const auto& l : m.layers) {
       for (int e = 0; e < l.n_expert; ++e) {
         auto a = (*resident)->acquire(l.layer, e);
         auto b = (*streaming)->acquire(l.layer, e);
@@ -165,15 +166,15 @@ TEST(ExpertStore, StreamedBytesMatchResident) {
     const StoreStats s = (*streaming)->stats();
     EXPECT_EQ(s.slots, 1);
     EXPECT_GT(s.evictions, 0u);
-    EXPECT_EQ(s.reads, uint64_t(layers.size()) * uint64_t(layers[0].n_expert));
+    EXPECT_EQ(s.reads, uint64_t(m.layers.size()) * uint64_t(m.layers[0].n_expert));
     EXPECT_EQ(s.bytes_read % kDirectAlign, 0u);
   }
   // Out of range is an error, not a crash.
   StreamingOptions so;
   so.max_slots = 1;
-  auto streaming = make_streaming_expert_store(**file, layers, so);
+  auto streaming = make_streaming_expert_store(*m.file, m.layers, so);
   ASSERT_TRUE(streaming.ok());
-  EXPECT_FALSE((*streaming)->acquire(layers[0].layer, layers[0].n_expert).ok());
+  EXPECT_FALSE((*streaming)->acquire(m.layers[0].layer, m.layers[0].n_expert).ok());
   EXPECT_FALSE((*streaming)->acquire(999, 0).ok());
 }
 
@@ -244,16 +245,13 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
 
 // --mem: the Engine keeps the core resident and gives the rest to the cache.
 TEST(ExpertStore, EngineBudget) {
-  std::string why;
-  const std::string path = tiny_model("qwen3moe", &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto file = ModelFile::open(path, local_file_opener());
-  ASSERT_TRUE(file.ok());
-  auto ix = ExpertIndex::build(**file, find_expert_layers(**file));
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  auto ix = ExpertIndex::build(*m.file, m.layers);
   ASSERT_TRUE(ix.ok()) << ix.error().message;
   const uint64_t slot = expert_slot_bytes(*ix);
   EXPECT_GT(ix->core_bytes(), 0u);
-  EXPECT_EQ(ix->core_bytes() + ix->expert_bytes() <= (*file)->total_bytes(), true);
+  EXPECT_EQ(ix->core_bytes() + ix->expert_bytes() <= m.file->total_bytes(), true);
 
   EngineOptions eo;
   eo.threads = 2;
@@ -261,46 +259,42 @@ TEST(ExpertStore, EngineBudget) {
   eo.mem_bytes = ix->core_bytes() + eo.reserve_bytes + 3 * slot + slot / 2;
   eo.stream.profile_path = "";
   const std::vector<int32_t> ids = random_ids(12, 256, 3);
-  auto run = evaluate(path, eo, ids, 8, 8);
+  auto run = evaluate(m.path, eo, ids, 8, 8);
   ASSERT_TRUE(run.ok()) << run.error().message;
   EXPECT_TRUE(run->streamed);
   EXPECT_EQ(run->stats.slots, 3);
   EngineOptions ro;
   ro.threads = 2;
-  auto ref = evaluate(path, ro, ids, 8, 8);
+  auto ref = evaluate(m.path, ro, ids, 8, 8);
   ASSERT_TRUE(ref.ok());
   EXPECT_FALSE(ref->streamed);
   EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0);
 
   // Too small a budget is a clear error.
   eo.mem_bytes = ix->core_bytes();
-  auto bad = Engine::open(path, eo);
+  auto bad = Engine::open(m.path, eo);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("too small"), std::string::npos) << bad.error().message;
 
   // Auto: a model that fits stays resident.
   eo.mem_bytes = EngineOptions::kMemAuto;
-  auto fits = Engine::open(path, eo);
+  auto fits = Engine::open(m.path, eo);
   ASSERT_TRUE(fits.ok());
   EXPECT_EQ((*fits)->streaming_store(), nullptr);
 }
 
 // Many threads acquiring, checking and releasing through a 3-expert cache.
 TEST(ExpertStore, ConcurrentAcquireRelease) {
-  std::string why;
-  const std::string path = tiny_model("qwen3moe", &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto file = ModelFile::open(path, local_file_opener());
-  ASSERT_TRUE(file.ok());
-  auto layers = find_expert_layers(**file);
-  auto resident = make_resident_expert_store(**file, layers);
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  auto resident = make_resident_expert_store(*m.file, m.layers);
   ASSERT_TRUE(resident.ok());
   for (CachePolicy pol : {CachePolicy::LFU, CachePolicy::LRU}) {
     StreamingOptions so;
     so.max_slots = 3;
     so.io_threads = 3;
     so.policy = pol;
-    auto streaming = make_streaming_expert_store(**file, layers, so);
+    auto streaming = make_streaming_expert_store(*m.file, m.layers, so);
     ASSERT_TRUE(streaming.ok());
     ExpertStore& st = **streaming;
     std::atomic<int> bad{0}, lookups{0};
@@ -316,7 +310,7 @@ TEST(ExpertStore, ConcurrentAcquireRelease) {
       threads.emplace_back([&, t] {
         std::mt19937 g(uint32_t(100 + t));
         for (int it = 0; it < 300; ++it) {
-          const auto& l = layers[g() % layers.size()];
+          const auto& l = m.layers[g() % m.layers.size()];
           if (t % 2 == 0) {
             const int e = int(g() % uint32_t(l.n_expert));
             ++lookups;
@@ -365,20 +359,16 @@ TEST(ExpertStore, ConcurrentAcquireRelease) {
 
 // The usage profile survives the process and warms the next store's cache.
 TEST(ExpertStore, UsageProfileWarmsTheCache) {
-  std::string why;
-  const std::string path = tiny_model("qwen3moe", &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto file = ModelFile::open(path, local_file_opener());
-  ASSERT_TRUE(file.ok());
-  auto layers = find_expert_layers(**file);
-  const std::string profile = tmp_dir() + "/sub/dir/tiny.profile";
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  const std::string profile = test_dir("store") + "/sub/dir/tiny.profile";
   std::remove(profile.c_str());
   StreamingOptions so;
   so.max_slots = 2;
   so.profile_path = profile;
-  const int hot_layer = layers.back().layer;
+  const int hot_layer = m.layers.back().layer;
   {
-    auto s = make_streaming_expert_store(**file, layers, so);
+    auto s = make_streaming_expert_store(*m.file, m.layers, so);
     ASSERT_TRUE(s.ok());
     for (int it = 0; it < 10; ++it) {
       for (int e : {3, 5}) {
@@ -386,27 +376,20 @@ TEST(ExpertStore, UsageProfileWarmsTheCache) {
         (*s)->release(hot_layer, e);
       }
     }
-    ASSERT_TRUE((*s)->acquire(layers[0].layer, 1).ok());  // used once: not among the hottest
-    (*s)->release(layers[0].layer, 1);
+    ASSERT_TRUE((*s)->acquire(m.layers[0].layer, 1).ok());  // used once: not among the hottest
+    (*s)->release(m.layers[0].layer, 1);
   }
   FILE* f = std::fopen(profile.c_str(), "r");
   ASSERT_NE(f, nullptr) << "profile not written";
   std::fclose(f);
 
-  auto s = make_streaming_expert_store(**file, layers, so);
+  auto s = make_streaming_expert_store(*m.file, m.layers, so);
   ASSERT_TRUE(s.ok());
   for (int i = 0; i < 500 && (*s)->stats().cached < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   StoreStats warm = (*s)->stats();
   EXPECT_EQ(warm.prefetch_reads, 2u);
   EXPECT_EQ(warm.cached, 2);
-  std::vector<int32_t> hot = {3, 5};
-  (*s)->request(hot_layer, hot.data(), 2);
-  while (!hot.empty()) {
-    int which = -1;
-    ASSERT_TRUE((*s)->acquire_any(hot_layer, hot.data(), int(hot.size()), &which).ok());
-    (*s)->release(hot_layer, hot[size_t(which)]);
-    hot.erase(hot.begin() + which);
-  }
+  ASSERT_NO_FATAL_FAILURE(request_and_use(**s, hot_layer, {3, 5}));
   const StoreStats after = (*s)->stats();
   EXPECT_EQ(after.hits, 2u);
   EXPECT_EQ(after.prefetch_hits, 2u);
@@ -418,7 +401,7 @@ TEST(ExpertStore, UsageProfileWarmsTheCache) {
     FILE* g = std::fopen(profile.c_str(), "w");
     std::fputs("deltafin-expert-profile 1\nmodel 1 2 3\n0 0 5\n", g);
     std::fclose(g);
-    auto s2 = make_streaming_expert_store(**file, layers, so);
+    auto s2 = make_streaming_expert_store(*m.file, m.layers, so);
     ASSERT_TRUE(s2.ok());
     EXPECT_EQ((*s2)->stats().prefetch_reads, 0u);
   }
@@ -428,20 +411,16 @@ TEST(ExpertStore, UsageProfileWarmsTheCache) {
 // cache without evicting a pinned expert, and the layer's request scores the
 // prediction (recall, useful reads).
 TEST(ExpertStore, PredictionReadsAheadAndIsScored) {
-  std::string why;
-  const std::string path = tiny_model("qwen3moe", &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto file = ModelFile::open(path, local_file_opener());
-  ASSERT_TRUE(file.ok());
-  auto layers = find_expert_layers(**file);
-  ASSERT_GE(layers.size(), 2u);
-  ASSERT_GE(layers[0].n_expert, 6);
-  const int l0 = layers[0].layer, l1 = layers[1].layer;
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  ASSERT_GE(m.layers.size(), 2u);
+  ASSERT_GE(m.layers[0].n_expert, 6);
+  const int l0 = m.layers[0].layer, l1 = m.layers[1].layer;
   StreamingOptions so;
   so.max_slots = 6;
   so.prefetch = PrefetchMode::On;
   so.io_threads = 2;
-  auto s = make_streaming_expert_store(**file, layers, so);
+  auto s = make_streaming_expert_store(*m.file, m.layers, so);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE((*s)->wants_prediction(l1));
   // Layer l0's experts fill the cache; expert 0 stays pinned.
@@ -476,14 +455,7 @@ TEST(ExpertStore, PredictionReadsAheadAndIsScored) {
   (*s)->release(l0, 0);
 
   // The layer routes to 0, 1 and 5: two of three predicted, two of three reads used.
-  std::vector<int32_t> routed = {0, 1, 5};
-  (*s)->request(l1, routed.data(), 3);
-  while (!routed.empty()) {
-    int which = -1;
-    ASSERT_TRUE((*s)->acquire_any(l1, routed.data(), int(routed.size()), &which).ok());
-    (*s)->release(l1, routed[size_t(which)]);
-    routed.erase(routed.begin() + which);
-  }
+  ASSERT_NO_FATAL_FAILURE(request_and_use(**s, l1, {0, 1, 5}));
   st = (*s)->stats();
   const LayerPrefetchStats* l = nullptr;
   for (const auto& x : st.layers)
@@ -503,7 +475,7 @@ TEST(ExpertStore, PredictionReadsAheadAndIsScored) {
 
   // Prefetch off: no prediction wanted, none recorded.
   so.prefetch = PrefetchMode::Off;
-  auto off = make_streaming_expert_store(**file, layers, so);
+  auto off = make_streaming_expert_store(*m.file, m.layers, so);
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE((*off)->wants_prediction(l1));
   (*off)->predict(l1, predicted.data(), 3);
