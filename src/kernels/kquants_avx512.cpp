@@ -23,6 +23,18 @@ inline __m512i scale_index(int first, int per) {
   return _mm512_load_si512(idx);
 }
 
+// Block i of the next NR rows (the caller's next call, `ahead` bytes on) into L1
+// while this call computes: decode streams weights from DRAM. Prefetches never fault.
+template <int NR, class Block>
+inline void prefetch_next_rows(const Block* const* a, int64_t i, size_t ahead) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+    for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
+    prefetch_l1(p + sizeof(Block) - 1);
+  }
+}
+
 template <int Bits, int NT>
 void dot512_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
@@ -98,16 +110,9 @@ void dot512_q45k_rows(int64_t n, float* out, const void* w, size_t w_stride, con
   __m128 accm[NR];
   DF_UNROLL
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps(), accm[r] = _mm_setzero_ps();
-  // Fetch block i of the next NR rows (the caller's next call) while this one
-  // computes: decode streams weights from DRAM. Prefetches never fault.
   const size_t ahead = NR * w_stride;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
-      for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
-      prefetch_l1(p + sizeof(Block) - 1);
-    }
+    prefetch_next_rows<NR>(a, i, ahead);
     const BlockQ8_K& b = by[i];
     const __m256i bs = loadu256(b.bsums);
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
@@ -181,6 +186,18 @@ inline void group_indices(__m512i* idx) {
   for (int g = 0; g < 4; ++g) idx[g] = scale_index(4 * g, 8);  // group g: sub-blocks 4g .. 4g + 3
 }
 
+// The 6-bit codes of group g (0..3) of a Q6_K block. Groups 2h and 2h+1 share
+// ql[64h..] and qh[32h..]: an even group loads them into ql / hx, the odd one reuses them.
+inline __m512i q6k_codes(const BlockQ6_K& blk, int g, __m512i& ql, __m512i& hx) {
+  if ((g & 1) == 0) {
+    ql = loadu512(blk.ql + 32 * g);
+    __m256i qh = loadu256(blk.qh + 16 * g);
+    hx = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: codes of k = 0 | k = 1; bits 4-5: k = 2 | k = 3
+    return _mm512_or_si512(_mm512_and_si512(ql, mask8x64(15)), _mm512_and_si512(_mm512_slli_epi16(hx, 4), mask8x64(0x30)));
+  }
+  return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask8x64(15)), _mm512_and_si512(hx, mask8x64(0x30)));
+}
+
 template <int NT>
 void dot512_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ6_K*>(w);
@@ -200,15 +217,7 @@ void dot512_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
       sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
     }
     __m512i ql = _mm512_setzero_si512(), hx = ql;
-    auto unpack = [&](int g) {
-      if ((g & 1) == 0) {  // groups 2h, 2h+1 share ql[64h..], qh[32h..]
-        ql = loadu512(blk.ql + 32 * g);
-        __m256i qh = loadu256(blk.qh + 16 * g);
-        hx = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: codes of k = 0 | k = 1; bits 4-5: k = 2 | k = 3
-        return _mm512_or_si512(_mm512_and_si512(ql, mask8x64(15)), _mm512_and_si512(_mm512_slli_epi16(hx, 4), mask8x64(0x30)));
-      }
-      return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask8x64(15)), _mm512_and_si512(hx, mask8x64(0x30)));
-    };
+    auto unpack = [&](int g) { return q6k_codes(blk, g, ql, hx); };
     dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
     float da = h2f(blk.d);
     DF_UNROLL
@@ -237,12 +246,7 @@ void dot512_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, cons
   for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   const size_t ahead = NR * w_stride;
   for (int64_t i = 0; i < n / kQK; ++i) {
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
-      for (size_t o = 0; o < sizeof(BlockQ6_K); o += 64) prefetch_l1(p + o);
-      prefetch_l1(p + sizeof(BlockQ6_K) - 1);
-    }
+    prefetch_next_rows<NR>(a, i, ahead);
     const BlockQ8_K& b = by[i];
     const __m256i bs = loadu256(b.bsums);
     __m512i sc512[NR], sumi[NR], odd[NR], ql[NR], hx[NR];
@@ -259,18 +263,7 @@ void dot512_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, cons
       const __m512i yv = loadu512(b.qs + 64 * g);
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
-        const BlockQ6_K& blk = a[r][i];
-        __m512i qv;
-        if ((g & 1) == 0) {  // as dot512_q6k's unpack
-          ql[r] = loadu512(blk.ql + 32 * g);
-          __m256i qh = loadu256(blk.qh + 16 * g);
-          hx[r] = join(qh, _mm256_srli_epi16(qh, 2));
-          qv = _mm512_or_si512(_mm512_and_si512(ql[r], mask8x64(15)),
-                               _mm512_and_si512(_mm512_slli_epi16(hx[r], 4), mask8x64(0x30)));
-        } else {
-          qv = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql[r], 4), mask8x64(15)),
-                               _mm512_and_si512(hx[r], mask8x64(0x30)));
-        }
+        const __m512i qv = q6k_codes(a[r][i], g, ql[r], hx[r]);
         __m512i sv = _mm512_permutexvar_epi16(idx[g], sc512[r]);
         __m512i p = _mm512_maddubs_epi16(qv, yv);
         if (g & 1) odd[r] = _mm512_dpwssd_epi32(odd[r], p, sv);
