@@ -70,6 +70,58 @@ void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_float<T, Load, Scalar, 2>(n, out + 2, w, xp + 2);
 }
 
+// out[r] = dot(w row r, x) for NR rows of a 32-value block type, `w_stride` bytes
+// apart, against one Q8_0 row: the decode matvec's kernel. Per row the operations of
+// dot_q32<Dec, 1> in the same order (each result bit-identical to vec_dot); the
+// activation's quants and scales are loaded once for all rows, the rows' chains
+// overlap, and the next rows' blocks are prefetched (decode streams weights from DRAM).
+template <class Dec, int NR>
+void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  using Block = typename Dec::Block;
+  const Block* a[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / kQ32;
+  __m256 acc[NR][2];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const size_t ahead = NR * w_stride;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + 8 * sizeof(Block) - 1);
+    }
+    const __m256 db = fp16_scales8(b + i);
+    alignas(32) float d[NR][8];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) _mm256_store_ps(d[r], _mm256_mul_ps(Dec::d8(a[r] + i), db));
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const __m256i y = loadu256(b[i + k].qs);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __m256i p = dot_i8(Dec::q(a[r][i + k]), y);
+        acc[r][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(p), acc[r][k & 1]);
+      }
+    }
+  }
+  for (; i < nb; ++i) {
+    const __m256i y = loadu256(b[i].qs);
+    const float dy = h2f(b[i].d);
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      __m256i p = dot_i8(Dec::q(a[r][i]), y);
+      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::d(a[r][i]) * dy), _mm256_cvtepi32_ps(p), acc[r][0]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+
 void to_f16_avx2(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<uint16_t*>(dst);
   int64_t i = 0;
@@ -115,19 +167,19 @@ void from_bf16_avx2(const void* src, float* y, int64_t n) {
 }  // namespace
 
 void install_avx2(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4 = nullptr) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
-    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
+    r.vec_dot_r4 = dot_r4;  // null: decode takes vec_dot row by row (see types.h)
     r.isa = Isa::AVX2;
   };
   set(DType::F32, dot_float_1<float, load8_f32, id_f32>, dot_float_4<float, load8_f32, id_f32>);
   set(DType::F16, dot_float_1<uint16_t, load8_f16, f16_scalar>, dot_float_4<uint16_t, load8_f16, f16_scalar>);
   set(DType::BF16, dot_float_1<uint16_t, load8_bf16, bf16_scalar>, dot_float_4<uint16_t, load8_bf16, bf16_scalar>);
-  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
-  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
-  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_rows<DecodeQ8_0, 4>);
+  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_rows<DecodeQ4_0, 4>);
+  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_rows<DecodeMXFP4, 4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx2;
   t[uint32_t(DType::F16)].to_float = from_f16_avx2;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx2;

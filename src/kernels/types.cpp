@@ -2,6 +2,10 @@
 // set built on top of the next lower one, so a row always has every kernel.
 #include "kernels/types.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include <array>
 
 #include "kernels/kernels_impl.h"
@@ -64,6 +68,19 @@ struct Tables {
     install_neon(neon.data());
     best = Isa::NEON;
 #endif
+    // DELTAFIN_ISA=scalar|avx2|avx512|neon runs a lesser kernel set than the best the
+    // CPU has (to measure or check it); a set the CPU lacks is ignored with a warning.
+    if (const char* want = std::getenv("DELTAFIN_ISA"); want != nullptr && *want != 0) {
+      bool found = false;
+      for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::NEON})
+        if (std::strcmp(want, isa_name(i)) == 0 && get(i) != nullptr) {
+          best = i;
+          found = true;
+        }
+      if (!found)
+        std::fprintf(stderr, "warning: DELTAFIN_ISA=%s is not a kernel set this CPU runs; using %s\n", want,
+                     isa_name(best));
+    }
   }
 
   const Table* get(Isa isa) const {

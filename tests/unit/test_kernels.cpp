@@ -454,9 +454,13 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
       }
     }
   }
+  if (isa_supported(Isa::AVX2)) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4}) EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_r4, nullptr);
+  }
   if (isa_supported(Isa::AVX512)) {
     EXPECT_NE(type_traits_isa(DType::Q8_0, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q4_K, Isa::AVX512)->vec_dot_r4, nullptr);
+    EXPECT_NE(type_traits_isa(DType::Q6_K, Isa::AVX512)->vec_dot_r4, nullptr);
   }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
 }
