@@ -4,17 +4,151 @@
 
 namespace deltafin::kern {
 
+namespace {
+
+// Block i of rows [0, NR) `ahead` bytes on (the caller's next rows) into L1 while
+// this call computes: decode streams weights from DRAM. Prefetches never fault.
+template <int NR, class Block>
+inline void prefetch_ahead(const Block* const* a, int64_t i, size_t ahead) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+    for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
+    prefetch_l1(p + sizeof(Block) - 1);
+  }
+}
+
+template <class Block, int NR>
+inline void row_ptrs(const void* w, size_t w_stride, const Block** a) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+}
+
+// NR Q4_K/Q5_K rows against one Q8_K row: per row the operations of dot_q45k<Bits, 1>
+// in the same order (bit-identical to vec_dot), the activation loaded once.
+template <int Bits, int NR>
+void dot_q45k_rows(int64_t n, float* out, const void* w, size_t w_stride, size_t ahead, const void* x) {
+  using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
+  static_assert(kAcc<1> == 1, "AVX2 build: one accumulator per row");
+  const Block* a[NR];
+  row_ptrs<Block, NR>(w, w_stride, a);
+  const auto* by = static_cast<const BlockQ8_K*>(x);
+  __m256 acc[NR];
+  __m128 accm[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    prefetch_ahead<NR>(a, i, ahead);
+    const BlockQ8_K& b = by[i];
+    const __m256i bs = loadu256(b.bsums);
+    const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    __m256i scales[NR], sumi[NR], hb[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const Block& blk = a[r][i];
+      __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));
+      __m128i mins = _mm256_extracti128_si256(scm, 1);
+      scales[r] = _mm256_permute2x128_si256(scm, scm, 0x00);
+      const float dm = h2f(blk.dmin);
+      accm[r] = _mm_fmadd_ps(_mm_set1_ps(dm * b.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), accm[r]);
+      sumi[r] = _mm256_setzero_si256();
+      if constexpr (Bits == 5) hb[r] = loadu256(blk.qh);
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      const __m256i ylo = loadu256(b.qs + 64 * c), yhi = loadu256(b.qs + 64 * c + 32);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __m256i q = loadu256(a[r][i].qs + 32 * c);
+        __m256i lo = _mm256_and_si256(q, mask8(15));
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask8(15));
+        if constexpr (Bits == 5) {
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb[r], 4), mask8(16)));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb[r], 3), mask8(16)));
+          hb[r] = _mm256_srli_epi16(hb[r], 2);
+        }
+        sumi[r] = madd_acc(sumi[r], _mm256_maddubs_epi16(lo, ylo), _mm256_shuffle_epi8(scales[r], elem16_ctrl(2 * c)));
+        sumi[r] = madd_acc(sumi[r], _mm256_maddubs_epi16(hi, yhi), _mm256_shuffle_epi8(scales[r], elem16_ctrl(2 * c + 1)));
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[r][i].d) * b.d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(acc[r]) - hsum4(accm[r]);
+}
+
+// NR Q6_K rows against one Q8_K row, as dot_q6k<1> per row.
+template <int NR>
+void dot_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, size_t ahead, const void* x) {
+  const BlockQ6_K* a[NR];
+  row_ptrs<BlockQ6_K, NR>(w, w_stride, a);
+  const auto* by = static_cast<const BlockQ8_K*>(x);
+  __m256 acc[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    prefetch_ahead<NR>(a, i, ahead);
+    const BlockQ8_K& b = by[i];
+    const __m256i bs = loadu256(b.bsums);
+    __m128i sc8[NR];
+    __m256i sumi[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      sc8[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[r][i].scales));
+      __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8[r]), bs);
+      sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
+    }
+    DF_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const BlockQ6_K& blk = a[r][i];
+        __m256i ql0 = loadu256(blk.ql + 64 * h), ql1 = loadu256(blk.ql + 64 * h + 32);
+        __m256i qh = loadu256(blk.qh + 32 * h);
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x03)), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x0c)), 2));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask8(15)), _mm256_and_si256(qh, mask8(0x30)));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask8(15)),
+                               _mm256_srli_epi16(_mm256_and_si256(qh, mask8(0xc0)), 2));
+        DF_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          __m256i p = _mm256_maddubs_epi16(q[k], loadu256(b.qs + 128 * h + 32 * k));
+          sumi[r] = madd_acc(sumi[r], p, scale_pair_i8(sc8[r], 8 * h + 2 * k));
+        }
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[r][i].d) * b.d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(acc[r]);
+}
+
+// vec_dot_r4 from two-row passes (four rows' state does not fit AVX2's 16 registers);
+// both prefetch the caller's next four rows.
+template <void (*F)(int64_t, float*, const void*, size_t, size_t, const void*)>
+void r4_from_pairs(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  F(n, out, w, w_stride, 4 * w_stride, x);
+  F(n, out + 2, static_cast<const uint8_t*>(w) + 2 * w_stride, w_stride, 2 * w_stride, x);
+}
+
+}  // namespace
+
 void install_kquants_avx2(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4 = nullptr) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
-    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
+    r.vec_dot_r4 = dot_r4;  // null: decode takes vec_dot row by row (see types.h)
     r.isa = Isa::AVX2;
   };
-  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot_q45k<4, 4>);
-  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot_q45k<5, 4>);
-  set(DType::Q6_K, one<dot_q6k<1>>, dot_q6k<4>);
+  set(DType::Q4_K, one<dot_q45k<4, 1>>, dot_q45k<4, 4>, r4_from_pairs<dot_q45k_rows<4, 2>>);
+  set(DType::Q5_K, one<dot_q45k<5, 1>>, dot_q45k<5, 4>, r4_from_pairs<dot_q45k_rows<5, 2>>);
+  set(DType::Q6_K, one<dot_q6k<1>>, dot_q6k<4>, r4_from_pairs<dot_q6k_rows<2>>);
   set(DType::Q2_K, one<dot_q2k<1>>, dot_q2k<4>);
   set(DType::Q3_K, one<dot_q3k<1>>, dot_q3k<4>);
 }
