@@ -13,7 +13,7 @@ namespace deltafin::tools {
 Command add_synth(CLI::App& app) {
   struct Opts {
     std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
-    int layers = 0, experts = 0, used = 0, threads = 0, split = 0;
+    int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
     float skew = -1;
@@ -44,6 +44,10 @@ Command add_synth(CLI::App& app) {
                   "deepseek2 attention form: absorbed (attn_k_b/attn_v_b, as current DeepSeek/Kimi GGUFs) or "
                   "joined (attn_kv_b, older GGUFs)")
       ->check(CLI::IsMember({"absorbed", "joined"}));
+  sub->add_option("--nextn", o->nextn,
+                  "deepseek2: append N multi-token-prediction (MTP/nextn) blocks after the trunk, as DeepSeek-V3 "
+                  "GGUFs that keep them (0 or 1)")
+      ->check(CLI::Range(0, 1));
   sub->add_option("--tensor-type", o->tensor_types,
                   "REGEX=TYPE: matrices whose name matches REGEX get TYPE (repeatable, applied in order), "
                   "e.g. 'attn_.*=Q8_0'");
@@ -81,6 +85,7 @@ Command add_synth(CLI::App& app) {
               s.type_overrides.push_back(ov);
             }
             if (!o->mla.empty()) s.mla_split_kv_b = o->mla == "absorbed";
+            s.nextn = o->nextn;
             s.seed = o->seed;
             s.vocab_path = o->vocab;
             if (!o->chat_template.empty()) {

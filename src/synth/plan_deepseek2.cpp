@@ -16,6 +16,7 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   if (s.nope_dim < 1 || s.rope_dim < 2 || s.rope_dim % 2 || s.kv_lora_rank < 1 || s.v_head_dim < 1)
     return make_error("synth deepseek2: need nope_dim >= 1, an even rope_dim >= 2, kv_lora_rank >= 1");
   if (s.n_dense_lead >= s.n_layer) return make_error("synth deepseek2: every layer would be dense");
+  if (s.nextn < 0 || s.nextn > 1) return make_error("synth deepseek2: nextn must be 0 or 1");
   if (s.n_shared < 1) return make_error("synth deepseek2: llama.cpp needs at least one shared expert");
   if (s.n_layer == 26 || s.n_layer == 27)
     return make_error("synth deepseek2: 26/27 layers make llama.cpp treat the model as 'lite' (no q-LoRA)");
@@ -33,7 +34,9 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   const int64_t dqk = dn + dr, r_q = s.q_lora_rank, r_kv = s.kv_lora_rank, F = s.n_ff_exp;
   const bool split = s.mla_split_kv_b;
 
-  u32("block_count", s.n_layer);
+  // MTP ("nextn") blocks follow the trunk's layers and count in block_count.
+  u32("block_count", s.n_layer + s.nextn);
+  if (s.nextn > 0) u32("nextn_predict_layers", s.nextn);
   u32("context_length", s.n_ctx);
   u32("embedding_length", E);
   u32("feed_forward_length", s.n_ff);
@@ -93,8 +96,17 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   auto& T = p->tensors;
 
   T.push_back(plan_embedding(s, n_vocab, !skew.empty()));
-  for (int il = 0; il < s.n_layer; ++il) {
+  for (int il = 0; il < s.n_layer + s.nextn; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
+    if (il >= s.n_layer) {
+      // An MTP block: [enorm(embed(next token)) | hnorm(h)] -> eh_proj -> a MoE layer
+      // -> shared_head_norm -> the output head (no nextn.embed_tokens /
+      // shared_head_head: the trunk's are used, as llama.cpp allows).
+      T.push_back(plan_norm(n("nextn.enorm.weight"), E));
+      T.push_back(plan_norm(n("nextn.hnorm.weight"), E));
+      T.push_back(mat(n("nextn.eh_proj.weight"), 2 * E, E));
+      T.push_back(plan_norm(n("nextn.shared_head_norm.weight"), E));
+    }
     T.push_back(plan_norm(n("attn_norm.weight"), E));
     if (r_q > 0) T.push_back(plan_norm(n("attn_q_a_norm.weight"), r_q));
     T.push_back(plan_norm(n("attn_kv_a_norm.weight"), r_kv));

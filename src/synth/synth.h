@@ -52,6 +52,7 @@ struct SynthSpec {
   int v_head_dim = 64;
   int n_group = 1, n_group_used = 1;
   bool mla_split_kv_b = false;  // write wk_b/wv_b instead of wkv_b
+  int nextn = 0;                // deepseek2: multi-token-prediction blocks appended after the trunk (0 or 1)
   // Kimi K3.
   int kda_period = 4;         // every kda_period-th layer is MLA, the rest KDA
   int64_t moe_latent = 0;     // latent MoE width (0: off)

@@ -53,8 +53,9 @@ declare -A ARCH_MAX_OVER=([kimi-k3]=0.40)
 # cannot run it: on a CPU with AMX, node-llama-cpp's prebuilt library puts 3-D F16,
 # Q8_0, Q4_0 and K-quant (Q4..Q6) weights in the AMX buffer, which has no batched
 # matmul, and aborts (GGML_ASSERT cur_backend_id != -1). Those cells use the joined
-# attn_kv_b form; both forms share every other line of deepseek2.cpp.
-declare -A SYNTH_EXTRA=([deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
+# attn_kv_b form; both forms share every other line of deepseek2.cpp. The F32 and
+# BF16 cells carry an MTP (nextn) block after the trunk, which both sides skip.
+declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1" [deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
   [deepseek2-Q6_K]="--mla joined")
 
