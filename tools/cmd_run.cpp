@@ -39,9 +39,10 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-text");
   sub->add_flag("--stats", o->stats, "Print timing and expert cache statistics to stderr");
   sub->add_option("--spec", o->spec,
-                  "Speculative decoding: auto (n-gram, plus self-speculation when experts stream; adapts and "
-                  "switches off when it does not pay), off, ngram, self (the model on its resident experts), "
-                  "draft:PATH (a draft model with the same vocabulary)")
+                  "Speculative decoding: auto (n-gram, the model's MTP block where it has one, self-speculation "
+                  "when experts stream; adapts and switches off when it does not pay), off, ngram, self (the model "
+                  "on its resident experts), mtp (the model's nextn block), draft:PATH (a draft model with the same "
+                  "vocabulary)")
       ->capture_default_str();
   sub->add_option("--spec-max", o->spec_max, "Most drafted tokens per pass")
       ->check(CLI::Range(1, SpecOptions::kMaxDraft))

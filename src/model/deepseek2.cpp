@@ -10,6 +10,11 @@
 //   logits = output(rms(x))   (output falls back to the token embedding)
 // YaRN: llama.cpp cancels the magnitude factor inside RoPE and puts mscale^2 into
 // the KQ scale instead (ARCHITECTURES.md 7.d.1); see kq_scale below.
+// MTP (nextn, a drafter only): block N after the N trunk layers, as llama.cpp's
+// graph_mtp: x = eh_proj([enorm(embed(t+1)) | hnorm(h_t)]), one MoE layer with its own
+// latent cache, then shared_head_norm (else output_norm) and the output head; h_t is
+// the trunk's final stream after output_norm, and a chained guess feeds the block's
+// own normed output back as h.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -41,6 +46,30 @@ struct Layer {
   Tensor gate_sh, up_sh, down_sh;      // shared experts
 };
 
+// The MTP block's own tensors (its layer is a Layer).
+struct Nextn {
+  Tensor eh_proj;                            // [2 n_embd] -> n_embd
+  std::vector<float> enorm, hnorm, head_norm;  // head_norm: shared_head_norm, else output_norm
+  Tensor embed, head;                        // nextn.embed_tokens / shared_head_head, else the trunk's
+};
+
+// A sequence's caches: the trunk's layers, then the MTP block's latent cache, and
+// the trunk's final hidden rows the MTP block has not consumed yet.
+class Ds2State final : public KvState {
+ public:
+  int64_t n_embd = 0;
+  std::vector<float> h;  // rows of positions [h_pos0, h_pos0 + rows()), after output_norm
+  int h_pos0 = 0;
+  int mtp_len = 0;       // MTP cache entries 0 .. mtp_len - 1 built from the true stream and tokens
+  int rows() const { return int(h.size() / size_t(n_embd)); }
+  Status truncate(int n) override {
+    n_past = std::min(n_past, n);
+    mtp_len = std::min(mtp_len, n);
+    h.resize(size_t(std::clamp(n - h_pos0, 0, rows())) * size_t(n_embd));
+    return {};
+  }
+};
+
 class DeepSeek2 final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
@@ -53,7 +82,47 @@ class DeepSeek2 final : public ArchModel {
   }
 
   std::unique_ptr<SeqState> new_state(int n_ctx) const override {
-    return new_kv_state(n_ctx, c_.n_layer, c_.mla.k_row(), c_.mla.v_row());
+    if (!has_mtp()) return new_kv_state(n_ctx, c_.n_layer, c_.mla.k_row(), c_.mla.v_row());
+    auto s = std::make_unique<Ds2State>();
+    s->n_ctx = n_ctx;
+    s->n_embd = c_.n_embd;
+    s->kv.resize(size_t(c_.n_layer) + 1);
+    for (auto& kv : s->kv) kv.init(n_ctx, c_.mla.k_row(), c_.mla.v_row());
+    return s;
+  }
+
+  bool has_mtp() const override { return nextn_.eh_proj.valid(); }
+  void enable_mtp() override { record_ = has_mtp(); }
+
+  Status mtp_draft(SeqState& state, const std::vector<int32_t>& seq, int max_n, std::vector<int32_t>* out) override {
+    if (!has_mtp()) return Model::mtp_draft(state, seq, max_n, out);
+    auto& st = static_cast<Ds2State&>(state);
+    const int P = st.n_past;
+    const int64_t E = c_.n_embd;
+    if (int(seq.size()) != P + 1 || max_n < 1 || P < 1) return {};
+    if (P + max_n > st.n_ctx) max_n = st.n_ctx - P;
+    // Catch up: one entry per trunk position not yet in the MTP cache, each from the
+    // trunk's hidden row there and the token that followed. Rows recorded from a
+    // later start (recording switched on mid-sequence) leave older entries unset.
+    if (st.mtp_len < st.h_pos0) st.mtp_len = st.h_pos0;
+    const int m = P - st.mtp_len;
+    if (m < 1 || st.h_pos0 + st.rows() != P) return {};
+    std::vector<float> logits(static_cast<size_t>(c_.n_vocab)), h_last(static_cast<size_t>(E));
+    DF_TRY(mtp_block(st, st.mtp_len, m, &st.h[size_t(st.mtp_len - st.h_pos0) * size_t(E)], &seq[size_t(st.mtp_len) + 1],
+                     logits.data(), h_last.data()));
+    st.mtp_len = P;
+    st.h.clear();
+    st.h_pos0 = P;
+    // Chain: each guess and the block's own output make the next entry (positions P..,
+    // overwritten by the true ones on the next call).
+    for (int i = 0;; ++i) {
+      const int32_t d = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out->push_back(d);
+      if (i + 1 >= max_n) break;
+      std::vector<float> h_in = h_last;
+      DF_TRY(mtp_block(st, P + i, 1, h_in.data(), &d, logits.data(), h_last.data()));
+    }
+    return {};
   }
 
   // All slices' rows go through the row-wise ops (projections, norms, router, the
@@ -99,11 +168,67 @@ class DeepSeek2 final : public ArchModel {
                              n, E);
       }
     }
+    if (record_) record_hidden(slices, rows, x.data());
     finish_batch(slices, rows, x.data(), E, c_.eps, c_.n_vocab);
     return {};
   }
 
  private:
+  // Appends each slice's final hidden rows (after output_norm, as llama.cpp hands
+  // them to its MTP graph) to its state, for the MTP block to consume.
+  void record_hidden(std::span<const BatchSlice> slices, const BatchRows& rows, const float* x) const {
+    const int64_t E = c_.n_embd;
+    for (size_t i = 0; i < slices.size(); ++i) {
+      auto& st = static_cast<Ds2State&>(*slices[i].state);
+      if (st.h_pos0 + st.rows() != st.n_past) {  // not contiguous (cannot happen through truncate): restart
+        st.h.clear();
+        st.h_pos0 = st.n_past;
+      }
+      if (st.rows() == 0) st.h_pos0 = st.n_past;
+      const size_t at = st.h.size();
+      st.h.resize(at + size_t(slices[i].n) * size_t(E));
+      rms_norm_rows(&x[size_t(rows.row0[i]) * size_t(E)], output_norm_.data(), E, slices[i].n, c_.eps, &st.h[at]);
+    }
+  }
+
+  // The MTP block over m rows at positions pos0..: h_in [m, n_embd] (normed trunk or
+  // block output), toks the tokens that follow each position. Writes the last row's
+  // logits [n_vocab] and its normed output [n_embd] (the next chained h).
+  Status mtp_block(Ds2State& st, int pos0, int m, const float* h_in, const int32_t* toks, float* logits,
+                   float* h_last) {
+    const int64_t E = c_.n_embd;
+    const int K = c_.router.n_used;
+    const Layer& L = mtp_layer_;
+    std::vector<float> cat(size_t(m) * size_t(2 * E)), e(static_cast<size_t>(E)), x(size_t(m) * size_t(E)), h(x.size()),
+        o(x.size()), sh(x.size()), rl(size_t(m) * size_t(c_.router.n_expert)), rw(size_t(m) * size_t(K));
+    std::vector<int32_t> sel(size_t(m) * size_t(K));
+    const Tensor& emb = nextn_.embed.valid() ? nextn_.embed : tok_embd_;
+    for (int r = 0; r < m; ++r) {
+      float* c = &cat[size_t(r) * size_t(2 * E)];
+      get_row(emb, toks[r], e.data());
+      rms_norm(e.data(), nextn_.enorm.data(), E, c_.eps, c);
+      rms_norm(&h_in[size_t(r) * size_t(E)], nextn_.hnorm.data(), E, c_.eps, c + E);
+    }
+    linear(pool_, nextn_.eh_proj, cat.data(), m, x.data());
+    rms_norm_rows(x.data(), L.attn_norm.data(), E, m, c_.eps, h.data());
+    const AttnSeq seq{&st.kv[size_t(c_.n_layer)], 0, pos0, m};
+    mla_forward_batch(pool_, c_.mla, L.att, {&seq, 1}, h.data(), m, o.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    rms_norm_rows(x.data(), L.ffn_norm.data(), E, m, c_.eps, h.data());
+    linear(pool_, L.gate_inp, h.data(), m, rl.data());
+    RouterConfig rc = c_.router;
+    rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
+    route(rc, rl.data(), m, sel.data(), rw.data());
+    DF_TRY(moe_ffn(pool_, *experts_, c_.n_layer, h.data(), m, E, E, K, sel.data(), rw.data(), {}, o.data()));
+    dense_ffn(pool_, L.gate_sh, L.up_sh, L.down_sh, h.data(), m, {}, sh.data());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] + sh[i];
+    const float* last = &x[size_t(m - 1) * size_t(E)];
+    rms_norm(last, nextn_.head_norm.data(), E, c_.eps, h_last);
+    output_logits(pool_, last, 1, E, nextn_.head_norm.data(), c_.eps, nextn_.head.valid() ? nextn_.head : output_,
+                  false, logits);
+    return {};
+  }
+
   Status load_config(ModelFile& file) {
     const GGUFFile& m = file.meta();
     HParams hp(m, "deepseek2", file.path());
@@ -120,7 +245,8 @@ class DeepSeek2 final : public ArchModel {
     DF_TRY(hp.finish());
 
     // MTP ("nextn") blocks are appended after the trunk and are not part of this pass.
-    c_.n_layer = n_layer_all - int(hp.int_or("nextn_predict_layers", 0));
+    n_nextn_ = int(hp.int_or("nextn_predict_layers", 0));
+    c_.n_layer = n_layer_all - n_nextn_;
     if (c_.n_layer <= 0) hp.fail("nextn_predict_layers must be smaller than block_count");
     // The vocabulary size only feeds llama.cpp's model-family heuristics below.
     int64_t vocab = hp.int_or("vocab_size", 0);
@@ -218,53 +344,72 @@ class DeepSeek2 final : public ArchModel {
     return hp.finish();
   }
 
-  Status load_weights(ModelFile& file) {
-    WeightLoader w(file);
+  // Layer il's tensors (a dense FFN when dense, else router, experts' shapes and
+  // shared experts).
+  Status load_layer(WeightLoader& w, const ModelFile& file, int il, bool dense, Layer* out) {
     const MlaShape& s = c_.mla;
     const int64_t E = c_.n_embd, H = s.n_head, dqk = s.d_qk(), NE = c_.router.n_expert;
     const int64_t F = c_.n_ff_exp, FS = c_.n_ff_exp * c_.n_shared;
+    Layer& L = *out;
+    MlaWeights& A = L.att;
+    auto n = [&](const char* x) { return layer_name(il, x); };
+    L.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
+    if (s.r_q > 0) {
+      A.wq_a = w.require(n("attn_q_a.weight"), {E, s.r_q});
+      A.q_a_norm = to_f32(w.require(n("attn_q_a_norm.weight"), {s.r_q}));
+      A.wq_b = w.require(n("attn_q_b.weight"), {s.r_q, H * dqk});
+    } else {
+      A.wq = w.require(n("attn_q.weight"), {E, H * dqk});
+    }
+    A.wkv_a = w.require(n("attn_kv_a_mqa.weight"), {E, int64_t(s.r_kv) + s.d_rope});
+    A.kv_a_norm = to_f32(w.require(n("attn_kv_a_norm.weight"), {s.r_kv}));
+    if (s.absorbed) {
+      A.wk_b = w.require(n("attn_k_b.weight"), {s.d_nope, s.r_kv, H});
+      A.wv_b = w.require(n("attn_v_b.weight"), {s.r_kv, s.d_v, H});
+    } else {
+      A.wkv_b = w.require(n("attn_kv_b.weight"), {s.r_kv, H * (s.d_nope + s.d_v)});
+    }
+    A.wo = w.require(n("attn_output.weight"), {H * s.d_v, E});
+    L.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
+    if (dense) {
+      L.ffn_gate = w.require(n("ffn_gate.weight"), {E, c_.n_ff});
+      L.ffn_up = w.require(n("ffn_up.weight"), {E, c_.n_ff});
+      L.ffn_down = w.require(n("ffn_down.weight"), {c_.n_ff, E});
+      return {};
+    }
+    L.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, NE});
+    const Tensor bias = w.optional(n("exp_probs_b.bias"), {NE});
+    if (bias.valid()) L.exp_probs_b = to_f32(bias);
+    if (w.has(n("ffn_gate_up_exps.weight")))
+      return make_error("{}: {} (fused gate+up experts) is not supported yet", file.path(),
+                        n("ffn_gate_up_exps.weight"));
+    w.expect_shape(n("ffn_gate_exps.weight"), {E, F, NE});
+    w.expect_shape(n("ffn_up_exps.weight"), {E, F, NE});
+    w.expect_shape(n("ffn_down_exps.weight"), {F, E, NE});
+    L.gate_sh = w.require(n("ffn_gate_shexp.weight"), {E, FS});
+    L.up_sh = w.require(n("ffn_up_shexp.weight"), {E, FS});
+    L.down_sh = w.require(n("ffn_down_shexp.weight"), {FS, E});
+    return {};
+  }
+
+  Status load_weights(ModelFile& file) {
+    WeightLoader w(file);
+    const int64_t E = c_.n_embd;
     c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
     layers_.resize(size_t(c_.n_layer));
-    for (int il = 0; il < c_.n_layer; ++il) {
-      Layer& L = layers_[size_t(il)];
-      MlaWeights& A = L.att;
+    for (int il = 0; il < c_.n_layer; ++il) DF_TRY(load_layer(w, file, il, il < c_.n_dense, &layers_[size_t(il)]));
+    // One MTP block (llama.cpp's graph_mtp supports one): loaded when the file has it.
+    const int il = c_.n_layer;
+    if (n_nextn_ == 1 && w.has(layer_name(il, "nextn.eh_proj.weight"))) {
+      DF_TRY(load_layer(w, file, il, false, &mtp_layer_));
       auto n = [&](const char* x) { return layer_name(il, x); };
-      L.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
-      if (s.r_q > 0) {
-        A.wq_a = w.require(n("attn_q_a.weight"), {E, s.r_q});
-        A.q_a_norm = to_f32(w.require(n("attn_q_a_norm.weight"), {s.r_q}));
-        A.wq_b = w.require(n("attn_q_b.weight"), {s.r_q, H * dqk});
-      } else {
-        A.wq = w.require(n("attn_q.weight"), {E, H * dqk});
-      }
-      A.wkv_a = w.require(n("attn_kv_a_mqa.weight"), {E, int64_t(s.r_kv) + s.d_rope});
-      A.kv_a_norm = to_f32(w.require(n("attn_kv_a_norm.weight"), {s.r_kv}));
-      if (s.absorbed) {
-        A.wk_b = w.require(n("attn_k_b.weight"), {s.d_nope, s.r_kv, H});
-        A.wv_b = w.require(n("attn_v_b.weight"), {s.r_kv, s.d_v, H});
-      } else {
-        A.wkv_b = w.require(n("attn_kv_b.weight"), {s.r_kv, H * (s.d_nope + s.d_v)});
-      }
-      A.wo = w.require(n("attn_output.weight"), {H * s.d_v, E});
-      L.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
-      if (il < c_.n_dense) {
-        L.ffn_gate = w.require(n("ffn_gate.weight"), {E, c_.n_ff});
-        L.ffn_up = w.require(n("ffn_up.weight"), {E, c_.n_ff});
-        L.ffn_down = w.require(n("ffn_down.weight"), {c_.n_ff, E});
-        continue;
-      }
-      L.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, NE});
-      const Tensor bias = w.optional(n("exp_probs_b.bias"), {NE});
-      if (bias.valid()) L.exp_probs_b = to_f32(bias);
-      if (w.has(n("ffn_gate_up_exps.weight")))
-        return make_error("{}: {} (fused gate+up experts) is not supported yet", file.path(),
-                          n("ffn_gate_up_exps.weight"));
-      w.expect_shape(n("ffn_gate_exps.weight"), {E, F, NE});
-      w.expect_shape(n("ffn_up_exps.weight"), {E, F, NE});
-      w.expect_shape(n("ffn_down_exps.weight"), {F, E, NE});
-      L.gate_sh = w.require(n("ffn_gate_shexp.weight"), {E, FS});
-      L.up_sh = w.require(n("ffn_up_shexp.weight"), {E, FS});
-      L.down_sh = w.require(n("ffn_down_shexp.weight"), {FS, E});
+      nextn_.eh_proj = w.require(n("nextn.eh_proj.weight"), {2 * E, E});
+      nextn_.enorm = to_f32(w.require(n("nextn.enorm.weight"), {E}));
+      nextn_.hnorm = to_f32(w.require(n("nextn.hnorm.weight"), {E}));
+      const Tensor hn = w.optional(n("nextn.shared_head_norm.weight"), {E});
+      nextn_.head_norm = hn.valid() ? to_f32(hn) : output_norm_;
+      nextn_.embed = w.optional(n("nextn.embed_tokens.weight"), {E, c_.n_vocab});
+      nextn_.head = w.optional(n("nextn.shared_head_head.weight"), {E, c_.n_vocab});
     }
     DF_TRY(w.finish());
     keep_weights(w);
@@ -273,6 +418,10 @@ class DeepSeek2 final : public ArchModel {
 
   Config c_;
   std::vector<Layer> layers_;
+  int n_nextn_ = 0;   // MTP blocks in the file (nextn_predict_layers)
+  Layer mtp_layer_;   // the first one's layer, and its own tensors (when loaded)
+  Nextn nextn_;
+  bool record_ = false;  // enable_mtp(): passes record the final hidden rows
 };
 
 }  // namespace

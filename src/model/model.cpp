@@ -72,6 +72,10 @@ Status check_tokens(const int32_t* tokens, int n, int64_t n_vocab, const SeqStat
   return {};
 }
 
+Status Model::mtp_draft(SeqState&, const std::vector<int32_t>&, int, std::vector<int32_t>*) {
+  return make_error("the {} model has no multi-token-prediction (nextn) block", info().arch);
+}
+
 Status Model::forward_batch(std::span<const BatchSlice> slices) {
   DF_TRY(check_batch(slices, info().n_vocab));
   for (const BatchSlice& s : slices) DF_TRY(forward(*s.state, s.tokens, s.n, s.logits, s.all_logits));

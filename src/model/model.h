@@ -69,6 +69,17 @@ class Model {
   virtual Status forward_batch(std::span<const BatchSlice> slices);
   // True when forward_batch shares one pass among the slices (not the fallback).
   virtual bool batches() const { return false; }
+
+  // Multi-token prediction with the model's own MTP ("nextn") block, where the file
+  // has one (DeepSeek-V3-style GGUFs that keep it).
+  virtual bool has_mtp() const { return false; }
+  // From now on, passes record what the MTP block needs (each evaluated position's
+  // final hidden state) in their states. Called once by the MTP drafter.
+  virtual void enable_mtp() {}
+  // Up to max_n greedy guesses of the tokens that follow seq (its last token is
+  // pending: st.n_past == seq.size() - 1). The trunk's state is unchanged; the MTP
+  // block's own cache advances over the positions evaluated since the last call.
+  virtual Status mtp_draft(SeqState& st, const std::vector<int32_t>& seq, int max_n, std::vector<int32_t>* out);
 };
 
 // An architecture whose forward_batch shares one pass among the slices; forward()

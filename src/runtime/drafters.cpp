@@ -134,7 +134,22 @@ class ModelDrafter final : public Drafter {
   std::vector<float> logits_;
 };
 
+// Model::mtp_draft behind the Drafter interface.
+class MtpDrafter final : public Drafter {
+ public:
+  explicit MtpDrafter(Model& m) : m_(m) { m_.enable_mtp(); }
+  const char* name() const override { return "mtp"; }
+  Status propose(const std::vector<int32_t>& seq, SeqState& target, int max_n, std::vector<int32_t>* out) override {
+    return m_.mtp_draft(target, seq, max_n, out);
+  }
+
+ private:
+  Model& m_;
+};
+
 }  // namespace
+
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target) { return std::make_unique<MtpDrafter>(target); }
 
 std::unique_ptr<Drafter> make_ngram_drafter(int min_match, int max_match) {
   return std::make_unique<NgramDrafter>(std::max(1, min_match), std::max(min_match, max_match));

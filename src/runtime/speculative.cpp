@@ -39,11 +39,12 @@ Status parse_spec_mode(const std::string& s, SpecOptions* out) {
   else if (s == "off") out->mode = SpecMode::Off;
   else if (s == "ngram") out->mode = SpecMode::Ngram;
   else if (s == "self") out->mode = SpecMode::Self;
+  else if (s == "mtp") out->mode = SpecMode::Mtp;
   else if (s.rfind("draft:", 0) == 0 && s.size() > 6) {
     out->mode = SpecMode::Draft;
     out->draft_path = s.substr(6);
   } else {
-    return make_error("bad --spec '{}' (expected auto, off, ngram, self or draft:PATH)", s);
+    return make_error("bad --spec '{}' (expected auto, off, ngram, self, mtp or draft:PATH)", s);
   }
   return {};
 }
@@ -55,6 +56,7 @@ const char* spec_mode_name(SpecMode m) {
     case SpecMode::Ngram: return "ngram";
     case SpecMode::Self: return "self";
     case SpecMode::Draft: return "draft";
+    case SpecMode::Mtp: return "mtp";
   }
   return "?";
 }
@@ -189,6 +191,12 @@ Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Eng
     case SpecMode::Self:
       d.push_back(make_self_drafter(target.model(), target.streaming_store()));
       break;
+    case SpecMode::Mtp:
+      if (!target.model().has_mtp())
+        return make_error("--spec mtp: the {} model has no multi-token-prediction (nextn) block",
+                          target.model().info().arch);
+      d.push_back(make_mtp_drafter(target.model()));
+      break;
     case SpecMode::Draft: {
       EngineOptions eo;
       eo.threads = threads;
@@ -200,7 +208,9 @@ Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Eng
     case SpecMode::Auto:
       // N-gram guesses first (free); self-speculation only when experts stream: with
       // every expert resident its draft costs as much as the target.
+      // The model's own MTP block next where it has one.
       d.push_back(make_ngram_drafter());
+      if (target.model().has_mtp()) d.push_back(make_mtp_drafter(target.model()));
       if (target.streaming_store()) d.push_back(make_self_drafter(target.model(), target.streaming_store()));
       break;
   }

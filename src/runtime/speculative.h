@@ -36,7 +36,7 @@ namespace deltafin {
 class Engine;
 class Tokenizer;
 
-enum class SpecMode { Off, Auto, Ngram, Self, Draft };
+enum class SpecMode { Off, Auto, Ngram, Self, Draft, Mtp };
 
 struct SpecOptions {
   SpecMode mode = SpecMode::Auto;
@@ -46,7 +46,7 @@ struct SpecOptions {
   static constexpr int kMaxDraft = 16;  // kimi-k3's KDA state rolls back 16 tokens
 };
 
-// "auto" | "off" | "ngram" | "self" | "draft:PATH".
+// "auto" | "off" | "ngram" | "self" | "mtp" | "draft:PATH".
 Status parse_spec_mode(const std::string& s, SpecOptions* out);
 const char* spec_mode_name(SpecMode m);
 
@@ -68,6 +68,9 @@ std::unique_ptr<Drafter> make_ngram_drafter(int min_match = 2, int max_match = 4
 // The target restricted to resident experts. store: the target's expert store, or
 // null when every expert is resident (the draft is then the full model).
 std::unique_ptr<Drafter> make_self_drafter(Model& target, ExpertStore* store);
+// The target's own multi-token-prediction block (Model::mtp_draft; DeepSeek-style
+// nextn): greedy chained guesses, its own small cache, no second model.
+std::unique_ptr<Drafter> make_mtp_drafter(Model& target);
 // A separate draft model (its own engine and state); its vocabulary must equal the
 // target's token for token.
 Result<std::unique_ptr<Drafter>> make_model_drafter(std::unique_ptr<Engine> draft, const Tokenizer& target_vocab,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run --spec from the command line: every mode prints what --spec off prints (greedy),
 # resident and under a --mem that streams experts, with --stats showing the drafts;
-# bad --spec values are refused with a message naming them.
+# bad --spec values are refused with a message naming them; --spec mtp on deepseek2
+# with an MTP block.
 # usage: spec_cli.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -31,7 +32,19 @@ for arch in qwen3moe kimi-k3; do
     done
   done
 done
+# deepseek2 with an MTP (nextn) block: --spec mtp drafts with it, same text.
+m=$dir/tiny-deepseek2-nextn.gguf
+if "$bin" synth --preset tiny --arch deepseek2 --mla absorbed --nextn 1 -o "$m" >/dev/null 2>&1; then
+  ref=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec off 2>/dev/null)
+  out=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec mtp --spec-max 3 --spec-fixed --stats 2>"$dir/err")
+  check "deepseek2 --spec mtp: same text as --spec off" test "$out" = "$ref"
+  check "deepseek2 --spec mtp: --stats shows MTP drafts" grep -Eq "^  mtp: [1-9][0-9]* drafted" "$dir/err"
+else
+  echo "FAIL synth deepseek2 --nextn 1"; fail=1
+fi
 m=$dir/tiny-qwen3moe.gguf
+"$bin" run -m "$m" -p hi -n 2 --spec mtp >/dev/null 2>"$dir/nomtp.err"
+check "--spec mtp on a model without an MTP block says so" grep -q "no multi-token-prediction" "$dir/nomtp.err"
 "$bin" run -m "$m" -p hi -n 2 --spec sometimes >/dev/null 2>"$dir/bad.err"
 check "a bad --spec is named" grep -q "bad --spec 'sometimes'" "$dir/bad.err"
 "$bin" run -m "$m" -p hi -n 2 --spec draft:"$dir/none.gguf" >/dev/null 2>"$dir/bad2.err"
