@@ -186,86 +186,178 @@ inline void group_indices(__m512i* idx) {
   for (int g = 0; g < 4; ++g) idx[g] = scale_index(4 * g, 8);  // group g: sub-blocks 4g .. 4g + 3
 }
 
-// The 6-bit codes of group g (0..3) of a Q6_K block. Groups 2h and 2h+1 share
-// ql[64h..] and qh[32h..]: an even group loads them into ql / hx, the odd one reuses them.
-inline __m512i q6k_codes(const BlockQ6_K& blk, int g, __m512i& ql, __m512i& hx) {
-  if ((g & 1) == 0) {
-    ql = loadu512(blk.ql + 32 * g);
-    __m256i qh = loadu256(blk.qh + 16 * g);
-    hx = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: codes of k = 0 | k = 1; bits 4-5: k = 2 | k = 3
-    return _mm512_or_si512(_mm512_and_si512(ql, mask8x64(15)), _mm512_and_si512(_mm512_slli_epi16(hx, 4), mask8x64(0x30)));
+// The three K-quants of 16 sub-blocks of 16 (Q6_K, Q3_K, Q2_K) for the kernels below:
+// the int16 sub-block scales, the integer sum a block starts from (its code offset
+// through Q8_K's bsums), the min term (Q2_K), and the unsigned codes of 64-value
+// group g (0..3). Groups 2h and 2h+1 share a load: an even group fills the Unpack
+// state, the odd one reuses it.
+struct KindQ6K {
+  using Block = BlockQ6_K;
+  static constexpr bool kMins = false;
+  struct Unpack {
+    __m512i ql, hx;
+    void init(const Block&) {}
+  };
+  static __m256i scales(const Block& blk) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
   }
-  return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask8x64(15)), _mm512_and_si512(hx, mask8x64(0x30)));
-}
+  // The -32 offset: -32 * sum_j sc[j] * bsums[j].
+  static __m512i start(__m256i sc16, __m256i bsums) {
+    __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+  }
+  static __m512i codes(const Block& blk, int g, Unpack& u) {
+    if ((g & 1) == 0) {
+      u.ql = loadu512(blk.ql + 32 * g);
+      __m256i qh = loadu256(blk.qh + 16 * g);
+      u.hx = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: codes of k = 0 | k = 1; bits 4-5: k = 2 | k = 3
+      return _mm512_or_si512(_mm512_and_si512(u.ql, mask8x64(15)),
+                             _mm512_and_si512(_mm512_slli_epi16(u.hx, 4), mask8x64(0x30)));
+    }
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(u.ql, 4), mask8x64(15)),
+                           _mm512_and_si512(u.hx, mask8x64(0x30)));
+  }
+};
 
-template <int NT>
-void dot512_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockQ6_K*>(w);
+struct KindQ3K {
+  using Block = BlockQ3_K;
+  static constexpr bool kMins = false;
+  struct Unpack {
+    __m512i qx, hx;
+    void init(const Block& blk) {
+      __m256i hm = loadu256(blk.hmask);
+      hx = join(hm, _mm256_srli_epi16(hm, 1));  // bit 2g: third bits of group g
+    }
+  };
+  static __m256i scales(const Block& blk) { return _mm256_cvtepi8_epi16(q3k_scales(blk.scales)); }
+  // The -4 offset: -4 * sum_j sc[j] * bsums[j].
+  static __m512i start(__m256i sc16, __m256i bsums) {
+    __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 2);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+  }
+  static __m512i codes(const Block& blk, int g, Unpack& u) {
+    __m512i lo;
+    if ((g & 1) == 0) {
+      __m256i q = loadu256(blk.qs + 16 * g);
+      u.qx = join(q, _mm256_srli_epi16(q, 2));
+      lo = _mm512_and_si512(u.qx, mask8x64(3));
+    } else {
+      lo = _mm512_and_si512(_mm512_srli_epi16(u.qx, 4), mask8x64(3));
+    }
+    __m512i hb = _mm512_and_si512(_mm512_slli_epi16(u.hx, 2), mask8x64(4));
+    u.hx = _mm512_srli_epi16(u.hx, 2);
+    return _mm512_or_si512(lo, hb);
+  }
+};
+
+struct KindQ2K {
+  using Block = BlockQ2_K;
+  static constexpr bool kMins = true;
+  struct Unpack {
+    __m512i qx;
+    void init(const Block&) {}
+  };
+  static __m256i scales(const Block& blk) {
+    __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    return _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(15)));
+  }
+  static __m512i start(__m256i, __m256i) { return _mm512_setzero_si512(); }
+  // accm += dmin * d_y * sum_j m[j] * bsums[j].
+  static void mins(const Block& blk, const BlockQ8_K& b, __m256& accm) {
+    __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    __m256i m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
+    __m256i msum = _mm256_madd_epi16(m, loadu256(b.bsums));
+    accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(blk.dmin) * b.d), _mm256_cvtepi32_ps(msum), accm);
+  }
+  static __m512i codes(const Block& blk, int g, Unpack& u) {
+    if ((g & 1) == 0) {
+      __m256i q = loadu256(blk.qs + 16 * g);
+      u.qx = join(q, _mm256_srli_epi16(q, 2));
+      return _mm512_and_si512(u.qx, mask8x64(3));
+    }
+    return _mm512_and_si512(_mm512_srli_epi16(u.qx, 4), mask8x64(3));
+  }
+};
+
+// out[t] = dot(w, x_t) against NT activation rows, for a Kind above.
+template <class Kind, int NT>
+void dot512_k16(int64_t n, float* out, const void* w, const void* const* xp) {
+  using Block = typename Kind::Block;
+  const auto* a = static_cast<const Block*>(w);
   Rows<NT> y(xp);
   __m512i idx[4];
   group_indices(idx);
   __m512 acc[NT];
+  __m256 accm[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), accm[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const BlockQ6_K& blk = a[i];
-    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales)));
+    const Block& blk = a[i];
+    const __m256i sc16 = Kind::scales(blk);
     __m512i sumi[NT];
     DF_UNROLL
-    for (int t = 0; t < NT; ++t) {  // the -32 offset: -32 * sum_j sc[j] * bsums[j]
-      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y.b[t][i].bsums)), 5);
-      sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (Kind::kMins) Kind::mins(blk, y.b[t][i], accm[t]);
+      sumi[t] = Kind::start(sc16, loadu256(y.b[t][i].bsums));
     }
-    __m512i ql = _mm512_setzero_si512(), hx = ql;
-    auto unpack = [&](int g) { return q6k_codes(blk, g, ql, hx); };
+    typename Kind::Unpack u;
+    u.init(blk);
+    auto unpack = [&](int g) { return Kind::codes(blk, g, u); };
     dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
-    float da = h2f(blk.d);
+    const float da = h2f(blk.d);
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
     }
   }
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+  for (int t = 0; t < NT; ++t) {
+    if constexpr (Kind::kMins) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum8(accm[t]);
+    else out[t] = _mm512_reduce_add_ps(acc[t]);
+  }
 }
 
-// out[r] = dot(w row r, x) for NR Q6_K rows `w_stride` bytes apart against one Q8_K
-// row (decode). Per row the operations of dot512_q6k<1> in the same order (each
-// result bit-identical to vec_dot); the activation's quants and block sums are
-// loaded once for all rows, and the next rows' blocks are prefetched.
-template <int NR>
-void dot512_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
-  const BlockQ6_K* a[NR];
+// out[r] = dot(w row r, x) for NR rows of a Kind `w_stride` bytes apart against one
+// Q8_K row (decode). Per row the operations of dot512_k16<Kind, 1> in the same order
+// (each result bit-identical to vec_dot); the activation is loaded once for all rows,
+// and the next rows' blocks are prefetched.
+template <class Kind, int NR>
+void dot512_k16_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  using Block = typename Kind::Block;
+  const Block* a[NR];
   DF_UNROLL
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
   const auto* by = static_cast<const BlockQ8_K*>(x);
   __m512i idx[4];
   group_indices(idx);
   __m512 acc[NR];
+  __m256 accm[NR];
   DF_UNROLL
-  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
   const size_t ahead = NR * w_stride;
   for (int64_t i = 0; i < n / kQK; ++i) {
     prefetch_next_rows<NR>(a, i, ahead);
     const BlockQ8_K& b = by[i];
     const __m256i bs = loadu256(b.bsums);
-    __m512i sc512[NR], sumi[NR], odd[NR], ql[NR], hx[NR];
+    __m512i sc512[NR], sumi[NR], odd[NR];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
-      __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[r][i].scales)));
-      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
-      sumi[r] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
+      const __m256i sc16 = Kind::scales(a[r][i]);
+      if constexpr (Kind::kMins) Kind::mins(a[r][i], b, accm[r]);
+      sumi[r] = Kind::start(sc16, bs);
       odd[r] = _mm512_setzero_si512();
       sc512[r] = _mm512_castsi256_si512(sc16);
     }
+    typename Kind::Unpack u[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) u[r].init(a[r][i]);
     DF_UNROLL
     for (int g = 0; g < 4; ++g) {
       const __m512i yv = loadu512(b.qs + 64 * g);
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
-        const __m512i qv = q6k_codes(a[r][i], g, ql[r], hx[r]);
+        __m512i p = _mm512_maddubs_epi16(Kind::codes(a[r][i], g, u[r]), yv);
         __m512i sv = _mm512_permutexvar_epi16(idx[g], sc512[r]);
-        __m512i p = _mm512_maddubs_epi16(qv, yv);
         if (g & 1) odd[r] = _mm512_dpwssd_epi32(odd[r], p, sv);
         else sumi[r] = _mm512_dpwssd_epi32(sumi[r], p, sv);
       }
@@ -277,95 +369,10 @@ void dot512_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, cons
     }
   }
   DF_UNROLL
-  for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
-template <int NT>
-void dot512_q3k(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockQ3_K*>(w);
-  Rows<NT> y(xp);
-  __m512i idx[4];
-  group_indices(idx);
-  __m512 acc[NT];
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const BlockQ3_K& blk = a[i];
-    __m256i sc16 = _mm256_cvtepi8_epi16(q3k_scales(blk.scales));
-    __m512i sumi[NT];
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) {  // the -4 offset: -4 * sum_j sc[j] * bsums[j]
-      __m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, loadu256(y.b[t][i].bsums)), 2);
-      sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_zextsi256_si512(corr));
-    }
-    __m256i hm = loadu256(blk.hmask);
-    __m512i hx = join(hm, _mm256_srli_epi16(hm, 1));  // bit 2g: third bits of group g
-    __m512i qx = _mm512_setzero_si512();
-    auto unpack = [&](int g) {
-      __m512i lo;
-      if ((g & 1) == 0) {
-        __m256i q = loadu256(blk.qs + 16 * g);
-        qx = join(q, _mm256_srli_epi16(q, 2));
-        lo = _mm512_and_si512(qx, mask8x64(3));
-      } else {
-        lo = _mm512_and_si512(_mm512_srli_epi16(qx, 4), mask8x64(3));
-      }
-      __m512i hb = _mm512_and_si512(_mm512_slli_epi16(hx, 2), mask8x64(4));
-      hx = _mm512_srli_epi16(hx, 2);
-      return _mm512_or_si512(lo, hb);
-    };
-    dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
-    float da = h2f(blk.d);
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
-    }
+  for (int r = 0; r < NR; ++r) {
+    if constexpr (Kind::kMins) out[r] = _mm512_reduce_add_ps(acc[r]) - hsum8(accm[r]);
+    else out[r] = _mm512_reduce_add_ps(acc[r]);
   }
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
-}
-
-template <int NT>
-void dot512_q2k(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockQ2_K*>(w);
-  Rows<NT> y(xp);
-  __m512i idx[4];
-  group_indices(idx);
-  __m512 acc[NT];
-  __m256 accm[NT];
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps(), accm[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    const BlockQ2_K& blk = a[i];
-    __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
-    __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(15)));
-    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(15)));
-    float da = h2f(blk.d), dm = h2f(blk.dmin);
-    __m512i sumi[NT];
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& b = y.b[t][i];
-      __m256i msum = _mm256_madd_epi16(mins, loadu256(b.bsums));
-      accm[t] = _mm256_fmadd_ps(_mm256_set1_ps(dm * b.d), _mm256_cvtepi32_ps(msum), accm[t]);
-      sumi[t] = _mm512_setzero_si512();
-    }
-    __m512i qx = _mm512_setzero_si512();
-    auto unpack = [&](int g) {
-      if ((g & 1) == 0) {
-        __m256i q = loadu256(blk.qs + 16 * g);
-        qx = join(q, _mm256_srli_epi16(q, 2));
-        return _mm512_and_si512(qx, mask8x64(3));
-      }
-      return _mm512_and_si512(_mm512_srli_epi16(qx, 4), mask8x64(3));
-    };
-    dot_k16_groups<NT>(unpack, _mm512_castsi256_si512(sc16), idx, y, i, sumi);
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(da * y.b[t][i].d), _mm512_cvtepi32_ps(sumi[t]), acc[t]);
-    }
-  }
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) out[t] = _mm512_reduce_add_ps(acc[t]) - hsum8(accm[t]);
 }
 
 }  // namespace
@@ -385,9 +392,9 @@ void install_kquants_avx512(TypeTraits* t) {
   // depend on its batch grouping), although the 256-bit kernel is faster for them.
   set(DType::Q4_K, one<dot512_q45k<4, 1>>, dot512_q45k<4, 4>, dot512_q45k_rows<4, 4>);
   set(DType::Q5_K, one<dot512_q45k<5, 1>>, dot512_q45k<5, 4>, dot512_q45k_rows<5, 4>);
-  set(DType::Q6_K, one<dot512_q6k<1>>, dot512_q6k<4>, dot512_q6k_rows<4>);
-  set(DType::Q2_K, one<dot512_q2k<1>>, dot512_q2k<4>);
-  set(DType::Q3_K, one<dot512_q3k<1>>, dot512_q3k<4>);
+  set(DType::Q6_K, one<dot512_k16<KindQ6K, 1>>, dot512_k16<KindQ6K, 4>, dot512_k16_rows<KindQ6K, 4>);
+  set(DType::Q2_K, one<dot512_k16<KindQ2K, 1>>, dot512_k16<KindQ2K, 4>, dot512_k16_rows<KindQ2K, 4>);
+  set(DType::Q3_K, one<dot512_k16<KindQ3K, 1>>, dot512_k16<KindQ3K, 4>, dot512_k16_rows<KindQ3K, 4>);
 }
 
 }  // namespace deltafin::kern
