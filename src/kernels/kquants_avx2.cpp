@@ -6,18 +6,6 @@ namespace deltafin::kern {
 
 namespace {
 
-// Block i of rows [0, NR) `ahead` bytes on (the caller's next rows) into L1 while
-// this call computes: decode streams weights from DRAM. Prefetches never fault.
-template <int NR, class Block>
-inline void prefetch_ahead(const Block* const* a, int64_t i, size_t ahead) {
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
-    for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
-    prefetch_l1(p + sizeof(Block) - 1);
-  }
-}
-
 template <class Block, int NR>
 inline void row_ptrs(const void* w, size_t w_stride, const Block** a) {
   DF_UNROLL
@@ -38,7 +26,7 @@ void dot_q45k_rows(int64_t n, float* out, const void* w, size_t w_stride, size_t
   DF_UNROLL
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    prefetch_ahead<NR>(a, i, ahead);
+    prefetch_next_rows<NR>(a, i, ahead);
     const BlockQ8_K& b = by[i];
     const __m256i bs = loadu256(b.bsums);
     const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
@@ -89,7 +77,7 @@ void dot_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, size_t 
   DF_UNROLL
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    prefetch_ahead<NR>(a, i, ahead);
+    prefetch_next_rows<NR>(a, i, ahead);
     const BlockQ8_K& b = by[i];
     const __m256i bs = loadu256(b.bsums);
     __m128i sc8[NR];
@@ -104,15 +92,8 @@ void dot_q6k_rows(int64_t n, float* out, const void* w, size_t w_stride, size_t 
     for (int h = 0; h < 2; ++h) {
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
-        const BlockQ6_K& blk = a[r][i];
-        __m256i ql0 = loadu256(blk.ql + 64 * h), ql1 = loadu256(blk.ql + 64 * h + 32);
-        __m256i qh = loadu256(blk.qh + 32 * h);
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(ql0, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x03)), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(ql1, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x0c)), 2));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask8(15)), _mm256_and_si256(qh, mask8(0x30)));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask8(15)),
-                               _mm256_srli_epi16(_mm256_and_si256(qh, mask8(0xc0)), 2));
+        q6k_codes(a[r][i], h, q);
         DF_UNROLL
         for (int k = 0; k < 4; ++k) {
           __m256i p = _mm256_maddubs_epi16(q[k], loadu256(b.qs + 128 * h + 32 * k));

@@ -23,18 +23,6 @@ inline __m512i scale_index(int first, int per) {
   return _mm512_load_si512(idx);
 }
 
-// Block i of the next NR rows (the caller's next call, `ahead` bytes on) into L1
-// while this call computes: decode streams weights from DRAM. Prefetches never fault.
-template <int NR, class Block>
-inline void prefetch_next_rows(const Block* const* a, int64_t i, size_t ahead) {
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
-    for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
-    prefetch_l1(p + sizeof(Block) - 1);
-  }
-}
-
 template <int Bits, int NT>
 void dot512_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;

@@ -140,6 +140,29 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - hsum4(accm[t]);
 }
 
+// The 6-bit codes (unsigned) of half h (128 values) of a Q6_K block: four runs of 32.
+inline void q6k_codes(const BlockQ6_K& blk, int h, __m256i* q) {
+  __m256i ql0 = loadu256(blk.ql + 64 * h), ql1 = loadu256(blk.ql + 64 * h + 32);
+  __m256i qh = loadu256(blk.qh + 32 * h);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x03)), 4));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x0c)), 2));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask8(15)), _mm256_and_si256(qh, mask8(0x30)));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask8(15)),
+                         _mm256_srli_epi16(_mm256_and_si256(qh, mask8(0xc0)), 2));
+}
+
+// Block i of rows [0, NR) `ahead` bytes on (the caller's next rows) into L1 while a
+// decode kernel computes: decode streams weights from DRAM. Prefetches never fault.
+template <int NR, class Block>
+inline void prefetch_next_rows(const Block* const* a, int64_t i, size_t ahead) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+    for (size_t o = 0; o < sizeof(Block); o += 64) prefetch_l1(p + o);
+    prefetch_l1(p + sizeof(Block) - 1);
+  }
+}
+
 template <int NT>
 void dot_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ6_K*>(w);
@@ -162,14 +185,8 @@ void dot_q6k(int64_t n, float* out, const void* w, const void* const* xp) {
     }
     DF_UNROLL
     for (int h = 0; h < 2; ++h) {
-      __m256i ql0 = loadu256(blk.ql + 64 * h), ql1 = loadu256(blk.ql + 64 * h + 32);
-      __m256i qh = loadu256(blk.qh + 32 * h);
       __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x03)), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, mask8(15)), _mm256_slli_epi16(_mm256_and_si256(qh, mask8(0x0c)), 2));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask8(15)), _mm256_and_si256(qh, mask8(0x30)));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask8(15)),
-                             _mm256_srli_epi16(_mm256_and_si256(qh, mask8(0xc0)), 2));
+      q6k_codes(blk, h, q);
       DF_UNROLL
       for (int k = 0; k < 4; ++k) {
         __m256i sv = scale_pair_i8(sc8, 8 * h + 2 * k);
