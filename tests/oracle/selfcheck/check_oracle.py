@@ -11,11 +11,11 @@ numpy forward pass of qwen3moe:
 Prints timings.  Exit 0 when all checks pass.
 
   python3 tests/oracle/selfcheck/check_oracle.py [N_TOKENS]
-Needs numpy and gguf-py (GGUF_PY, default /work/llama.cpp/gguf-py), node and
+Needs numpy and gguf-py (GGUF_PY, default build/llama.cpp/gguf-py), node and
 node-llama-cpp (DELTAFIN_ORACLE_DIR or <repo>/build/oracle; scripts/install-oracle).
 """
 import glob, json, os, subprocess, sys, tempfile, time
-sys.path.insert(0, os.environ.get('GGUF_PY', '/work/llama.cpp/gguf-py'))
+sys.path.insert(0, os.environ.get('GGUF_PY', os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'build', 'llama.cpp', 'gguf-py')))
 import numpy as np
 import gguf
 

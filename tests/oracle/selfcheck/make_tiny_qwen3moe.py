@@ -2,9 +2,9 @@
 """Generate a tiny random qwen3moe GGUF (all F32) with a byte-level GPT-2 style BPE
 vocab (256 byte tokens + a few merges + 3 control tokens = 276), for checking the
 oracle (llama_ref.mjs).  Needs numpy and gguf-py: set GGUF_PY to llama.cpp's gguf-py
-directory (default /work/llama.cpp/gguf-py).  Write the file outside the repo."""
+directory (default build/llama.cpp/gguf-py).  Write the file outside the repo."""
 import argparse, os, sys
-sys.path.insert(0, os.environ.get('GGUF_PY', '/work/llama.cpp/gguf-py'))
+sys.path.insert(0, os.environ.get('GGUF_PY', os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'build', 'llama.cpp', 'gguf-py')))
 import numpy as np
 import gguf
 
