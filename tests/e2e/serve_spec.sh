@@ -12,23 +12,11 @@ dir=$build/e2e-serve-spec; mkdir -p "$dir"
 command -v python3 >/dev/null || { echo "skip: needs python3"; exit 77; }
 [ -f "$model" ] || { echo "skip: $model missing"; exit 77; }
 fail=0
-check() { # description, command...
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+source "$src/tests/e2e/serve/server.sh"
 
 run_level() { # spec mode -> writes $dir/out-MODE.json and $dir/metrics-MODE
   local mode=$1
-  "$bin" serve -m "$model" --host 127.0.0.1 --port 0 --parallel 4 -c 512 -t 2 --spec "$mode" --profile none \
-    >"$dir/serve-$mode.out" 2>"$dir/serve-$mode.err" &
-  local pid=$! port=
-  for _ in $(seq 1 300); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/serve-$mode.out" 2>/dev/null | grep -o '[0-9]*$')
-    [ -n "$port" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL the server did not start:"; cat "$dir/serve-$mode.err"; kill $pid 2>/dev/null; return 1; fi
+  start_server --parallel 4 -c 512 -t 2 --spec "$mode" --profile none
   python3 - "$port" "$dir/out-$mode.json" <<'PY'
 import http.client, json, sys, threading
 port, out = int(sys.argv[1]), sys.argv[2]
@@ -49,12 +37,12 @@ for t in ts: t.join(150)
 json.dump({"prompts": prompts, "texts": [r[1]["choices"][0]["text"] if r and r[0] == 200 else None for r in res]},
           open(out, "w"))
 PY
-  curl -s "http://127.0.0.1:$port/metrics" >"$dir/metrics-$mode"
-  kill -TERM $pid; wait $pid 2>/dev/null
+  curl -s "$base/metrics" >"$dir/metrics-$mode"
+  stop_server
 }
 
-run_level auto || exit 1
-run_level off || exit 1
+run_level auto
+run_level off
 python3 - "$bin" "$model" "$dir" <<'PY' || fail=1
 import json, subprocess, sys
 bin, model, d = sys.argv[1:4]

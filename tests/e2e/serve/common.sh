@@ -4,10 +4,6 @@
 shared=${DELTAFIN_SHARED_DIR:-$src/../shared}
 dir=$build/e2e-$name; mkdir -p "$dir"
 fail=0
-check() { # description, command...
-  local what=$1; shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
 vocab=$shared/vocab/ggml-vocab-qwen2.gguf
 tmpl=$shared/templates/Qwen-Qwen3-0.6B.jinja
 [ -f "$vocab" ] && [ -f "$tmpl" ] || { echo "skip: $vocab or $tmpl missing"; exit 77; }
@@ -22,26 +18,4 @@ if [ ! -f "$model" ]; then
     mv "$model.tmp" "$model" || { echo "FAIL synth"; exit 1; }
 fi
 
-# start_server ARGS...: starts `deltafin serve` on a free port; sets pid, port, base.
-start_server() {
-  "$bin" serve -m "$model" --host 127.0.0.1 --port 0 --chat-template "$tmpl" "$@" \
-    >"$dir/serve.out" 2>"$dir/serve.err" &
-  pid=$!
-  port=
-  for _ in $(seq 1 300); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/serve.out" 2>/dev/null | grep -o '[0-9]*$')
-    [ -n "$port" ] && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL the server did not start:"; cat "$dir/serve.err"; exit 1; fi
-  base=http://127.0.0.1:$port
-}
-# alive PID: running (a zombie child that has exited does not count).
-alive() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null); [ -n "$s" ] && [ "${s:0:1}" != Z ]; }
-stop_server() {
-  kill -TERM $pid 2>/dev/null
-  for _ in $(seq 1 100); do alive $pid || { wait $pid; return 0; }; sleep 0.1; done
-  echo "FAIL the server did not stop within 10 s of SIGTERM"; kill -9 $pid; fail=1
-}
-trap 'kill -9 $pid 2>/dev/null' EXIT
+source "$src/tests/e2e/serve/server.sh"
