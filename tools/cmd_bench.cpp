@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <random>
 
 #include "commands.h"
@@ -183,6 +184,10 @@ Command add_bench(CLI::App& app) {
               fmt::print("| {:->8} | {:->10} | {:->8} | {:->7} | {:->9} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "",
                          "", "", "");
             }
+            // tg with one sequence, per n: (t/s, expert lookups per token), for the
+            // batching ratios of the --parallel rows.
+            std::map<int, std::pair<double, double>> single;
+            std::string batching;
             for (auto& [test, n, par] : tests) {
               TestResult r;
               r.test = test;
@@ -209,6 +214,16 @@ Command add_bench(CLI::App& app) {
               const double per_tok = double(r.io.bytes_read) / tokens;
               const double hit = store ? r.io.hit_rate() : 1.0;
               const double wait_frac = r.seconds > 0 ? r.io.wait_s / r.seconds : 0.0;
+              const double lookups = double(r.io.hits + r.io.misses) / tokens;
+              double x_one = 0, lookups_one = 0;
+              if (test == "tg" && par == 1) single[n] = {mean, lookups};
+              if (test == "tg" && par > 1 && single.count(n)) {
+                x_one = mean / std::max(single[n].first, 1e-9);
+                lookups_one = single[n].second > 0 ? lookups / single[n].second : 0.0;
+                batching += fmt::format("{}  tg{} x{}: {:.2f}x the aggregate t/s of one sequence", batching.empty() ? "" : "\n",
+                                        n, par, x_one);
+                if (lookups_one > 0) batching += fmt::format(", {:.2f}x its expert lookups per token", lookups_one);
+              }
               if (o->json) {
                 nlohmann::json j;
                 j["model"] = o->model;
@@ -237,7 +252,8 @@ Command add_bench(CLI::App& app) {
                 j["bytes_needed_per_token"] = double(needed) * double(mi.bytes_per_expert) / tokens;
                 j["prefetch_reads"] = r.io.prefetch_reads;
                 j["hits"] = r.io.hits;
-                j["expert_lookups_per_token"] = double(r.io.hits + r.io.misses) / tokens;
+                j["expert_lookups_per_token"] = lookups;
+                if (x_one > 0) j["x_vs_one_sequence"] = x_one;
                 j["misses"] = r.io.misses;
                 j["hit_rate"] = hit;
                 j["evictions"] = r.io.evictions;
@@ -272,12 +288,13 @@ Command add_bench(CLI::App& app) {
               } else {
                 const std::string label = par > 1 ? fmt::format("{}{}x{}", test, n, par) : fmt::format("{}{}", test, n);
                 fmt::print("| {:>8} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>9.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n", label,
-                           mean, sd, 100.0 * hit, double(r.io.hits + r.io.misses) / tokens, per_tok / 1e6,
+                           mean, sd, 100.0 * hit, lookups, per_tok / 1e6,
                            r.io.read_gbps(), 100.0 * wait_frac);
               }
               std::fflush(stdout);
             }
             const uint64_t rss = peak_rss_bytes();
+            if (!o->json && !batching.empty()) fmt::print("\nbatching (measured side by side):\n{}\n", batching);
             if (!o->json) fmt::print("\npeak RSS {:.3f} GB\n", rss / 1e9);
             if (!o->json && store) {
               const std::string pf = format_prefetch_stats(store->stats());

@@ -78,7 +78,7 @@ rows=[json.loads(l) for l in open('$dir/bench-par.json')]
 assert [(r['test'],r['parallel']) for r in rows]==[('tg',1),('tg',4)], rows
 one,four=rows
 assert one['expert_lookups_per_token']>0 and four['expert_lookups_per_token']<one['expert_lookups_per_token'], rows
-assert four['tokens_per_second']>0
+assert four['tokens_per_second']>0 and four['x_vs_one_sequence']>0 and 'x_vs_one_sequence' not in one
 "
 fi
 exit $fail
