@@ -18,17 +18,34 @@ double now_s() {
 // Measurements fade: the weight of a pass halves after about 10 (EMA) or 20 (counts) more.
 constexpr double kEma = 0.07;
 constexpr double kCountDecay = 0.965;
-// A drafter that does not pay is still tried every kProbeEvery passes with a short
-// draft, so that a change (a repetitive stretch, a warmer cache) is noticed. One
-// whose drafting costs time of its own (over kCostlyDraft of a pass per token: the
-// self draft costs about a plain pass per token on a loaded machine) waits twice as
-// long after each probe that does not bring it back, up to kProbeMax passes, so
-// that on text where it never pays its probes cost a pass in hundreds. A free
-// drafter's probe (n-gram) costs only the verify rows, and only when it has a guess.
+// A drafter that does not pay is still tried now and then with a short draft (a
+// probe), so that a change (a repetitive stretch, a warmer cache) is noticed. A
+// probe is not free even when the guess is (n-gram): its verify rows read experts
+// of their own, about a token's worth each when routing is spread. So a probe is one
+// token, and each probe that does not bring the drafter back doubles the wait
+// before the next: from kProbeEvery passes up to kProbeMaxFree for a free drafter
+// and kProbeMax for one whose drafting costs time of its own (over kCostlyDraft of
+// a pass per token: the self draft costs about half a plain pass per token). A
+// drafter whose drafted token costs at least a plain pass (its own drafting plus
+// the verify row) could not pay even if every guess were accepted: it waits
+// kProbeMax passes at once. A probe whose guesses are all accepted is followed by
+// another, twice as long, on the next pass: a repetitive stretch is taken up fast.
 constexpr int kProbeEvery = 24;
+constexpr int kProbeMaxFree = 96;
 constexpr int kProbeMax = 384;
-constexpr int kProbeLen = 2;
+constexpr int kProbeLen = 1;
+constexpr int kFirstLen = 2;
 constexpr double kCostlyDraft = 0.1;
+// Drafting starts only when the expected tokens per second beat a plain pass by this
+// factor: the measurements behind the expectation are noisy (a shared machine, a
+// cache that hits or misses), and a wrong start costs more than a late one; on text
+// where drafts are accepted the gain is several times this margin.
+constexpr double kStartMargin = 1.05;
+// The pass cost model (fit_pass_cost): a drafted row's prior cost is a quarter of a plain
+// pass, and never under kRowFloor of one (its own compute, logits and expert reads).
+constexpr double kRowPrior = 0.25;
+constexpr double kRowFloor = 0.25;
+constexpr double kClip = 3.0;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
 constexpr double kPriorHits = 1.4, kPriorTrials = 2.0;
@@ -66,7 +83,9 @@ struct Speculator::Lane {
   int drafted = 0, accepted = 0;    // totals
   double draft_s = 0;
   int idle = 0;                     // passes since it was last asked
+  int probes = 0;                   // drafts asked for while it did not pay
   int probe_every = kProbeEvery;    // passes between probes while it does not pay
+  int probe_len = kProbeLen;        // tokens in its next probe
   double alpha() const { return (hits + kPriorHits) / (trials + kPriorTrials); }
   double cost_per_token() const { return cost_n > 0 ? cost_s / cost_n : 0.0; }
 };
@@ -90,7 +109,7 @@ int Speculator::choose_k(const Lane& l, int limit) const {
   const double alpha = l.alpha();
   const double b = b_;
   const double c = l.cost_per_token();
-  double best = 1.0 / a_, expect = 1.0, p = 1.0;
+  double best = kStartMargin / a_, expect = 1.0, p = 1.0;
   int best_k = 0;
   for (int k = 1; k <= limit; ++k) {
     p *= alpha;
@@ -103,21 +122,28 @@ int Speculator::choose_k(const Lane& l, int limit) const {
   }
   // A drafter's first draft is a probe: its drafting cost is not known yet (a self
   // draft costs about a pass per token).
-  if (l.cost_n == 0) best_k = std::min(best_k, kProbeLen);
+  if (l.cost_n == 0) best_k = std::min(best_k, kFirstLen);
   return best_k;
 }
 
 Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int limit, std::vector<int32_t>* out) {
   out->clear();
   last_lane_ = -1;
+  last_probe_ = false;
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = *lanes_[i];
     int k = choose_k(l, limit);
+    bool probe = false;
     if (k > 0) {
       l.probe_every = kProbeEvery;  // it pays: should it stop, probe soon
+      l.probe_len = kProbeLen;
     } else if (have_a_ && l.idle >= l.probe_every) {
-      k = std::min({limit, max_draft_, kProbeLen});
-      if (l.cost_per_token() > kCostlyDraft * a_) l.probe_every = std::min(2 * l.probe_every, kProbeMax);
+      k = std::min({limit, max_draft_, l.probe_len});
+      probe = true;
+      ++l.probes;
+      const double c = l.cost_per_token();
+      if (c + b_ >= a_) l.probe_every = kProbeMax;
+      else l.probe_every = std::min(2 * l.probe_every, c > kCostlyDraft * a_ ? kProbeMax : kProbeMaxFree);
     }
     if (k == 0) {
       ++l.idle;
@@ -134,28 +160,42 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
       l.cost_s = l.cost_s * kCountDecay + dt;
       l.cost_n = l.cost_n * kCountDecay + double(out->size());
       last_lane_ = int(i);
+      last_probe_ = probe;
       return {};
     }
   }
   return {};
 }
 
+// Pass times swing with the cache (a pass of misses costs many of hits) and with
+// the machine's other load, so a and b move slowly (EMA) and a pass time is clipped
+// to [1/3, 3] x the model's prediction before it counts: one stall does not switch
+// speculation on or off. a starts as the mean of the first plain passes and b from a
+// prior of a / 4. A pass with drafts updates b from its time beyond a, and a from its
+// time less the rows (more weakly): a must stay current while drafts are verified on
+// every pass, or a stale, high a makes the rows look free (b ~ 0) and drafting goes
+// on at any acceptance. b never falls under kRowFloor x a.
+void Speculator::fit_pass_cost(int k, double t) {
+  if (have_a_) t = std::clamp(t, (a_ + b_ * k) / kClip, (a_ + b_ * k) * kClip);
+  if (k == 0) {
+    ++n_plain_;
+    a_ += (t - a_) * std::max(kEma, 1.0 / n_plain_);
+    if (!have_a_) b_ = kRowPrior * a_;
+    have_a_ = true;
+  } else if (have_a_) {
+    b_ += kEma * (std::max(0.0, (t - a_) / k) - b_);
+    a_ += 0.5 * kEma * (std::max(t - b_ * k, t / (1 + k)) - a_);
+  }
+  b_ = std::max(b_, kRowFloor * a_);
+}
+
 void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   ++st_.passes;
-  // Pass times swing with the cache (a pass of misses costs many of hits), so a
-  // starts as the mean of the first plain passes and b from a prior of a / 4, and
-  // both move slowly: one unlucky pass does not switch speculation off.
-  if (n_drafted == 0) {
-    ++n_plain_;
-    a_ += (pass_s - a_) * std::max(kEma, 1.0 / n_plain_);
-    if (!have_a_) b_ = 0.25 * a_;
-    have_a_ = true;
-    return;
-  }
+  fit_pass_cost(n_drafted, pass_s);
+  if (n_drafted == 0) return;
   ++st_.spec_passes;
   st_.drafted += n_drafted;
   st_.accepted += n_accepted;
-  if (have_a_) b_ += kEma * (std::max(0.0, (pass_s - a_) / n_drafted) - b_);
   if (last_lane_ < 0) return;
   Lane& l = *lanes_[size_t(last_lane_)];
   l.drafted += n_drafted;
@@ -163,15 +203,25 @@ void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   // Guess i is judged only if guesses 0..i-1 were accepted.
   l.trials = l.trials * kCountDecay + std::min(n_accepted + 1, n_drafted);
   l.hits = l.hits * kCountDecay + n_accepted;
+  if (last_probe_) {
+    const bool could_pay = l.cost_per_token() + b_ < a_;
+    if (n_accepted == n_drafted && could_pay) {
+      l.probe_len = std::min(2 * l.probe_len, SpecOptions::kMaxDraft);
+      l.probe_every = kProbeEvery;
+      l.idle = kProbeEvery;  // probe again on the next pass
+    } else {
+      l.probe_len = kProbeLen;
+    }
+  }
 }
 
 SpecStats Speculator::stats() const {
   SpecStats s = st_;
   for (const auto& l : lanes_)
     s.per_drafter.push_back(fmt::format(
-        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; acceptance now {:.2f}",
+        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; acceptance now {:.2f}; {} probes",
         l->d->name(), l->drafted, l->accepted, l->drafted ? 100.0 * l->accepted / l->drafted : 0.0,
-        l->drafted ? 1e3 * l->draft_s / l->drafted : 0.0, l->alpha()));
+        l->drafted ? 1e3 * l->draft_s / l->drafted : 0.0, l->alpha(), l->probes));
   s.per_drafter.push_back(fmt::format("verify pass model: {:.2f} ms + {:.2f} ms per drafted token", 1e3 * a_,
                                       1e3 * b_));
   return s;

@@ -101,6 +101,8 @@ class Speculator {
   int max_draft_;
   bool adaptive_;
   int last_lane_ = -1;
+  bool last_probe_ = false;  // the last draft was a probe of a drafter that did not pay
+  void fit_pass_cost(int k, double t);
   double a_ = 0, b_ = 0;  // verify pass time: a + b * (tokens - 1)
   bool have_a_ = false;
   int n_plain_ = 0;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -417,37 +418,65 @@ struct NoState final : SeqState {
 };
 
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
-// pass takes `a` seconds and each drafted token `b` more; `accept` says whether
-// the drafts are accepted. Returns how many passes asked the drafter.
-int simulate(double a, double b, bool accept, int passes, std::chrono::microseconds draft_cost = {}) {
+// pass takes `a` seconds and each drafted token `b` more, except the first
+// `slow_start` passes, which take 10 times that (a cold cache, a stalled machine);
+// accept(i) says whether the drafts of pass i are accepted. Returns how many passes
+// asked the drafter; *drafted (if given) gets how many tokens were verified.
+int simulate(double a, double b, const std::function<bool(int)>& accept, int passes,
+             std::chrono::microseconds draft_cost = {}, int slow_start = 0, int* drafted = nullptr) {
   int asked = 0;
   std::vector<std::unique_ptr<Drafter>> d;
   d.push_back(std::make_unique<CountingDrafter>(&asked, draft_cost));
   Speculator spec(std::move(d), 8, /*adaptive=*/true);
   NoState st;
   std::vector<int32_t> seq = {1, 2, 3}, out;
+  if (drafted) *drafted = 0;
   for (int i = 0; i < passes; ++i) {
     EXPECT_TRUE(spec.draft(seq, st, 8, &out).ok());
     const int k = int(out.size());
-    spec.feedback(k, accept ? k : 0, a + b * k);
+    if (drafted) *drafted += k;
+    spec.feedback(k, accept(i) ? k : 0, (a + b * k) * (i < slow_start ? 10 : 1));
   }
   return asked;
+}
+int simulate(double a, double b, bool accept, int passes, std::chrono::microseconds draft_cost = {}) {
+  return simulate(a, b, [accept](int) { return accept; }, passes, draft_cost);
 }
 }  // namespace
 
 // Speculation that does not pay (every guess rejected, a drafted token costing as
-// much as a pass) is switched off. A drafter that costs time of its own is then
-// probed ever more rarely; a free one (n-gram lookup) keeps being probed every few
-// dozen passes. Speculation that pays is used on nearly every pass.
+// much as a pass) is switched off. Its probes then come ever more rarely: every few
+// hundred passes for a drafter that costs time of its own, every hundred or so for
+// a free one (n-gram lookup: its probe still costs verify rows). Speculation that
+// pays is used on nearly every pass.
 TEST(SpeculativeAdaptive, ProbesRarelyWhenItDoesNotPayAndDraftsWhenItDoes) {
   const int passes = 3000;
-  // Drafting takes 2.5 ms a token against a 10 ms pass (the clock measures it).
+  // Drafting takes 5 ms a token against a 10 ms pass (the clock measures it).
   const int costly = simulate(0.010, 0.010, false, passes, std::chrono::microseconds(5000));
   EXPECT_GE(costly, 3) << "it should still probe now and then";
   EXPECT_LE(costly, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
   const int free_draft = simulate(0.010, 0.010, false, passes);
-  EXPECT_GE(free_draft, passes / 30) << "a free drafter should keep being probed";
-  EXPECT_LE(free_draft, passes / 20);
+  EXPECT_GE(free_draft, passes / 120) << "a free drafter should keep being probed";
+  EXPECT_LE(free_draft, passes / 60);
   const int paying = simulate(0.040, 0.004, true, passes);
   EXPECT_GT(paying, passes * 9 / 10);
+}
+
+// The first passes are slow (10x: a cold start). Before, they left the plain-pass
+// time high while drafts were verified on every pass, so the rows looked free and
+// drafting never stopped, whatever the acceptance. Now a rejected drafter with a row
+// costing as much as a pass verifies only a few tokens in a thousand passes.
+TEST(SpeculativeAdaptive, ASlowStartDoesNotMakeDraftsLookFree) {
+  int drafted = 0;
+  simulate(0.010, 0.008, [](int) { return false; }, 1000, {}, /*slow_start=*/3, &drafted);
+  EXPECT_LE(drafted, 40) << "verified rows that were all rejected";
+}
+
+// Text that turns repetitive after 500 passes of rejections: drafting resumes within
+// about one probe interval, and then runs on nearly every pass.
+TEST(SpeculativeAdaptive, TakesUpARepetitiveStretchAfterRejections) {
+  int drafted = 0;
+  const int asked = simulate(0.010, 0.002, [](int i) { return i >= 500; }, 1000, {}, 0, &drafted);
+  EXPECT_GT(asked, 350) << "drafting should resume well before the end";
+  EXPECT_GT(drafted, 350 * 4) << "drafts after resuming should be long";
 }
