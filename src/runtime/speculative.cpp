@@ -26,15 +26,16 @@ constexpr double kCountDecay = 0.965;
 // before the next: from kProbeEvery passes up to kProbeMaxFree for a free drafter
 // and kProbeMax for one whose drafting costs time of its own (over kCostlyDraft of
 // a pass per token: the self draft costs about half a plain pass per token). A
-// drafter whose drafted token costs at least a plain pass (its own drafting plus
-// the verify row) could not pay even if every guess were accepted: it waits
-// kProbeMax passes at once. A probe whose guesses are all accepted is followed by
-// another, twice as long, on the next pass: a repetitive stretch is taken up fast.
+// drafter that would not pay even with kHopeful of its guesses accepted (its own
+// drafting plus the verify rows cost too much: the self draft on a model whose
+// verify rows read disjoint experts) waits kProbeMax passes at once. A probe whose
+// guesses are all accepted, by a drafter that could pay, is followed by another,
+// twice as long, on the next pass: a repetitive stretch is taken up fast.
 constexpr int kProbeEvery = 24;
 constexpr int kProbeMaxFree = 96;
 constexpr int kProbeMax = 384;
 constexpr int kProbeLen = 1;
-constexpr int kFirstLen = 2;
+constexpr double kHopeful = 0.9;
 constexpr double kCostlyDraft = 0.1;
 // Drafting starts only when the expected tokens per second beat a plain pass by this
 // factor: the measurements behind the expectation are noisy (a shared machine, a
@@ -101,29 +102,38 @@ Speculator::Speculator(std::vector<std::unique_ptr<Drafter>> drafters, int max_d
 Speculator::~Speculator() = default;
 
 // Expected tokens per second with k guesses: (1 + alpha + ... + alpha^k) tokens for
-// a + (b + c) k seconds; k = 0 is a plain pass.
-int Speculator::choose_k(const Lane& l, int limit) const {
-  limit = std::min(limit, max_draft_);
-  if (!adaptive_) return std::max(0, limit);
-  if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
-  const double alpha = l.alpha();
-  const double b = b_;
+// a + (b + c) k seconds; k = 0 is a plain pass. The best k for acceptance alpha,
+// 0 unless it beats a plain pass by kStartMargin.
+int Speculator::best_k(const Lane& l, double alpha, int limit) const {
   const double c = l.cost_per_token();
   double best = kStartMargin / a_, expect = 1.0, p = 1.0;
   int best_k = 0;
   for (int k = 1; k <= limit; ++k) {
     p *= alpha;
     expect += p;
-    const double rate = expect / (a_ + (b + c) * k);
+    const double rate = expect / (a_ + (b_ + c) * k);
     if (rate > best * 1.02) {
       best = rate;
       best_k = k;
     }
   }
+  return best_k;
+}
+
+int Speculator::choose_k(const Lane& l, int limit) const {
+  limit = std::min(limit, max_draft_);
+  if (!adaptive_) return std::max(0, limit);
+  if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
+  int k = best_k(l, l.alpha(), limit);
   // A drafter's first draft is a probe: its drafting cost is not known yet (a self
   // draft costs about a pass per token).
-  if (l.cost_n == 0) best_k = std::min(best_k, kFirstLen);
-  return best_k;
+  if (l.cost_n == 0) k = std::min(k, kProbeLen);
+  return k;
+}
+
+// Whether the drafter would pay if kHopeful of its guesses were accepted.
+bool Speculator::could_pay(const Lane& l) const {
+  return best_k(l, kHopeful, SpecOptions::kMaxDraft) > 0;
 }
 
 Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int limit, std::vector<int32_t>* out) {
@@ -141,9 +151,8 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
       k = std::min({limit, max_draft_, l.probe_len});
       probe = true;
       ++l.probes;
-      const double c = l.cost_per_token();
-      if (c + b_ >= a_) l.probe_every = kProbeMax;
-      else l.probe_every = std::min(2 * l.probe_every, c > kCostlyDraft * a_ ? kProbeMax : kProbeMaxFree);
+      if (!could_pay(l)) l.probe_every = kProbeMax;
+      else l.probe_every = std::min(2 * l.probe_every, l.cost_per_token() > kCostlyDraft * a_ ? kProbeMax : kProbeMaxFree);
     }
     if (k == 0) {
       ++l.idle;
@@ -204,8 +213,7 @@ void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   l.trials = l.trials * kCountDecay + std::min(n_accepted + 1, n_drafted);
   l.hits = l.hits * kCountDecay + n_accepted;
   if (last_probe_) {
-    const bool could_pay = l.cost_per_token() + b_ < a_;
-    if (n_accepted == n_drafted && could_pay) {
+    if (n_accepted == n_drafted && could_pay(l)) {
       l.probe_len = std::min(2 * l.probe_len, SpecOptions::kMaxDraft);
       l.probe_every = kProbeEvery;
       l.idle = kProbeEvery;  // probe again on the next pass

@@ -97,6 +97,8 @@ class Speculator {
  private:
   struct Lane;
   int choose_k(const Lane& l, int limit) const;
+  int best_k(const Lane& l, double alpha, int limit) const;
+  bool could_pay(const Lane& l) const;
   std::vector<std::unique_ptr<Lane>> lanes_;
   int max_draft_;
   bool adaptive_;

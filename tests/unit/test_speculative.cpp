@@ -446,18 +446,23 @@ int simulate(double a, double b, bool accept, int passes, std::chrono::microseco
 
 // Speculation that does not pay (every guess rejected, a drafted token costing as
 // much as a pass) is switched off. Its probes then come ever more rarely: every few
-// hundred passes for a drafter that costs time of its own, every hundred or so for
-// a free one (n-gram lookup: its probe still costs verify rows). Speculation that
-// pays is used on nearly every pass.
+// hundred passes for a drafter that costs time of its own or could not pay even at
+// high acceptance, every hundred or so for a free one that could (n-gram lookup: its
+// probe still costs verify rows). Speculation that pays is used on nearly every pass.
 TEST(SpeculativeAdaptive, ProbesRarelyWhenItDoesNotPayAndDraftsWhenItDoes) {
   const int passes = 3000;
   // Drafting takes 5 ms a token against a 10 ms pass (the clock measures it).
   const int costly = simulate(0.010, 0.010, false, passes, std::chrono::microseconds(5000));
   EXPECT_GE(costly, 3) << "it should still probe now and then";
   EXPECT_LE(costly, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
-  const int free_draft = simulate(0.010, 0.010, false, passes);
+  // A free drafter whose rows cost half a pass would pay at high acceptance.
+  const int free_draft = simulate(0.010, 0.005, false, passes);
   EXPECT_GE(free_draft, passes / 120) << "a free drafter should keep being probed";
   EXPECT_LE(free_draft, passes / 60);
+  // One whose rows cost two passes could not pay even so.
+  const int hopeless = simulate(0.010, 0.020, false, passes);
+  EXPECT_GE(hopeless, 3);
+  EXPECT_LE(hopeless, 15);
   const int paying = simulate(0.040, 0.004, true, passes);
   EXPECT_GT(paying, passes * 9 / 10);
 }
