@@ -40,7 +40,7 @@ constexpr double kCostlyDraft = 0.1;
 // factor: the measurements behind the expectation are noisy (a shared machine, a
 // cache that hits or misses), and a wrong start costs more than a late one; on text
 // where drafts are accepted the gain is several times this margin.
-constexpr double kStartMargin = 1.05;
+constexpr double kStartMargin = 1.15;
 // The pass cost model (fit_pass_cost): a drafted row's prior cost is a quarter of a
 // plain pass (hopeful: drafting starts only where the shadows measured a high
 // acceptance, and the first drafts measure it), and never under kRowFloor of one.
