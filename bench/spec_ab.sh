@@ -17,24 +17,27 @@ bin=$1; model=$2; prompt=$3; n=$4; reps=$5; mode=${6:-auto}
 shift 6 2>/dev/null || shift $#
 [ "${1:-}" = "--" ] && shift
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# Side 0 is always --spec off, side 1 --spec MODE; MODE=off runs off against itself
+# (an A/A test: its spread is the machine's noise).
 declare -A rates cpus bytes
 for ((r = 0; r < reps; ++r)); do
+  side=0
   for s in off "$mode"; do
     "$bin" run -m "$model" -p "$prompt" -n "$n" --temp 0 --profile none --spec "$s" --stats "$@" \
-      >"$tmp/out.$s.$r" 2>"$tmp/err.$s.$r" || { echo "run failed:"; cat "$tmp/err.$s.$r"; exit 1; }
-    rate=$(sed -n 's/^decode: .*(\([0-9.]*\) tok\/s).*/\1/p' "$tmp/err.$s.$r")
-    cpu=$(sed -n 's/^decode cpu: .*(\([0-9.]*\) ms per token).*/\1/p' "$tmp/err.$s.$r")
-    mb=$(sed -n 's/^decode read .*: \([0-9.]*\) MB per emitted token.*/\1/p' "$tmp/err.$s.$r")
-    extra=$(grep -E '^speculation' "$tmp/err.$s.$r" | sed 's/^speculation: //')
+      >"$tmp/out.$side.$r" 2>"$tmp/err.$side.$r" || { echo "run failed:"; cat "$tmp/err.$side.$r"; exit 1; }
+    rate=$(sed -n 's/^decode: .*(\([0-9.]*\) tok\/s).*/\1/p' "$tmp/err.$side.$r")
+    cpu=$(sed -n 's/^decode cpu: .*(\([0-9.]*\) ms per token).*/\1/p' "$tmp/err.$side.$r")
+    mb=$(sed -n 's/^decode read .*: \([0-9.]*\) MB per emitted token.*/\1/p' "$tmp/err.$side.$r")
+    extra=$(grep -E '^speculation' "$tmp/err.$side.$r" | sed 's/^speculation: //')
     printf '%-5s %8s tok/s %7s cpu-ms/tok %6s MB/tok  %s\n' "$s" "$rate" "${cpu:-?}" "${mb:-?}" "$extra"
-    rates[$s]+="$rate "; cpus[$s]+="${cpu:-0} "; bytes[$s]+="${mb:-0} "
+    rates[$side]+="$rate "; cpus[$side]+="${cpu:-0} "; bytes[$side]+="${mb:-0} "
+    side=1
   done
 done
-md5=$(cat "$tmp"/out.* | md5sum)
 same=yes
-for f in "$tmp"/out.*; do cmp -s "$f" "$tmp/out.off.0" || same=no; done
-python3 - "$mode" "${rates[off]}" "${rates[$mode]}" "$same" "${cpus[off]}" "${cpus[$mode]}" \
-  "${bytes[off]}" "${bytes[$mode]}" <<'PY'
+for f in "$tmp"/out.*; do cmp -s "$f" "$tmp/out.0.0" || same=no; done
+python3 - "$mode" "${rates[0]}" "${rates[1]}" "$same" "${cpus[0]}" "${cpus[1]}" \
+  "${bytes[0]}" "${bytes[1]}" <<'PY'
 import statistics, sys
 f = lambda s: [float(x) for x in s.split()]
 mode, off, on, same = sys.argv[1], f(sys.argv[2]), f(sys.argv[3]), sys.argv[4]
