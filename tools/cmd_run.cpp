@@ -99,6 +99,8 @@ Command add_run(CLI::App& app) {
                          st.n_prompt / std::max(st.prefill_s, 1e-9));
               fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,
                          st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
+              fmt::print(stderr, "decode cpu: {:.3f} s user+sys ({:.3f} ms per token)\n", st.decode_cpu_s,
+                         st.n_generated ? 1e3 * st.decode_cpu_s / st.n_generated : 0.0);
               fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
               fmt::print(stderr, "speculation: {}; {} passes, {:.2f} tokens per pass; {} drafted, {} accepted ({:.1f}%)\n",
                          spec ? spec_mode_name(so.mode) : "off", st.passes,

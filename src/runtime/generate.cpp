@@ -1,5 +1,7 @@
 #include "runtime/generate.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 
 namespace deltafin {
@@ -7,6 +9,14 @@ namespace deltafin {
 namespace {
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+// User + system CPU seconds of the whole process (every thread: compute and expert reads).
+// Steadier than wall time on a shared machine.
+double process_cpu_s() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 }  // namespace
 
@@ -39,6 +49,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;
   const uint64_t bytes0 = params.store ? params.store->stats().bytes_read : 0;
+  const double cpu0 = process_cpu_s();
 
   StreamDecoder dec(tok);
   std::string held;  // text not yet emitted because it may be the start of a stop string
@@ -144,6 +155,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   held += dec.flush();
   if (!held.empty() && st.stop_reason != "cancelled") on_text(held);
   st.decode_s = now_s() - t1;
+  st.decode_cpu_s = process_cpu_s() - cpu0;
   if (params.store) st.decode_bytes_read = params.store->stats().bytes_read - bytes0;
   if (stats) *stats = std::move(st);
   return {};

@@ -38,6 +38,7 @@ struct GenerateStats {
   int passes = 0;               // decode forward passes
   int drafted = 0, accepted = 0;  // speculation: guesses verified / kept
   uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
+  double decode_cpu_s = 0;  // the process's CPU time (user + sys, all threads) while decoding
 };
 
 // on_text gets each new piece of text (valid UTF-8); returning false cancels.

@@ -18,17 +18,35 @@ double now_s() {
 // Measurements fade: the weight of a pass halves after about 10 (EMA) or 20 (counts) more.
 constexpr double kEma = 0.07;
 constexpr double kCountDecay = 0.965;
-// A drafter that does not pay is still tried every kProbeEvery passes with a short
-// draft, so that a change (a repetitive stretch, a warmer cache) is noticed. One
-// whose drafting costs time of its own (over kCostlyDraft of a pass per token: the
-// self draft costs about a plain pass per token on a loaded machine) waits twice as
-// long after each probe that does not bring it back, up to kProbeMax passes, so
-// that on text where it never pays its probes cost a pass in hundreds. A free
-// drafter's probe (n-gram) costs only the verify rows, and only when it has a guess.
+// A drafter that does not pay is still asked, so that a change (a repetitive
+// stretch, a warmer cache) is noticed, but its guesses are shadows: not verified (a
+// verify row reads experts of its own, about a token's worth when routing spreads),
+// only compared with the tokens the target then emits. With a deterministic draft
+// (argmax, lookup) a guess is accepted exactly when the target emits it, greedy or
+// sampled, so a shadow measures acceptance as a verify would, at no I/O cost. A
+// free drafter (n-gram lookup: under kCostlyDraft of a pass per token) shadows on
+// every pass it does not draft. One whose drafting costs time of its own (the self
+// draft: about half a plain pass per token) shadows one token every kProbeEvery
+// passes, twice as long after each that does not bring it back, up to kProbeMax;
+// at once kProbeMax if it would not pay even with kHopeful of its guesses accepted.
+// A shadow whose guesses were all right is followed by one twice as long.
+// A drafter's first guesses are shadows too: their cost is not known yet.
 constexpr int kProbeEvery = 24;
 constexpr int kProbeMax = 384;
-constexpr int kProbeLen = 2;
+constexpr int kProbeLen = 1;
+constexpr double kHopeful = 0.9;
 constexpr double kCostlyDraft = 0.1;
+// Drafting starts only when the expected tokens per second beat a plain pass by this
+// factor: the measurements behind the expectation are noisy (a shared machine, a
+// cache that hits or misses), and a wrong start costs more than a late one; on text
+// where drafts are accepted the gain is several times this margin.
+constexpr double kStartMargin = 1.15;
+// The pass cost model (fit_pass_cost): a drafted row's prior cost is a quarter of a
+// plain pass (hopeful: drafting starts only where the shadows measured a high
+// acceptance, and the first drafts measure it), and never under kRowFloor of one.
+constexpr double kRowPrior = 0.25;
+constexpr double kRowFloor = 0.25;
+constexpr double kClip = 3.0;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
 constexpr double kPriorHits = 1.4, kPriorTrials = 2.0;
@@ -68,7 +86,12 @@ struct Speculator::Lane {
   int drafted = 0, accepted = 0;    // totals
   double draft_s = 0;
   int idle = 0;                     // passes since it was last asked
-  int probe_every = kProbeEvery;    // passes between probes while it does not pay
+  int probe_every = kProbeEvery;    // passes between shadows of a costly drafter
+  int probe_len = kProbeLen;        // tokens in its next shadow
+  // The pending shadow: guesses for seq[shadow_pos...], not verified.
+  std::vector<int32_t> shadow;
+  size_t shadow_pos = 0, shadow_done = 0;  // seq index of shadow[0]; guesses judged
+  int shadow_n = 0, shadow_hits = 0;  // totals: shadow guesses judged / right
   double alpha() const { return (hits + kPriorHits) / (trials + kPriorTrials); }
   double cost_per_token() const { return cost_n > 0 ? cost_s / cost_n : 0.0; }
 };
@@ -84,57 +107,94 @@ Speculator::Speculator(std::vector<std::unique_ptr<Drafter>> drafters, int max_d
 Speculator::~Speculator() = default;
 
 // Expected tokens per second with k guesses: (1 + alpha + ... + alpha^k) tokens for
-// a + (b + c) k seconds; k = 0 is a plain pass.
-int Speculator::choose_k(const Lane& l, int limit) const {
-  limit = std::min(limit, max_draft_);
-  if (!adaptive_) return std::max(0, limit);
-  if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
-  const double alpha = l.alpha();
-  const double b = b_;
+// a + (b + c) k seconds; k = 0 is a plain pass. The best k for acceptance alpha,
+// 0 unless it beats a plain pass by kStartMargin.
+int Speculator::best_k(const Lane& l, double alpha, int limit) const {
   const double c = l.cost_per_token();
-  double best = 1.0 / a_, expect = 1.0, p = 1.0;
+  double best = kStartMargin / a_, expect = 1.0, p = 1.0;
   int best_k = 0;
   for (int k = 1; k <= limit; ++k) {
     p *= alpha;
     expect += p;
-    const double rate = expect / (a_ + (b + c) * k);
+    const double rate = expect / (a_ + (b_ + c) * k);
     if (rate > best * 1.02) {
       best = rate;
       best_k = k;
     }
   }
-  // A drafter's first draft is a probe: its drafting cost is not known yet (a self
-  // draft costs about a pass per token).
-  if (l.cost_n == 0) best_k = std::min(best_k, kProbeLen);
   return best_k;
+}
+
+int Speculator::choose_k(const Lane& l, int limit) const {
+  limit = std::min(limit, max_draft_);
+  if (!adaptive_) return std::max(0, limit);
+  if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
+  int k = best_k(l, l.alpha(), limit);
+  // A drafter's first guesses are shadows: its drafting cost is not known yet.
+  if (l.cost_n == 0) k = 0;
+  return k;
+}
+
+// Whether the drafter would pay if kHopeful of its guesses were accepted.
+bool Speculator::could_pay(const Lane& l) const {
+  return best_k(l, kHopeful, SpecOptions::kMaxDraft) > 0;
+}
+
+// Guess i is judged only if guesses 0..i-1 were accepted.
+void Speculator::count(Lane& l, int judged, int right) {
+  l.trials = l.trials * kCountDecay + judged;
+  l.hits = l.hits * kCountDecay + right;
+}
+
+// Judges l's pending shadow against seq as far as seq reaches, each guess once; a
+// wrong one ends it. `final`: drop it after that (the lane drafts for real).
+void Speculator::resolve_shadow(Lane& l, const std::vector<int32_t>& seq, bool final) {
+  if (l.shadow.empty()) return;
+  size_t& i = l.shadow_done;
+  const size_t i0 = i;
+  bool wrong = false;
+  for (; i < l.shadow.size() && l.shadow_pos + i < seq.size(); ++i) {
+    if (seq[l.shadow_pos + i] != l.shadow[i]) {
+      wrong = true;
+      break;
+    }
+  }
+  const int right = int(i - i0);
+  count(l, right + (wrong ? 1 : 0), right);
+  l.shadow_n += right + (wrong ? 1 : 0);
+  l.shadow_hits += right;
+  if (wrong) {
+    l.probe_len = kProbeLen;
+  } else if (i == l.shadow.size()) {
+    if (could_pay(l)) {
+      l.probe_len = std::min(2 * l.probe_len, SpecOptions::kMaxDraft);
+      l.idle = l.probe_every;  // shadow again on the next pass
+    }
+  } else if (!final) {
+    return;  // the rest is not emitted yet
+  }
+  l.shadow.clear();
+  l.shadow_done = 0;
 }
 
 Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int limit, std::vector<int32_t>* out) {
   out->clear();
   last_lane_ = -1;
+  for (auto& l : lanes_) resolve_shadow(*l, seq, false);
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = *lanes_[i];
-    int k = choose_k(l, limit);
-    if (k > 0) {
-      l.probe_every = kProbeEvery;  // it pays: should it stop, probe soon
-    } else if (have_a_ && l.idle >= l.probe_every) {
-      k = std::min({limit, max_draft_, kProbeLen});
-      if (l.cost_per_token() > kCostlyDraft * a_) l.probe_every = std::min(2 * l.probe_every, kProbeMax);
-    }
+    const int k = choose_k(l, limit);
     if (k == 0) {
       ++l.idle;
+      DF_TRY(maybe_shadow(l, seq, target, limit));
       continue;
     }
+    resolve_shadow(l, seq, true);
+    l.probe_every = kProbeEvery;  // it pays: should it stop, shadow soon
+    l.probe_len = kProbeLen;
     l.idle = 0;
-    const double t0 = now_s();
-    DF_TRY(l.d->propose(seq, target, k, out));
-    const double dt = now_s() - t0;
-    st_.draft_s += dt;
-    l.draft_s += dt;
-    if (out->size() > size_t(k)) out->resize(size_t(k));
+    DF_TRY(timed_propose(l, seq, target, k, out));
     if (!out->empty()) {
-      l.cost_s = l.cost_s * kCountDecay + dt;
-      l.cost_n = l.cost_n * kCountDecay + double(out->size());
       last_lane_ = int(i);
       return {};
     }
@@ -142,38 +202,84 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
   return {};
 }
 
+Status Speculator::timed_propose(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int k,
+                                 std::vector<int32_t>* out) {
+  const double t0 = now_s();
+  DF_TRY(l.d->propose(seq, target, k, out));
+  const double dt = now_s() - t0;
+  st_.draft_s += dt;
+  l.draft_s += dt;
+  if (out->size() > size_t(k)) out->resize(size_t(k));
+  if (!out->empty()) {
+    l.cost_s = l.cost_s * kCountDecay + dt;
+    l.cost_n = l.cost_n * kCountDecay + double(out->size());
+  }
+  return {};
+}
+
+// A shadow for a lane that does not draft this pass, when one is due (see above).
+Status Speculator::maybe_shadow(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int limit) {
+  if (!adaptive_ || !have_a_ || !l.shadow.empty() || limit <= 0) return {};
+  const bool free = l.cost_n > 0 && l.cost_per_token() <= kCostlyDraft * a_;
+  if (!free && l.cost_n > 0) {
+    if (l.idle < l.probe_every) return {};
+    l.probe_every = could_pay(l) ? std::min(2 * l.probe_every, kProbeMax) : kProbeMax;
+  }
+  l.idle = 0;
+  // A free drafter's shadow is as long as a draft may be: it costs nothing.
+  const int n = free ? SpecOptions::kMaxDraft : l.probe_len;
+  DF_TRY(timed_propose(l, seq, target, std::min({limit, max_draft_, n}), &l.shadow));
+  l.shadow_pos = seq.size();
+  return {};
+}
+
+// Pass times swing with the cache (a pass of misses costs many of hits) and with
+// the machine's other load, so a and b move slowly (EMA) and a pass time is clipped
+// to [1/3, 3] x the model's prediction before it counts: one stall does not switch
+// speculation on or off. a starts as the mean of the first plain passes and b as
+// kRowPrior x a until a pass with drafts has been measured. A pass with drafts
+// updates b from its time beyond a, and a from its time less the rows (more
+// weakly): a must stay current while drafts are verified on every pass, or a stale,
+// high a makes the rows look free (b ~ 0) and drafting goes on at any acceptance.
+// b never falls under kRowFloor x a.
+void Speculator::fit_pass_cost(int k, double t) {
+  if (have_a_) t = std::clamp(t, (a_ + b_ * k) / kClip, (a_ + b_ * k) * kClip);
+  if (k == 0) {
+    ++n_plain_;
+    a_ += (t - a_) * std::max(kEma, 1.0 / n_plain_);
+    if (n_spec_ == 0) b_ = kRowPrior * a_;
+    have_a_ = true;
+  } else if (have_a_) {
+    ++n_spec_;
+    // A pass of k rows weighs as k passes of one row would.
+    b_ += (1 - std::pow(1 - kEma, k)) * (std::max(0.0, (t - a_) / k) - b_);
+    a_ += 0.5 * kEma * (std::max(t - b_ * k, t / (1 + k)) - a_);
+  }
+  b_ = std::max(b_, kRowFloor * a_);
+}
+
 void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   ++st_.passes;
-  // Pass times swing with the cache (a pass of misses costs many of hits), so a
-  // starts as the mean of the first plain passes and b from a prior of a / 4, and
-  // both move slowly: one unlucky pass does not switch speculation off.
-  if (n_drafted == 0) {
-    ++n_plain_;
-    a_ += (pass_s - a_) * std::max(kEma, 1.0 / n_plain_);
-    if (!have_a_) b_ = 0.25 * a_;
-    have_a_ = true;
-    return;
-  }
+  fit_pass_cost(n_drafted, pass_s);
+  if (n_drafted == 0) return;
   ++st_.spec_passes;
   st_.drafted += n_drafted;
   st_.accepted += n_accepted;
-  if (have_a_) b_ += kEma * (std::max(0.0, (pass_s - a_) / n_drafted) - b_);
   if (last_lane_ < 0) return;
   Lane& l = *lanes_[size_t(last_lane_)];
   l.drafted += n_drafted;
   l.accepted += n_accepted;
-  // Guess i is judged only if guesses 0..i-1 were accepted.
-  l.trials = l.trials * kCountDecay + std::min(n_accepted + 1, n_drafted);
-  l.hits = l.hits * kCountDecay + n_accepted;
+  count(l, std::min(n_accepted + 1, n_drafted), n_accepted);
 }
 
 SpecStats Speculator::stats() const {
   SpecStats s = st_;
   for (const auto& l : lanes_)
     s.per_drafter.push_back(fmt::format(
-        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; acceptance now {:.2f}",
+        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; acceptance now {:.2f}; "
+        "{} shadow guesses, {} right",
         l->d->name(), l->drafted, l->accepted, l->drafted ? 100.0 * l->accepted / l->drafted : 0.0,
-        l->drafted ? 1e3 * l->draft_s / l->drafted : 0.0, l->alpha()));
+        1e3 * l->cost_per_token(), l->alpha(), l->shadow_n, l->shadow_hits));
   s.per_drafter.push_back(fmt::format("verify pass model: {:.2f} ms + {:.2f} ms per drafted token", 1e3 * a_,
                                       1e3 * b_));
   return s;

@@ -18,8 +18,10 @@
 // The Speculator picks a drafter and a draft length per pass from what it measures:
 // each drafter's acceptance rate and drafting time per token, and the verify pass's
 // cost as a + b * (tokens - 1). It drafts k tokens where expected tokens per second,
-// (1 + alpha + ... + alpha^k) / (a + (b + c) k), beats a plain pass, and otherwise
-// only probes now and then: speculation switches itself off when it does not pay.
+// (1 + alpha + ... + alpha^k) / (a + (b + c) k), beats a plain pass by a margin.
+// Otherwise its guesses are only shadows, compared with what the target emits and
+// never verified (no verify rows, no expert reads): speculation switches itself off
+// when it does not pay, and back on when the shadows show that it would.
 //
 // Thread safety: none; one Speculator per sequence, used by its decode loop.
 #pragma once
@@ -100,13 +102,21 @@ class Speculator {
  private:
   struct Lane;
   int choose_k(const Lane& l, int limit) const;
+  int best_k(const Lane& l, double alpha, int limit) const;
+  bool could_pay(const Lane& l) const;
+  void count(Lane& l, int judged, int right);
+  void resolve_shadow(Lane& l, const std::vector<int32_t>& seq, bool final);
+  Status maybe_shadow(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int limit);
+  Status timed_propose(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int k,
+                       std::vector<int32_t>* out);
   std::vector<std::unique_ptr<Lane>> lanes_;
   int max_draft_;
   bool adaptive_;
   int last_lane_ = -1;
+  void fit_pass_cost(int k, double t);
   double a_ = 0, b_ = 0;  // verify pass time: a + b * (tokens - 1)
   bool have_a_ = false;
-  int n_plain_ = 0;
+  int n_plain_ = 0, n_spec_ = 0;  // passes measured without and with drafts
   SpecStats st_;
 };
 

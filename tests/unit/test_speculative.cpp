@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -417,37 +418,83 @@ struct NoState final : SeqState {
 };
 
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
-// pass takes `a` seconds and each drafted token `b` more; `accept` says whether
-// the drafts are accepted. Returns how many passes asked the drafter.
-int simulate(double a, double b, bool accept, int passes, std::chrono::microseconds draft_cost = {}) {
+// pass takes `a` seconds and each drafted token `b` more, except the first
+// `slow_start` passes, which take 10 times that (a cold cache, a stalled machine).
+// The drafter always guesses 7; accept(i) says whether the target emits 7 on pass i
+// (and so accepts the drafts of that pass) or 8. Returns how many passes asked the
+// drafter (verified drafts and shadows); *drafted (if given) gets how many tokens
+// were verified.
+int simulate(double a, double b, const std::function<bool(int)>& accept, int passes,
+             std::chrono::microseconds draft_cost = {}, int slow_start = 0, int* drafted = nullptr) {
   int asked = 0;
   std::vector<std::unique_ptr<Drafter>> d;
   d.push_back(std::make_unique<CountingDrafter>(&asked, draft_cost));
   Speculator spec(std::move(d), 8, /*adaptive=*/true);
   NoState st;
   std::vector<int32_t> seq = {1, 2, 3}, out;
+  if (drafted) *drafted = 0;
   for (int i = 0; i < passes; ++i) {
     EXPECT_TRUE(spec.draft(seq, st, 8, &out).ok());
     const int k = int(out.size());
-    spec.feedback(k, accept ? k : 0, a + b * k);
+    if (drafted) *drafted += k;
+    const bool yes = accept(i);
+    if (yes) seq.insert(seq.end(), out.begin(), out.end());
+    seq.push_back(yes ? 7 : 8);
+    spec.feedback(k, yes ? k : 0, (a + b * k) * (i < slow_start ? 10 : 1));
   }
   return asked;
 }
+int simulate_fixed(double a, double b, bool accept, int passes, std::chrono::microseconds draft_cost,
+                   int* drafted) {
+  return simulate(a, b, [accept](int) { return accept; }, passes, draft_cost, 0, drafted);
+}
 }  // namespace
 
-// Speculation that does not pay (every guess rejected, a drafted token costing as
-// much as a pass) is switched off. A drafter that costs time of its own is then
-// probed ever more rarely; a free one (n-gram lookup) keeps being probed every few
-// dozen passes. Speculation that pays is used on nearly every pass.
-TEST(SpeculativeAdaptive, ProbesRarelyWhenItDoesNotPayAndDraftsWhenItDoes) {
+// Speculation that does not pay (every guess rejected) is switched off: its guesses
+// are then shadows, never verified. A free drafter (n-gram lookup) shadows on every
+// pass; one that costs time of its own, or that could not pay even at high
+// acceptance, only every few hundred passes. Speculation that pays is used on nearly
+// every pass.
+TEST(SpeculativeAdaptive, ShadowsWhenItDoesNotPayAndDraftsWhenItDoes) {
   const int passes = 3000;
-  // Drafting takes 2.5 ms a token against a 10 ms pass (the clock measures it).
-  const int costly = simulate(0.010, 0.010, false, passes, std::chrono::microseconds(5000));
-  EXPECT_GE(costly, 3) << "it should still probe now and then";
-  EXPECT_LE(costly, 15) << "probing every 24 passes would ask " << passes / 24 << " times";
-  const int free_draft = simulate(0.010, 0.010, false, passes);
-  EXPECT_GE(free_draft, passes / 30) << "a free drafter should keep being probed";
-  EXPECT_LE(free_draft, passes / 20);
-  const int paying = simulate(0.040, 0.004, true, passes);
-  EXPECT_GT(paying, passes * 9 / 10);
+  int drafted = 0;
+  // Drafting takes 5 ms a token against a 10 ms pass (the clock measures it).
+  const int costly = simulate_fixed(0.010, 0.005, false, passes, std::chrono::microseconds(5000), &drafted);
+  EXPECT_GE(costly, 3) << "it should still be asked now and then";
+  EXPECT_LE(costly, 15) << "asking every 24 passes would ask " << passes / 24 << " times";
+  EXPECT_LE(drafted, 2) << "verified rows, all rejected";
+  // A free drafter whose rows cost half a pass would pay at high acceptance.
+  const int free_draft = simulate_fixed(0.010, 0.005, false, passes, std::chrono::microseconds(0), &drafted);
+  EXPECT_GE(free_draft, passes * 9 / 10) << "a free drafter should shadow on every pass";
+  EXPECT_LE(drafted, 2);
+  // One whose rows cost two passes could not pay even so.
+  const int hopeless = simulate_fixed(0.010, 0.020, false, passes, std::chrono::microseconds(1000), &drafted);
+  EXPECT_GE(hopeless, 3);
+  EXPECT_LE(hopeless, 15);
+  EXPECT_LE(drafted, 2);
+  const int paying = simulate_fixed(0.040, 0.004, true, passes, std::chrono::microseconds(0), &drafted);
+  EXPECT_GT(paying, passes / 8 * 9 / 10);
+  EXPECT_GT(drafted, passes * 9 / 10 * 7 / 8 * 8) << "drafts should be long when all are accepted";
+}
+
+// The first passes are slow (10x: a cold start). Before, they could leave the
+// plain-pass time high while drafts were verified on every pass, so the rows looked
+// free and drafting never stopped, whatever the acceptance. Now a rejected drafter
+// whose row costs most of a pass verifies next to nothing.
+TEST(SpeculativeAdaptive, ASlowStartDoesNotMakeDraftsLookFree) {
+  int drafted = 0;
+  simulate(0.010, 0.008, [](int) { return false; }, 1000, {}, /*slow_start=*/3, &drafted);
+  EXPECT_LE(drafted, 2) << "verified rows that were all rejected";
+}
+
+// Text that turns repetitive after 500 passes of rejections: the shadows show that
+// drafting would pay, it resumes once the acceptance measured over the last few
+// dozen guesses is high enough (about 25 passes here), and drafts grow long.
+TEST(SpeculativeAdaptive, TakesUpARepetitiveStretchAfterRejections) {
+  auto repetitive_from_500 = [](int i) { return i >= 500; };
+  int before = 0, all = 0;
+  simulate(0.010, 0.002, repetitive_from_500, 500, {}, 0, &before);
+  simulate(0.010, 0.002, repetitive_from_500, 600, {}, 0, &all);
+  EXPECT_LE(before, 2) << "verified rows while every guess was wrong";
+  EXPECT_GT(all - before, 300) << "100 passes of repetitive text should verify long drafts";
 }
