@@ -12,13 +12,21 @@
 
 namespace deltafin {
 
+// The compiler's half type: __fp16 on AArch64 (GCC 12 has no _Float16 in C++ there),
+// _Float16 on x86-64; both convert with round-to-nearest-even.
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 float fp16_to_fp32(uint16_t h) {
-  _Float16 v;
+  Half v;
   std::memcpy(&v, &h, 2);
   return static_cast<float>(v);
 }
 uint16_t fp32_to_fp16(float f) {
-  _Float16 v = static_cast<_Float16>(f);
+  Half v = static_cast<Half>(f);
   uint16_t h;
   std::memcpy(&h, &v, 2);
   return h;
