@@ -78,7 +78,11 @@ Command add_inspect(CLI::App& app) {
             std::string tl;
             for (auto& [t, b] : types) tl += fmt::format("{}{} {}", tl.empty() ? "" : ", ", t, human(double(b)));
             fmt::print("tensor types:   {}\n", tl);
-            fmt::print("layers:         {} ({} with routed experts)\n", m.int_or(arch + ".block_count", 0), layers.size());
+            const int64_t n_nextn = m.int_or(arch + ".nextn_predict_layers", 0);
+            fmt::print("layers:         {} ({} with routed experts){}\n", m.int_or(arch + ".block_count", 0), layers.size(),
+                       n_nextn == 1   ? std::string("; the last is a multi-token-prediction block (--spec mtp)")
+                       : n_nextn > 1 ? fmt::format("; the last {} are multi-token-prediction blocks", n_nextn)
+                                   : std::string());
             fmt::print("experts:        {} per MoE layer, {} used per token\n", n_expert, n_used);
             fmt::print("per expert:     {} (gate+up+down)\n", human(double(per_expert_max)));
             fmt::print("expert bytes per token: {} (if none were cached)\n", human(double(per_token)));

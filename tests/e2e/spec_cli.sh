@@ -39,6 +39,7 @@ if "$bin" synth --preset tiny --arch deepseek2 --mla absorbed --nextn 1 -o "$m" 
   out=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec mtp --spec-max 3 --spec-fixed --stats 2>"$dir/err")
   check "deepseek2 --spec mtp: same text as --spec off" test "$out" = "$ref"
   check "deepseek2 --spec mtp: --stats shows MTP drafts" grep -Eq "^  mtp: [1-9][0-9]* drafted" "$dir/err"
+  check "inspect names the MTP block" bash -c "'$bin' inspect '$m' | grep -q 'multi-token-prediction block'"
 else
   echo "FAIL synth deepseek2 --nextn 1"; fail=1
 fi
