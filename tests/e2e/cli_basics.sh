@@ -61,4 +61,10 @@ check "token id out of range: clear error" sh -c "test $rc -ne 0 && grep -q 'out
 python3 -c "print(' '.join(['the cat sat on the mat and then it ran off'] * 120))" >"$dir/text.txt"
 "$bin" perplexity -m "$m" -f "$dir/text.txt" -c 128 >"$dir/ppl" 2>/dev/null
 check "perplexity prints a final estimate" grep -q "Final estimate: PPL = " "$dir/ppl"
+
+# DELTAFIN_ISA picks a lesser kernel set (scalar always exists); a bad value is named.
+DELTAFIN_ISA=scalar "$bin" eval -m "$m" --ids 1,2,3 --top 3 >"$dir/eval-scalar" 2>"$dir/isa.err"
+check "DELTAFIN_ISA=scalar evaluates" test "$(wc -l <"$dir/eval-scalar")" = 1
+DELTAFIN_ISA=sse9 "$bin" eval -m "$m" --ids 1,2,3 --top 3 >/dev/null 2>"$dir/isa-bad.err"
+check "a DELTAFIN_ISA this CPU cannot run is named" grep -q "DELTAFIN_ISA=sse9" "$dir/isa-bad.err"
 exit $fail
