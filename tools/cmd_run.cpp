@@ -108,6 +108,18 @@ Command add_run(CLI::App& app) {
                          st.drafted ? 100.0 * st.accepted / st.drafted : 0.0);
               if (spec)
                 for (const std::string& line : spec->stats().per_drafter) fmt::print(stderr, "  {}\n", line);
+              if (gp.store && st.prefill_batches > 1) {
+                // A streamed prompt reads the union of its batch's experts per batch: one
+                // batch over the whole prompt reads each expert at most once (and needs
+                // about (experts used + 12) x n_embd floats per token of activations).
+                const ModelInfo& mi = engine->model().info();
+                const double per_tok = double(mi.n_expert_used + 12) * double(mi.n_embd) * 4.0;
+                fmt::print(stderr,
+                           "prefill read {:.1f} MB of experts in {} batches of -b {}; -b {} (one batch, about {:.0f} MB "
+                           "more memory) reads each expert at most once\n",
+                           st.prefill_bytes_read / 1e6, st.prefill_batches, gp.n_batch, st.n_prompt,
+                           per_tok * double(st.n_prompt - gp.n_batch) / 1e6);
+              }
               if (gp.store)
                 fmt::print(stderr, "decode read {:.1f} MB of experts: {:.2f} MB per emitted token\n",
                            st.decode_bytes_read / 1e6,

@@ -35,6 +35,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
 
   auto cancelled = [&] { return params.cancel && params.cancel->load(std::memory_order_relaxed); };
   const double t0 = now_s();
+  const uint64_t prefill_bytes0 = params.store ? params.store->stats().bytes_read : 0;
   for (size_t i = 0; i < prompt.size(); i += size_t(params.n_batch)) {
     if (cancelled()) {
       st.stop_reason = "cancelled";
@@ -44,11 +45,13 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     }
     const int n = int(std::min(prompt.size() - i, size_t(params.n_batch)));
     DF_TRY(model.forward(state, &prompt[i], n, logits.data(), false));
+    ++st.prefill_batches;
   }
   const double t1 = now_s();
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;
   const uint64_t bytes0 = params.store ? params.store->stats().bytes_read : 0;
+  st.prefill_bytes_read = bytes0 - prefill_bytes0;
   const double cpu0 = process_cpu_s();
 
   StreamDecoder dec(tok);

@@ -38,6 +38,8 @@ struct GenerateStats {
   int passes = 0;               // decode forward passes
   int drafted = 0, accepted = 0;  // speculation: guesses verified / kept
   uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
+  uint64_t prefill_bytes_read = 0;  // expert bytes read for the prompt (with params.store)
+  int prefill_batches = 0;         // forward passes over the prompt
   double decode_cpu_s = 0;  // the process's CPU time (user + sys, all threads) while decoding
 };
 

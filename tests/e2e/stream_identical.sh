@@ -46,6 +46,10 @@ for arch in qwen3moe deepseek2 kimi-k3 llama; do
   check "$arch: --stats shows the prefetch per layer" grep -Eq "^ +all +predictions +[1-9].*prefetched +[1-9]" "$dir/pf-$arch.err"
   a=$("$bin" run -m "$m" -p "hello world" -n 12 --temp 0 2>/dev/null)
   b=$("$bin" run -m "$m" -p "hello world" -n 12 --temp 0 --mem "$mem" --profile none 2>/dev/null)
+  "$bin" run -m "$m" -p "hello world, hello again world" -n 2 --temp 0 --mem "$mem" --profile none -b 2 --stats \
+    >/dev/null 2>"$dir/pb-$arch.err"
+  check "$arch: --stats names the prefill's expert reads per -b batch" \
+    grep -Eq "^prefill read [0-9.]+ MB of experts in [2-9][0-9]* batches of -b 2" "$dir/pb-$arch.err"
   check "$arch: run under --mem generates the same text" test "$a" = "$b"
 done
 check "at least one architecture streamed" test $tested -ge 1
