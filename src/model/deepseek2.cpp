@@ -100,7 +100,8 @@ class DeepSeek2 final : public ArchModel {
     const int P = st.n_past;
     const int64_t E = c_.n_embd;
     if (int(seq.size()) != P + 1 || max_n < 1 || P < 1) return {};
-    if (P + max_n > st.n_ctx) max_n = st.n_ctx - P;
+    max_n = std::min(max_n, st.n_ctx - P);  // chained entries stay inside the cache
+    if (max_n < 1) return {};
     // Catch up: one entry per trunk position not yet in the MTP cache, each from the
     // trunk's hidden row there and the token that followed. Rows recorded from a
     // later start (recording switched on mid-sequence) leave older entries unset.
