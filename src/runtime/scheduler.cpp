@@ -6,7 +6,6 @@
 
 #include "core/log.h"
 #include "runtime/output_text.h"
-#include "runtime/speculative.h"
 
 namespace deltafin {
 
@@ -201,8 +200,10 @@ void Scheduler::loop() {
         s->logits.resize(size_t(model_.info().n_vocab));
         if (opts_.spec_max > 0) {
           std::vector<std::unique_ptr<Drafter>> d;
-          d.push_back(make_ngram_drafter());
-          s->spec = std::make_unique<Speculator>(std::move(d), std::min(opts_.spec_max, SpecOptions::kMaxDraft));
+          if (opts_.make_drafters) d = opts_.make_drafters();
+          else d.push_back(make_ngram_drafter());
+          s->spec = std::make_unique<Speculator>(std::move(d), std::min(opts_.spec_max, SpecOptions::kMaxDraft),
+                                                 opts_.spec_adaptive);
           s->hist = s->req.prompt;
         }
       }
@@ -311,13 +312,14 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
       float* row = &s.logits[size_t(j) * size_t(V)];
       bool ok = false;
       const int32_t id = j < k ? s.sampler->verify(row, V, s.pass[size_t(j) + 1], &ok) : s.sampler->sample(row, V);
-      if (!emit(s, id, base[i] + 1 + j, &generated) || !ok) break;
-      ++kept;
+      const bool go = emit(s, id, base[i] + 1 + j, &generated);
+      if (ok) ++kept;  // a kept guess counts even when it ends the request
+      if (!go || !ok) break;
     }
+    drafted += uint64_t(k);
+    accepted += uint64_t(kept);
     if (s.done || !s.spec) continue;
     if (k > 0) {
-      drafted += uint64_t(k);
-      accepted += uint64_t(kept);
       // The state keeps the pending token and the accepted guesses.
       Status ts = s.state->truncate(base[i] + 1 + kept);
       if (!ts.ok()) {

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@
 
 #include "model/model.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {
@@ -40,6 +42,9 @@ struct SchedulerOptions {
   // guessed tokens to its row of the step, verified in the same pass (each
   // sequence's Speculator sizes its drafts from its measured acceptance).
   int spec_max = 16;
+  bool spec_adaptive = true;  // false: draft spec_max guesses whenever there are any (tests)
+  // The drafters of each request's Speculator (default: prompt lookup).
+  std::function<std::vector<std::unique_ptr<Drafter>>()> make_drafters;
 };
 
 struct GenRequest {

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
+#include <map>
+
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
@@ -216,4 +219,92 @@ TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
   late.prompt = {1};
   EXPECT_FALSE(sched.submit(late, &err, &msg));
   EXPECT_EQ(err, SubmitError::ShuttingDown);
+}
+
+// Sampling with speculation inside the scheduler keeps the distribution: 4-token
+// completions at temperature 1 over the top 2 candidates, counted over many seeds
+// with guesses (the model's own argmax) verified in the batched steps and without
+// (chi-square test of homogeneity, 0.1% level).
+TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
+  const std::string path = ::testing::TempDir() + "deltafin_sched_dist_" + std::to_string(::getpid()) + ".gguf";
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+  ThreadPool pool(2);
+  SynthReport rep;
+  ASSERT_TRUE(synth_model(s, path, pool, &rep).ok());
+  EngineOptions eo;
+  eo.threads = 1;
+  auto engine = Engine::open(path, eo);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  auto tok = Tokenizer::from_gguf((*engine)->file().meta());
+  ASSERT_TRUE(tok.ok());
+  const std::vector<int32_t> prompt = tok->encode("abc", true, true);
+  const int N = 600;
+  std::map<std::string, std::array<int, 2>> counts;
+  uint64_t drafted = 0, accepted = 0;
+  for (int side = 0; side < 2; ++side) {
+    SchedulerOptions so;
+    so.n_parallel = 4;
+    so.n_ctx = 64;
+    so.spec_max = side ? 3 : 0;
+    so.spec_adaptive = false;
+    // The full model's own argmax as the guess: kept about as often as it is the draw.
+    Model& model = (*engine)->model();
+    so.make_drafters = [&model] {
+      std::vector<std::unique_ptr<Drafter>> d;
+      d.push_back(make_self_drafter(model, nullptr));
+      return d;
+    };
+    Scheduler sched((*engine)->model(), *tok, so);
+    for (int i0 = 0; i0 < N; i0 += 4) {  // four at a time: the guesses ride in shared steps
+      std::vector<std::shared_ptr<GenHandle>> hs;
+      for (int i = i0; i < i0 + 4; ++i) {
+        GenRequest r;
+        r.prompt = prompt;
+        r.max_tokens = 4;
+        r.ignore_eos = true;
+        r.sampling.temperature = 1.0f;
+        r.sampling.top_k = 2;
+        r.sampling.top_p = 1.0f;
+        r.sampling.min_p = 0.0f;
+        r.sampling.seed = uint64_t(side * 100000 + i + 1);
+        SubmitError err;
+        std::string msg;
+        hs.push_back(sched.submit(r, &err, &msg));
+        ASSERT_TRUE(hs.back()) << msg;
+      }
+      for (auto& h : hs) {
+        std::string text;
+        GenUpdate u;
+        do {
+          u = h->wait(std::chrono::milliseconds(100));
+          text += u.text;
+        } while (!u.done);
+        ++counts[text][size_t(side)];
+      }
+    }
+    if (side) drafted = sched.stats().drafted, accepted = sched.stats().accepted;
+  }
+  EXPECT_GT(accepted, 0u) << "some guesses must be kept for the test to mean anything";
+  EXPECT_LT(accepted, drafted);
+  std::vector<std::array<int, 2>> cells;
+  std::array<int, 2> rare{0, 0};
+  for (auto& [text, c] : counts) {
+    if (c[0] + c[1] >= 10) cells.push_back(c);
+    else rare[0] += c[0], rare[1] += c[1];
+  }
+  if (rare[0] + rare[1] > 0) cells.push_back(rare);
+  ASSERT_GE(cells.size(), 3u);
+  double x = 0;
+  for (auto& c : cells) {
+    const double e = (c[0] + c[1]) / 2.0;
+    x += (c[0] - e) * (c[0] - e) / e + (c[1] - e) * (c[1] - e) / e;
+  }
+  // Upper 0.1% points of chi-square, df = 1..30.
+  static const double crit[] = {10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59,
+                                31.26, 32.91, 34.53, 36.12, 37.70, 39.25, 40.79, 42.31, 43.82, 45.31,
+                                46.80, 48.27, 49.73, 51.18, 52.62, 54.05, 55.48, 56.89, 58.30, 59.70};
+  const int df = int(cells.size()) - 1;
+  ASSERT_LE(df, 30) << "too many cells for the table";
+  EXPECT_LT(x, crit[df - 1]) << cells.size() << " cells, " << drafted << " drafted, " << accepted << " kept";
 }
