@@ -6,6 +6,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -13,6 +14,8 @@
 #include "server/api.h"
 #include "server/reasoning.h"
 #include "synth/synth.h"
+#include "chi2.h"
+#include "synth_once.h"
 
 using namespace deltafin;
 using namespace deltafin::server;
@@ -131,20 +134,31 @@ TEST(ServerReasoning, SplitsThinkAtAnyPieceBoundary) {
 }
 
 // The scheduler's output for several concurrent requests equals generate() alone.
-TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
-  const std::string path = ::testing::TempDir() + "deltafin_sched_" + std::to_string(::getpid()) + ".gguf";
+namespace {
+// The tiny qwen3moe model (written once per process) opened with `threads`, and its
+// tokenizer. Fails the calling test (call it in ASSERT_NO_FATAL_FAILURE) if it cannot.
+void open_tiny(int threads, std::unique_ptr<Engine>* engine, std::optional<Tokenizer>* tok) {
   SynthSpec s;
   ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
-  ThreadPool pool(2);
-  SynthReport rep;
-  ASSERT_TRUE(synth_model(s, path, pool, &rep).ok());
+  std::string why;
+  const std::string path = synth_once("sched", "tiny-qwen3moe", s, &why);
+  ASSERT_FALSE(path.empty()) << why;
   EngineOptions eo;
-  eo.threads = 2;
-  auto engine = Engine::open(path, eo);
-  ASSERT_TRUE(engine.ok()) << engine.error().message;
-  Model& m = (*engine)->model();
-  auto tok = Tokenizer::from_gguf((*engine)->file().meta());
-  ASSERT_TRUE(tok.ok());
+  eo.threads = threads;
+  auto e = Engine::open(path, eo);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  *engine = std::move(*e);
+  auto t = Tokenizer::from_gguf((*engine)->file().meta());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  tok->emplace(std::move(*t));
+}
+}  // namespace
+
+TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
+  Model& m = engine->model();
   const std::vector<std::string> prompts = {"hello world", "a much longer prompt than the others, to be chunked",
                                             "x", "the quick brown fox", "one two three one two three one two three"};
   const std::vector<int> n_predict = {12, 12, 12, 12, 48};
@@ -226,18 +240,9 @@ TEST(Scheduler, ConcurrentRequestsMatchGenerateAlone) {
 // with guesses (the model's own argmax) verified in the batched steps and without
 // (chi-square test of homogeneity, 0.1% level).
 TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
-  const std::string path = ::testing::TempDir() + "deltafin_sched_dist_" + std::to_string(::getpid()) + ".gguf";
-  SynthSpec s;
-  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
-  ThreadPool pool(2);
-  SynthReport rep;
-  ASSERT_TRUE(synth_model(s, path, pool, &rep).ok());
-  EngineOptions eo;
-  eo.threads = 1;
-  auto engine = Engine::open(path, eo);
-  ASSERT_TRUE(engine.ok()) << engine.error().message;
-  auto tok = Tokenizer::from_gguf((*engine)->file().meta());
-  ASSERT_TRUE(tok.ok());
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(1, &engine, &tok));
   const std::vector<int32_t> prompt = tok->encode("abc", true, true);
   const int N = 600;
   std::map<std::string, std::array<int, 2>> counts;
@@ -249,13 +254,13 @@ TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
     so.spec_max = side ? 3 : 0;
     so.spec_adaptive = false;
     // The full model's own argmax as the guess: kept about as often as it is the draw.
-    Model& model = (*engine)->model();
+    Model& model = engine->model();
     so.make_drafters = [&model] {
       std::vector<std::unique_ptr<Drafter>> d;
       d.push_back(make_self_drafter(model, nullptr));
       return d;
     };
-    Scheduler sched((*engine)->model(), *tok, so);
+    Scheduler sched(engine->model(), *tok, so);
     for (int i0 = 0; i0 < N; i0 += 4) {  // four at a time: the guesses ride in shared steps
       std::vector<std::shared_ptr<GenHandle>> hs;
       for (int i = i0; i < i0 + 4; ++i) {
@@ -287,24 +292,10 @@ TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
   }
   EXPECT_GT(accepted, 0u) << "some guesses must be kept for the test to mean anything";
   EXPECT_LT(accepted, drafted);
-  std::vector<std::array<int, 2>> cells;
-  std::array<int, 2> rare{0, 0};
-  for (auto& [text, c] : counts) {
-    if (c[0] + c[1] >= 10) cells.push_back(c);
-    else rare[0] += c[0], rare[1] += c[1];
-  }
-  if (rare[0] + rare[1] > 0) cells.push_back(rare);
-  ASSERT_GE(cells.size(), 3u);
-  double x = 0;
-  for (auto& c : cells) {
-    const double e = (c[0] + c[1]) / 2.0;
-    x += (c[0] - e) * (c[0] - e) / e + (c[1] - e) * (c[1] - e) / e;
-  }
-  // Upper 0.1% points of chi-square, df = 1..30.
-  static const double crit[] = {10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59,
-                                31.26, 32.91, 34.53, 36.12, 37.70, 39.25, 40.79, 42.31, 43.82, 45.31,
-                                46.80, 48.27, 49.73, 51.18, 52.62, 54.05, 55.48, 56.89, 58.30, 59.70};
-  const int df = int(cells.size()) - 1;
+  int cells = 0;
+  const double x = chi2_two_samples(counts, &cells);
+  ASSERT_GE(cells, 3);
+  const int df = cells - 1;
   ASSERT_LE(df, 30) << "too many cells for the table";
-  EXPECT_LT(x, crit[df - 1]) << cells.size() << " cells, " << drafted << " drafted, " << accepted << " kept";
+  EXPECT_LT(x, chi2_crit_001(df)) << cells << " cells, " << drafted << " drafted, " << accepted << " kept";
 }

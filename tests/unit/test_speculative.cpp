@@ -19,6 +19,7 @@
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "synth/synth.h"
+#include "chi2.h"
 #include "synth_once.h"
 #include "tokenizer/tokenizer.h"
 
@@ -45,14 +46,6 @@ std::string tiny_model(const std::string& arch, uint64_t seed, std::string* why,
     if (expert_in % block_geometry(quant).block_elems == 0) s.expert_type = quant;
   }
   return synth_once("spec", "tiny-" + key, s, why);
-}
-
-// Upper 0.1% points of chi-square with df = 1..30.
-double chi2_crit_001(int df) {
-  static const double t[] = {10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32, 26.12, 27.88, 29.59,
-                             31.26, 32.91, 34.53, 36.12, 37.70, 39.25, 40.79, 42.31, 43.82, 45.31,
-                             46.80, 48.27, 49.73, 51.18, 52.62, 54.05, 55.48, 56.89, 58.30, 59.70};
-  return df >= 1 && df <= 30 ? t[df - 1] : 1e300;
 }
 
 // Chi-square goodness of fit of counts against probabilities (categories with p > 0);
@@ -346,22 +339,11 @@ TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
   }
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
-  // Pool rare sequences so that every cell expects at least 5.
-  std::vector<std::array<int, 2>> cells;
-  std::array<int, 2> rare{0, 0};
-  for (auto& [seq, c] : counts) {
-    if (c[0] + c[1] >= 10) cells.push_back(c);
-    else rare[0] += c[0], rare[1] += c[1];
-  }
-  if (rare[0] + rare[1] > 0) cells.push_back(rare);
-  ASSERT_GE(cells.size(), 3u);
-  double x = 0;
-  for (auto& c : cells) {
-    const double e = (c[0] + c[1]) / 2.0;  // equal sample sizes
-    x += (c[0] - e) * (c[0] - e) / e + (c[1] - e) * (c[1] - e) / e;
-  }
-  const int df = int(cells.size()) - 1;
-  EXPECT_LT(x, chi2_crit_001(df)) << cells.size() << " cells";
+  int cells = 0;
+  const double x = chi2_two_samples(counts, &cells);
+  ASSERT_GE(cells, 3);
+  const int df = cells - 1;
+  EXPECT_LT(x, chi2_crit_001(df)) << cells << " cells";
 }
 
 // The same on quantized models: the verify pass evaluates several rows at once, and
