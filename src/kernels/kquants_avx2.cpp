@@ -6,12 +6,6 @@ namespace deltafin::kern {
 
 namespace {
 
-template <class Block, int NR>
-inline void row_ptrs(const void* w, size_t w_stride, const Block** a) {
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
-}
-
 // NR Q4_K/Q5_K rows against one Q8_K row: per row the operations of dot_q45k<Bits, 1>
 // in the same order (bit-identical to vec_dot), the activation loaded once.
 template <int Bits, int NR>

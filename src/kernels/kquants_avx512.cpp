@@ -88,8 +88,7 @@ template <int Bits, int NR>
 void dot512_q45k_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
   using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
   const Block* a[NR];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  row_ptrs<Block, NR>(w, w_stride, a);
   const auto* by = static_cast<const BlockQ8_K*>(x);
   __m512i idx[4];
   DF_UNROLL
@@ -313,8 +312,7 @@ template <class Kind, int NR>
 void dot512_k16_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
   using Block = typename Kind::Block;
   const Block* a[NR];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  row_ptrs<Block, NR>(w, w_stride, a);
   const auto* by = static_cast<const BlockQ8_K*>(x);
   __m512i idx[4];
   group_indices(idx);

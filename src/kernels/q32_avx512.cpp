@@ -225,8 +225,7 @@ template <class Pair, class Single, int NR>
 void dot_q32_pairs_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
   using Block = typename Pair::Block;
   const Block* a[NR];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+  row_ptrs<Block, NR>(w, w_stride, a);
   const auto* b = static_cast<const BlockQ8_0*>(x);
   const int64_t nb = n / kQ32;
   __m512 acc[NR];

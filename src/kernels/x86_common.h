@@ -73,6 +73,13 @@ inline __m256i unpack_nibbles16(const uint8_t* p) {
 // as if they had no effect. Prefetching any address is safe (it never faults).
 inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
 
+// a[r] = row r of NR weight rows `w_stride` bytes apart (the decode kernels' rows).
+template <class Block, int NR>
+inline void row_ptrs(const void* w, size_t w_stride, const Block** a) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
+}
+
 inline __m256i loadu256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // sc[0..7] then m[0..7] of a Q4_K / Q5_K super-block (layout in blocks.h), unpacked
