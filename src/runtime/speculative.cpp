@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -81,18 +82,38 @@ const char* spec_mode_name(SpecMode m) {
 
 struct Speculator::Lane {
   std::unique_ptr<Drafter> d;
-  double trials = 0, hits = 0;      // decayed: guesses reached / accepted
+  // Acceptance by depth, decayed: of the guesses at depth i (0: the first of a draft
+  // or shadow) whose guesses before it were right, how many were judged and right.
+  // Acceptance is bursty (a repeated stretch, then none), so one long run of right
+  // guesses must not count as many independent ones: p(i) is conditional on i.
+  double trials[SpecOptions::kMaxDraft] = {}, hits[SpecOptions::kMaxDraft] = {};
   double cost_s = 0, cost_n = 0;    // decayed: drafting time / tokens drafted
   int drafted = 0, accepted = 0;    // totals
   double draft_s = 0;
   int idle = 0;                     // passes since it was last asked
   int probe_every = kProbeEvery;    // passes between shadows of a costly drafter
   int probe_len = kProbeLen;        // tokens in its next shadow
-  // The pending shadow: guesses for seq[shadow_pos...], not verified.
-  std::vector<int32_t> shadow;
-  size_t shadow_pos = 0, shadow_done = 0;  // seq index of shadow[0]; guesses judged
+  // Pending shadows: guesses for seq[pos...], not verified; `done` of them judged.
+  struct Shadow {
+    std::vector<int32_t> g;
+    size_t pos = 0, done = 0;
+  };
+  std::deque<Shadow> shadows;
   int shadow_n = 0, shadow_hits = 0;  // totals: shadow guesses judged / right
-  double alpha() const { return (hits + kPriorHits) / (trials + kPriorTrials); }
+  // Acceptance of guess i given guesses 0..i-1 were right: measured, pulled toward
+  // depth i-1's (the prior at depth 0: kPriorHits of kPriorTrials).
+  double p(int i) const {
+    const double prior = i == 0 ? kPriorHits / kPriorTrials : p(i - 1);
+    return (hits[i] + prior * kPriorTrials) / (trials[i] + kPriorTrials);
+  }
+  // p(i) less one standard error: drafting starts where the acceptance is high by
+  // more than the noise of a few dozen guesses. A point estimate drafts whenever
+  // it happens to be high, which where acceptance is marginal (about what the rows
+  // cost) is most often just before a repeated stretch ends.
+  double p_low(int i) const {
+    const double q = p(i);
+    return std::max(0.0, q - std::sqrt(q * (1 - q) / (trials[i] + kPriorTrials)));
+  }
   double cost_per_token() const { return cost_n > 0 ? cost_s / cost_n : 0.0; }
 };
 
@@ -106,16 +127,17 @@ Speculator::Speculator(std::vector<std::unique_ptr<Drafter>> drafters, int max_d
 
 Speculator::~Speculator() = default;
 
-// Expected tokens per second with k guesses: (1 + alpha + ... + alpha^k) tokens for
-// a + (b + c) k seconds; k = 0 is a plain pass. The best k for acceptance alpha,
-// 0 unless it beats a plain pass by kStartMargin.
-int Speculator::best_k(const Lane& l, double alpha, int limit) const {
+// Expected tokens per second with k guesses: (1 + p0 + p0 p1 + ... + p0..p(k-1))
+// tokens for a + (b + c) k seconds; k = 0 is a plain pass. The best k for the
+// acceptance p(i) at depth i (or `hopeful` at every depth when > 0), 0 unless it
+// beats a plain pass by kStartMargin.
+int Speculator::best_k(const Lane& l, double hopeful, int limit) const {
   const double c = l.cost_per_token();
-  double best = kStartMargin / a_, expect = 1.0, p = 1.0;
+  double best = kStartMargin / a_, expect = 1.0, prob = 1.0;
   int best_k = 0;
   for (int k = 1; k <= limit; ++k) {
-    p *= alpha;
-    expect += p;
+    prob *= hopeful > 0 ? hopeful : l.p_low(k - 1);
+    expect += prob;
     const double rate = expect / (a_ + (b_ + c) * k);
     if (rate > best * 1.02) {
       best = rate;
@@ -129,7 +151,7 @@ int Speculator::choose_k(const Lane& l, int limit) const {
   limit = std::min(limit, max_draft_);
   if (!adaptive_) return std::max(0, limit);
   if (limit <= 0 || !have_a_) return 0;  // the first pass is plain: it measures a
-  int k = best_k(l, l.alpha(), limit);
+  int k = best_k(l, 0, limit);
   // A drafter's first guesses are shadows: its drafting cost is not known yet.
   if (l.cost_n == 0) k = 0;
   return k;
@@ -140,47 +162,61 @@ bool Speculator::could_pay(const Lane& l) const {
   return best_k(l, kHopeful, SpecOptions::kMaxDraft) > 0;
 }
 
-// Guess i is judged only if guesses 0..i-1 were accepted.
-void Speculator::count(Lane& l, int judged, int right) {
-  l.trials = l.trials * kCountDecay + judged;
-  l.hits = l.hits * kCountDecay + right;
+// One draft or shadow of l, started now: ages what was measured before it.
+void Speculator::start(Lane& l) {
+  for (int i = 0; i < SpecOptions::kMaxDraft; ++i) {
+    l.trials[i] *= kCountDecay;
+    l.hits[i] *= kCountDecay;
+  }
 }
 
-// Judges l's pending shadow against seq as far as seq reaches, each guess once; a
-// wrong one ends it. `final`: drop it after that (the lane drafts for real).
-void Speculator::resolve_shadow(Lane& l, const std::vector<int32_t>& seq, bool final) {
-  if (l.shadow.empty()) return;
-  size_t& i = l.shadow_done;
-  const size_t i0 = i;
-  bool wrong = false;
-  for (; i < l.shadow.size() && l.shadow_pos + i < seq.size(); ++i) {
-    if (seq[l.shadow_pos + i] != l.shadow[i]) {
-      wrong = true;
-      break;
-    }
+// Guesses [from, to) of one draft or shadow were judged right, and guess `to` wrong
+// if `wrong`.
+void Speculator::count(Lane& l, int from, int to, bool wrong) {
+  for (int i = from; i < to; ++i) {
+    l.trials[i] += 1;
+    l.hits[i] += 1;
   }
-  const int right = int(i - i0);
-  count(l, right + (wrong ? 1 : 0), right);
-  l.shadow_n += right + (wrong ? 1 : 0);
-  l.shadow_hits += right;
-  if (wrong) {
-    l.probe_len = kProbeLen;
-  } else if (i == l.shadow.size()) {
-    if (could_pay(l)) {
-      l.probe_len = std::min(2 * l.probe_len, SpecOptions::kMaxDraft);
-      l.idle = l.probe_every;  // shadow again on the next pass
+  if (wrong && to < SpecOptions::kMaxDraft) l.trials[to] += 1;
+}
+
+// Judges l's pending shadows against seq as far as seq reaches, each guess once; a
+// wrong one ends its shadow. A costly drafter's shadow that was right throughout is
+// followed by one twice as long.
+void Speculator::resolve_shadows(Lane& l, const std::vector<int32_t>& seq) {
+  for (auto it = l.shadows.begin(); it != l.shadows.end();) {
+    Lane::Shadow& s = *it;
+    size_t& i = s.done;
+    const size_t i0 = i;
+    bool wrong = false;
+    for (; i < s.g.size() && s.pos + i < seq.size(); ++i) {
+      if (seq[s.pos + i] != s.g[i]) {
+        wrong = true;
+        break;
+      }
     }
-  } else if (!final) {
-    return;  // the rest is not emitted yet
+    count(l, int(i0), int(i), wrong);
+    l.shadow_n += int(i - i0) + (wrong ? 1 : 0);
+    l.shadow_hits += int(i - i0);
+    if (wrong) {
+      l.probe_len = kProbeLen;
+    } else if (i == s.g.size()) {
+      if (could_pay(l)) {
+        l.probe_len = std::min(2 * l.probe_len, SpecOptions::kMaxDraft);
+        l.idle = l.probe_every;  // shadow again on the next pass
+      }
+    } else {
+      ++it;
+      continue;  // the rest is not emitted yet
+    }
+    it = l.shadows.erase(it);
   }
-  l.shadow.clear();
-  l.shadow_done = 0;
 }
 
 Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int limit, std::vector<int32_t>* out) {
   out->clear();
   last_lane_ = -1;
-  for (auto& l : lanes_) resolve_shadow(*l, seq, false);
+  for (auto& l : lanes_) resolve_shadows(*l, seq);
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& l = *lanes_[i];
     const int k = choose_k(l, limit);
@@ -189,12 +225,12 @@ Status Speculator::draft(const std::vector<int32_t>& seq, SeqState& target, int 
       DF_TRY(maybe_shadow(l, seq, target, limit));
       continue;
     }
-    resolve_shadow(l, seq, true);
     l.probe_every = kProbeEvery;  // it pays: should it stop, shadow soon
     l.probe_len = kProbeLen;
     l.idle = 0;
     DF_TRY(timed_propose(l, seq, target, k, out));
     if (!out->empty()) {
+      start(l);
       last_lane_ = int(i);
       return {};
     }
@@ -217,10 +253,13 @@ Status Speculator::timed_propose(Lane& l, const std::vector<int32_t>& seq, SeqSt
   return {};
 }
 
-// A shadow for a lane that does not draft this pass, when one is due (see above).
+// A shadow for a lane that does not draft this pass, when one is due (see above). A
+// free drafter shadows on every pass, so that a repetitive stretch is seen from its
+// first passes, not when a shadow started before it has been judged to its end.
 Status Speculator::maybe_shadow(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int limit) {
-  if (!adaptive_ || !have_a_ || !l.shadow.empty() || limit <= 0) return {};
+  if (!adaptive_ || !have_a_ || limit <= 0) return {};
   const bool free = l.cost_n > 0 && l.cost_per_token() <= kCostlyDraft * a_;
+  if (free ? l.shadows.size() >= size_t(SpecOptions::kMaxDraft) : !l.shadows.empty()) return {};
   if (!free && l.cost_n > 0) {
     if (l.idle < l.probe_every) return {};
     l.probe_every = could_pay(l) ? std::min(2 * l.probe_every, kProbeMax) : kProbeMax;
@@ -228,8 +267,12 @@ Status Speculator::maybe_shadow(Lane& l, const std::vector<int32_t>& seq, SeqSta
   l.idle = 0;
   // A free drafter's shadow is as long as a draft may be: it costs nothing.
   const int n = free ? SpecOptions::kMaxDraft : l.probe_len;
-  DF_TRY(timed_propose(l, seq, target, std::min({limit, max_draft_, n}), &l.shadow));
-  l.shadow_pos = seq.size();
+  Lane::Shadow s;
+  DF_TRY(timed_propose(l, seq, target, std::min({limit, max_draft_, n}), &s.g));
+  if (s.g.empty()) return {};
+  s.pos = seq.size();
+  start(l);
+  l.shadows.push_back(std::move(s));
   return {};
 }
 
@@ -252,7 +295,7 @@ void Speculator::fit_pass_cost(int k, double t) {
   } else if (have_a_) {
     ++n_spec_;
     // A pass of k rows weighs as k passes of one row would.
-    b_ += (1 - std::pow(1 - kEma, k)) * (std::max(0.0, (t - a_) / k) - b_);
+    b_ += std::max(1 - std::pow(1 - kEma, k), 1.0 / (1 + n_spec_)) * (std::max(0.0, (t - a_) / k) - b_);
     a_ += 0.5 * kEma * (std::max(t - b_ * k, t / (1 + k)) - a_);
   }
   b_ = std::max(b_, kRowFloor * a_);
@@ -269,17 +312,17 @@ void Speculator::feedback(int n_drafted, int n_accepted, double pass_s) {
   Lane& l = *lanes_[size_t(last_lane_)];
   l.drafted += n_drafted;
   l.accepted += n_accepted;
-  count(l, std::min(n_accepted + 1, n_drafted), n_accepted);
+  count(l, 0, n_accepted, n_accepted < n_drafted);
 }
 
 SpecStats Speculator::stats() const {
   SpecStats s = st_;
   for (const auto& l : lanes_)
     s.per_drafter.push_back(fmt::format(
-        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; acceptance now {:.2f}; "
+        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; first-guess acceptance now {:.2f}; "
         "{} shadow guesses, {} right",
         l->d->name(), l->drafted, l->accepted, l->drafted ? 100.0 * l->accepted / l->drafted : 0.0,
-        1e3 * l->cost_per_token(), l->alpha(), l->shadow_n, l->shadow_hits));
+        1e3 * l->cost_per_token(), l->p(0), l->shadow_n, l->shadow_hits));
   s.per_drafter.push_back(fmt::format("verify pass model: {:.2f} ms + {:.2f} ms per drafted token", 1e3 * a_,
                                       1e3 * b_));
   return s;

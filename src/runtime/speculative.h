@@ -16,9 +16,11 @@
 //   draft  a separate small GGUF with the same vocabulary and its own state.
 //
 // The Speculator picks a drafter and a draft length per pass from what it measures:
-// each drafter's acceptance rate and drafting time per token, and the verify pass's
-// cost as a + b * (tokens - 1). It drafts k tokens where expected tokens per second,
-// (1 + alpha + ... + alpha^k) / (a + (b + c) k), beats a plain pass by a margin.
+// each drafter's acceptance by depth (p_i: guess i right when guesses 0..i-1 were)
+// and drafting time per token, and the verify pass's cost as a + b * (tokens - 1).
+// It drafts k tokens where expected tokens per second,
+// (1 + p_0 + p_0 p_1 + ... + p_0 ... p_(k-1)) / (a + (b + c) k), beats a plain pass
+// by a margin.
 // Otherwise its guesses are only shadows, compared with what the target emits and
 // never verified (no verify rows, no expert reads): speculation switches itself off
 // when it does not pay, and back on when the shadows show that it would.
@@ -102,10 +104,11 @@ class Speculator {
  private:
   struct Lane;
   int choose_k(const Lane& l, int limit) const;
-  int best_k(const Lane& l, double alpha, int limit) const;
+  int best_k(const Lane& l, double hopeful, int limit) const;
   bool could_pay(const Lane& l) const;
-  void count(Lane& l, int judged, int right);
-  void resolve_shadow(Lane& l, const std::vector<int32_t>& seq, bool final);
+  void start(Lane& l);
+  void count(Lane& l, int from, int to, bool wrong);
+  void resolve_shadows(Lane& l, const std::vector<int32_t>& seq);
   Status maybe_shadow(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int limit);
   Status timed_propose(Lane& l, const std::vector<int32_t>& seq, SeqState& target, int k,
                        std::vector<int32_t>* out);
