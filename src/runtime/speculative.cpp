@@ -295,7 +295,7 @@ void Speculator::fit_pass_cost(int k, double t) {
   } else if (have_a_) {
     ++n_spec_;
     // A pass of k rows weighs as k passes of one row would.
-    b_ += std::max(1 - std::pow(1 - kEma, k), 1.0 / (1 + n_spec_)) * (std::max(0.0, (t - a_) / k) - b_);
+    b_ += (1 - std::pow(1 - kEma, k)) * (std::max(0.0, (t - a_) / k) - b_);
     a_ += 0.5 * kEma * (std::max(t - b_ * k, t / (1 + k)) - a_);
   }
   b_ = std::max(b_, kRowFloor * a_);
