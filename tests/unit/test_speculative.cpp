@@ -485,12 +485,13 @@ TEST(SpeculativeAdaptive, TakesUpARepetitiveStretchAfterRejections) {
 // pass: one guess per pass would give 1.55 tokens for 1.5 passes, and drafting
 // starts only at a 15% expected gain (70% acceptance). Measured acceptance swings
 // above that by chance now and then; drafting on such a swing is a loss on
-// average, so it must take more than the noise of a few dozen guesses.
+// average, so it must take more than the noise of a few dozen guesses (drafting on
+// the point estimate verified 306 rows here, on its lower bound 63).
 TEST(SpeculativeAdaptive, MarginalAcceptanceDoesNotStartDraftsOnNoise) {
   std::mt19937 rng(7);
   std::vector<bool> coin(3000);
   for (size_t i = 0; i < coin.size(); ++i) coin[i] = std::uniform_real_distribution<double>(0, 1)(rng) < 0.55;
   int drafted = 0;
   simulate(0.010, 0.005, [&](int i) { return bool(coin[size_t(i)]); }, int(coin.size()), {}, 0, &drafted);
-  EXPECT_LE(drafted, 60) << "verified rows at a marginal acceptance, of " << coin.size() << " passes";
+  EXPECT_LE(drafted, 120) << "verified rows at a marginal acceptance, of " << coin.size() << " passes";
 }
