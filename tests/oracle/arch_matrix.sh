@@ -46,8 +46,14 @@ declare -A EXPERT_TYPE=([kimi-k3]=MXFP4)
 # positions beyond 2e-2, on every seed, width and expert count tried, and no single
 # class left out fixes it. llama.cpp cannot show its own floor there (its batch and
 # single runs are bit-identical for these types), hence this stated bound.
-declare -A ARCH_MIN_TOP1=([kimi-k3]=0.92)
-declare -A ARCH_MAX_OVER=([kimi-k3]=0.40)
+# deepseek2's quantized cells are chaotic in the same way, though less: on an AVX2-only
+# CPU (AMD EPYC) llama.cpp's rounding there differs from an AVX-512 machine's and one
+# cell (Q2_K batch) missed 0.97 by one position; deltafin against itself, its AVX2
+# kernels against its scalar ones (DELTAFIN_ISA=scalar, same file, 256 positions),
+# agrees on top-1 at only 0.914 (Q2_K), 0.941 (Q8_0) and 0.949 (Q4_K), with 2-4% of
+# positions beyond tol. A wrong kernel or graph gives top-1 near chance.
+declare -A ARCH_MIN_TOP1=([kimi-k3]=0.92 [deepseek2]=0.90)
+declare -A ARCH_MAX_OVER=([kimi-k3]=0.40 [deepseek2]=0.10)
 # Extra synth flags per cell. deepseek2 is written in the absorbed MLA form (3-D
 # attn_k_b/attn_v_b, as current DeepSeek-V3/Kimi K2 GGUFs) except where the oracle
 # cannot run it: on a CPU with AMX, node-llama-cpp's prebuilt library puts 3-D F16,
@@ -113,7 +119,11 @@ compare() {
   max_over=$(python3 -c "print(max(${MAX_OVER[$t]:-$DEF_MAX_OVER}, ${MAX_OVER[$et]:-$DEF_MAX_OVER}))")
   tol=$(python3 -c "print(max(${TOL[$t]}, ${TOL[$et]}))")
   arch_top1=1; arch_over=0
-  case $1 in kimi-k3-F32*) ;; kimi-k3-*) arch_top1=${ARCH_MIN_TOP1[kimi-k3]}; arch_over=${ARCH_MAX_OVER[kimi-k3]} ;; esac
+  case $1 in
+    kimi-k3-F32* | deepseek2-F32*) ;;
+    kimi-k3-*) arch_top1=${ARCH_MIN_TOP1[kimi-k3]}; arch_over=${ARCH_MAX_OVER[kimi-k3]} ;;
+    deepseek2-*) arch_top1=${ARCH_MIN_TOP1[deepseek2]}; arch_over=${ARCH_MAX_OVER[deepseek2]} ;;
+  esac
   python3 "$cmp_py" "$2" "$3" --label "$1" --tol "$tol" \
     --min-top1 "$min_top1" --max-flipped "$max_over" >>"$log" 2>&1 && return 0
   python3 - "$2" "$3" "$1" "$tol" "$min_top1" "$max_over" "$self" "$arch_top1" "$arch_over" >>"$log" 2>&1 <<'PY'
