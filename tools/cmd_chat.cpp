@@ -50,7 +50,7 @@ Result<std::string> find_template(const std::string& model_path, const std::stri
 Command add_chat(CLI::App& app) {
   struct Opts {
     std::string model, system, system_file, chat_template;
-    int n = -1, ctx = 4096, threads = 0, batch = 512;
+    int n = -1, ctx = 4096, threads = 0, batch = 0;
     bool stats = false;
     SamplingParams sp;
     StoreCli store;
@@ -73,7 +73,7 @@ Command add_chat(CLI::App& app) {
   sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens (the whole conversation must fit)")
       ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
-  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass (0: 512)")->capture_default_str();
   add_sampling_options(sub, o->sp);
   sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");
   add_store_options(sub, o->store);

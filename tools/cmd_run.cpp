@@ -16,7 +16,7 @@ namespace deltafin::tools {
 Command add_run(CLI::App& app) {
   struct Opts {
     std::string model, prompt, file;
-    int n = 128, ctx = 4096, threads = 0, batch = 512;
+    int n = 128, ctx = 4096, threads = 0, batch = 0;
     bool stats = false, ignore_eos = false;
     std::vector<std::string> stop;
     SamplingParams sp;
@@ -33,7 +33,10 @@ Command add_run(CLI::App& app) {
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate (-1: until end of text)")->capture_default_str();
   sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
-  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass")->capture_default_str();
+  sub->add_option("-b,--batch-size", o->batch,
+                  "Prompt tokens per forward pass; 0 (default): 512, or when experts stream up to the whole "
+                  "prompt, its activations in memory the expert cache lends (at most 3/4 of it)")
+      ->capture_default_str();
   add_sampling_options(sub, o->sp);
   sub->add_option("--stop", o->stop, "Stop string (repeatable)");
   sub->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past end-of-text");
@@ -108,17 +111,20 @@ Command add_run(CLI::App& app) {
                          st.drafted ? 100.0 * st.accepted / st.drafted : 0.0);
               if (spec)
                 for (const std::string& line : spec->stats().per_drafter) fmt::print(stderr, "  {}\n", line);
-              if (gp.store && st.prefill_batches > 1) {
+              if (gp.store) {
                 // A streamed prompt reads the union of its batch's experts per batch: one
-                // batch over the whole prompt reads each expert at most once (and needs
-                // about (experts used + 12) x n_embd floats per token of activations).
-                const ModelInfo& mi = engine->model().info();
-                const double per_tok = double(mi.n_expert_used + 12) * double(mi.n_embd) * 4.0;
-                fmt::print(stderr,
-                           "prefill read {:.1f} MB of experts in {} batches of -b {}; -b {} (one batch, about {:.0f} MB "
-                           "more memory) reads each expert at most once\n",
-                           st.prefill_bytes_read / 1e6, st.prefill_batches, gp.n_batch, st.n_prompt,
-                           per_tok * double(st.n_prompt - gp.n_batch) / 1e6);
+                // batch over the whole prompt reads each expert at most once.
+                fmt::print(stderr, "prefill read {:.1f} MB of experts in {} batch{} of up to {} tokens",
+                           st.prefill_bytes_read / 1e6, st.prefill_batches, st.prefill_batches == 1 ? "" : "es",
+                           st.prefill_batch);
+                if (st.prefill_lent_bytes)
+                  fmt::print(stderr, " (the expert cache lent {:.1f} MB for them)", st.prefill_lent_bytes / 1e6);
+                if (st.prefill_batches > 1) {
+                  const double per_tok = double(batch_bytes_per_token(engine->model().info()));
+                  fmt::print(stderr, "; -b {} (one batch, about {:.0f} MB more memory) reads each expert at most once",
+                             st.n_prompt, per_tok * double(st.n_prompt - st.prefill_batch) / 1e6);
+                }
+                fmt::print(stderr, "\n");
               }
               if (gp.store)
                 fmt::print(stderr, "decode read {:.1f} MB of experts: {:.2f} MB per emitted token\n",

@@ -29,6 +29,14 @@ struct ModelInfo {
   int n_moe_layers = 0;
 };
 
+// Memory one prompt token takes in a batched forward pass, about: its hidden state,
+// norms, attention and FFN temporaries and one output row per routed expert
+// ((n_expert_used + 12) x n_embd floats). What a batch of n tokens adds on top of
+// the weights and the KV cache is about n times this.
+inline uint64_t batch_bytes_per_token(const ModelInfo& mi) {
+  return uint64_t(mi.n_expert_used + 12) * uint64_t(mi.n_embd) * sizeof(float);
+}
+
 // Per-sequence state: KV caches and recurrent states. n_past tokens are cached.
 class SeqState {
  public:

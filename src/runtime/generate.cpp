@@ -18,6 +18,22 @@ double process_cpu_s() {
   auto sec = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
   return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
+
+// The prompt's tokens per forward pass (GenerateParams::n_batch). Auto with a
+// streaming store: kAutoBatch, grown by what the expert cache lends for the extra
+// activations, in equal batches.
+int prompt_batch(Model& model, size_t n_prompt, const GenerateParams& params, GenerateStats* st) {
+  if (params.n_batch > 0) return st->prefill_batch = params.n_batch;
+  size_t batch = GenerateParams::kAutoBatch;
+  if (params.store && n_prompt > batch) {
+    const uint64_t per_tok = batch_bytes_per_token(model.info());
+    st->prefill_lent_bytes = params.store->lend_memory(per_tok * (n_prompt - batch));
+    batch += st->prefill_lent_bytes / per_tok;
+    const size_t passes = (n_prompt + batch - 1) / batch;
+    batch = (n_prompt + passes - 1) / passes;
+  }
+  return st->prefill_batch = int(std::min(batch, n_prompt));
+}
 }  // namespace
 
 Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::vector<int32_t>& prompt,
@@ -36,17 +52,26 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   auto cancelled = [&] { return params.cancel && params.cancel->load(std::memory_order_relaxed); };
   const double t0 = now_s();
   const uint64_t prefill_bytes0 = params.store ? params.store->stats().bytes_read : 0;
-  for (size_t i = 0; i < prompt.size(); i += size_t(params.n_batch)) {
+  const int n_batch = prompt_batch(model, prompt.size(), params, &st);
+  struct GiveBack {  // the cache gets its memory back however the prefill ends
+    StreamingExpertStore* s;
+    ~GiveBack() {
+      if (s) s->return_memory();
+    }
+  } give_back{st.prefill_lent_bytes ? params.store : nullptr};
+  for (size_t i = 0; i < prompt.size(); i += size_t(n_batch)) {
     if (cancelled()) {
       st.stop_reason = "cancelled";
       st.prefill_s = now_s() - t0;
       if (stats) *stats = std::move(st);
       return {};
     }
-    const int n = int(std::min(prompt.size() - i, size_t(params.n_batch)));
+    const int n = int(std::min(prompt.size() - i, size_t(n_batch)));
     DF_TRY(model.forward(state, &prompt[i], n, logits.data(), false));
     ++st.prefill_batches;
   }
+  if (give_back.s) give_back.s->return_memory();
+  give_back.s = nullptr;
   const double t1 = now_s();
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;

@@ -19,7 +19,12 @@ namespace deltafin {
 
 struct GenerateParams {
   int n_predict = 128;          // < 0: until end of generation or the context is full
-  int n_batch = 512;            // prompt tokens per forward pass
+  // Prompt tokens per forward pass; <= 0: auto, kAutoBatch, or with `store` as many as
+  // the expert cache can lend the memory for, up to the whole prompt (a streamed
+  // prompt reads its batch's union of experts once per batch: for a long prompt
+  // that is nearly every expert, per batch).
+  int n_batch = 0;
+  static constexpr int kAutoBatch = 512;
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not emitted)
   bool ignore_eos = false;
@@ -27,7 +32,7 @@ struct GenerateParams {
   // stop_reason "cancelled" (e.g. set from a SIGINT handler). Null: never.
   const std::atomic<bool>* cancel = nullptr;
   Speculator* speculator = nullptr;     // not owned; null: one token per pass
-  const StreamingExpertStore* store = nullptr;  // for bytes_read in the stats; may be null
+  StreamingExpertStore* store = nullptr;  // for bytes_read in the stats and auto n_batch; may be null
 };
 
 struct GenerateStats {
@@ -40,6 +45,8 @@ struct GenerateStats {
   uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
   uint64_t prefill_bytes_read = 0;  // expert bytes read for the prompt (with params.store)
   int prefill_batches = 0;         // forward passes over the prompt
+  int prefill_batch = 0;           // prompt tokens per pass (the last may have fewer)
+  uint64_t prefill_lent_bytes = 0;  // expert cache memory the prompt's batches borrowed
   double decode_cpu_s = 0;  // the process's CPU time (user + sys, all threads) while decoding
 };
 

@@ -187,6 +187,7 @@ class Streaming final : public StreamingExpertStore {
       return make_error("{}: the expert cache ({:.1f} MB) has no room for one expert ({:.1f} MB); raise --mem",
                         file_.path(), opts_.cache_bytes / 1e6, slot_bytes_ / 1e6);
     n_slots_ = int(n);
+    limit_ = n_slots_;
     slots_.resize(size_t(n_slots_));
     entries_.resize(size_t(ix_.n_keys()));
     age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
@@ -391,6 +392,18 @@ class Streaming final : public StreamingExpertStore {
       evict(s);
       free_slots_.push_back(s);
     }
+  }
+
+  uint64_t lend_memory(uint64_t bytes) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    const int floor = std::min(n_slots_, std::max(8, (n_slots_ + 3) / 4));
+    const uint64_t want = slot_bytes_ ? (bytes + slot_bytes_ - 1) / slot_bytes_ : 0;
+    limit_ = std::max(floor, n_slots_ - int(std::min<uint64_t>(want, uint64_t(n_slots_))));
+    trim();
+    free_slots_.clear();  // rebuilt: every slot under the limit that holds no expert
+    for (int s = 0; s < std::min(n_alloc_, limit_); ++s)
+      if (slots_[size_t(s)].key < 0) free_slots_.push_back(s);
+    return uint64_t(n_slots_ - limit_) * slot_bytes_;
   }
 
   Status save_profile() override {
@@ -634,19 +647,23 @@ class Streaming final : public StreamingExpertStore {
   // turn). A predicted read never evicts a reserved expert (one that a pending
   // prediction expects); a demand read does, but prefers others.
   int find_slot(bool demand, bool predicted) {
-    if (!free_slots_.empty()) {
+    if (n_alloc_ > limit_) trim();
+    while (!free_slots_.empty()) {
       const int s = free_slots_.back();
       free_slots_.pop_back();
+      if (s >= limit_) continue;  // lent (trim frees its memory)
+      Slot& sl = slots_[size_t(s)];
+      if (sl.buf.size() == 0) sl.buf = AlignedBuffer(slot_bytes_);
       return s;
     }
-    if (n_alloc_ < n_slots_) {
+    if (n_alloc_ < limit_) {
       Slot& s = slots_[size_t(n_alloc_)];
       if (s.buf.size() == 0) s.buf = AlignedBuffer(slot_bytes_);
       return n_alloc_++;
     }
     if (!demand && !predicted) return -1;
     int best = -1;
-    for (int s = 0; s < n_slots_; ++s) {
+    for (int s = 0; s < limit_; ++s) {
       const int k = slots_[size_t(s)].key;
       if (k < 0) continue;
       const Entry& e = entries_[size_t(k)];
@@ -664,6 +681,21 @@ class Streaming final : public StreamingExpertStore {
       ++stats_.evictions;
     }
     return best;
+  }
+
+  // Slots at or over the lending limit: evicts the experts there that are not in use
+  // and frees the memory of every one that holds none (in use ones follow later).
+  void trim() {
+    for (int s = limit_; s < n_alloc_; ++s) {
+      Slot& sl = slots_[size_t(s)];
+      if (sl.key >= 0) {
+        const Entry& e = entries_[size_t(sl.key)];
+        if (e.st != St::Ready || e.pins > 0 || e.wanted > 0) continue;
+        evict(s);
+      }
+      sl.buf = AlignedBuffer();
+    }
+    while (n_alloc_ > limit_ && slots_[size_t(n_alloc_ - 1)].key < 0) --n_alloc_;
   }
 
   bool better_victim(const Entry& a, const Entry& b) const {
@@ -800,6 +832,7 @@ class Streaming final : public StreamingExpertStore {
   StreamingOptions opts_;
   uint64_t slot_bytes_ = 0;
   int n_slots_ = 0, n_alloc_ = 0;
+  int limit_ = 0;  // slots the cache may use now (< n_slots_ while memory is lent)
   std::vector<std::unique_ptr<DirectFile>> files_;  // per shard; null: read through file_
 
   mutable std::mutex mu_;

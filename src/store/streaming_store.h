@@ -130,6 +130,13 @@ class StreamingExpertStore : public ExpertStore {
   virtual void drop_cache() = 0;
   // Writes the usage profile now (also done by the destructor).
   virtual Status save_profile() = 0;
+  // Lends up to `bytes` of the cache's memory (at most three quarters of it, in whole
+  // slots) to the caller, e.g. for the activations of a long prompt's batch: the
+  // cache then holds fewer experts, evicting and freeing those over the new limit as
+  // soon as they are not in use. Returns the bytes lent. A second call replaces the
+  // first; return_memory() (or lend_memory(0)) gives everything back.
+  virtual uint64_t lend_memory(uint64_t bytes) = 0;
+  void return_memory() { lend_memory(0); }
   virtual const ExpertIndex& index() const = 0;
 };
 

@@ -15,14 +15,17 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <numeric>
 #include <cstring>
 #include <random>
 #include <thread>
 
 #include "io/direct_file.h"
 #include "runtime/engine.h"
+#include "runtime/generate.h"
 #include "store/streaming_store.h"
 #include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
 #include "synth_once.h"
 
 using namespace deltafin;
@@ -480,4 +483,115 @@ TEST(ExpertStore, PredictionReadsAheadAndIsScored) {
   EXPECT_FALSE((*off)->wants_prediction(l1));
   (*off)->predict(l1, predicted.data(), 3);
   EXPECT_EQ((*off)->stats().prefetch_reads, 0u);
+}
+
+// Lending: the cache shrinks to at least a quarter of its slots (and 8) while memory
+// is lent, frees what it holds over the limit once not in use (a pinned expert
+// stays valid until released), and grows back when the memory returns.
+TEST(ExpertStore, LendsMemoryAndTakesItBack) {
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  int n_keys = 0;
+  for (const auto& l : m.layers) n_keys += l.n_expert;
+  ASSERT_GE(n_keys, 16) << "the test needs more experts than the lending floor";
+  StreamingOptions so;
+  so.max_slots = n_keys;
+  so.io_threads = 4;
+  auto made = make_streaming_expert_store(*m.file, m.layers, so);
+  ASSERT_TRUE(made.ok()) << made.error().message;
+  StreamingExpertStore& s = **made;
+  auto resident = make_resident_expert_store(*m.file, m.layers);
+  ASSERT_TRUE(resident.ok());
+  auto use_all = [&] {
+    for (const auto& l : m.layers) {
+      std::vector<int32_t> all(size_t(l.n_expert));
+      std::iota(all.begin(), all.end(), 0);
+      request_and_use(s, l.layer, all);
+    }
+  };
+  auto same_as_resident = [&](int layer, int e) {
+    auto a = (*resident)->acquire(layer, e);
+    auto b = s.acquire(layer, e);
+    EXPECT_TRUE(a.ok() && b.ok());
+    const bool same = a.ok() && b.ok() &&
+                      std::memcmp(a->down.data, b->down.data, a->down.row_bytes() * size_t(a->down.rows())) == 0;
+    (*resident)->release(layer, e);
+    s.release(layer, e);
+    return same;
+  };
+  use_all();
+  const uint64_t slot = s.stats().slot_bytes;
+  EXPECT_EQ(s.stats().cached, n_keys);
+  // An expert in use while the memory goes: still valid until it is released.
+  const int l0 = m.layers[0].layer;
+  auto pinned = s.acquire(l0, 0);
+  ASSERT_TRUE(pinned.ok());
+  const int floor = std::max(8, (n_keys + 3) / 4);
+  EXPECT_EQ(s.lend_memory(uint64_t(n_keys) * slot * 2), uint64_t(n_keys - floor) * slot) << "lends at most 3/4";
+  EXPECT_LE(s.stats().cached, floor + 1) << "the pinned one may stay over the limit";
+  auto again = (*resident)->acquire(l0, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(std::memcmp(pinned->down.data, again->down.data, again->down.row_bytes() * size_t(again->down.rows())), 0);
+  (*resident)->release(l0, 0);
+  s.release(l0, 0);
+  use_all();
+  EXPECT_LE(s.stats().cached, floor) << "over the limit after use";
+  for (const auto& l : m.layers)
+    for (int e = 0; e < l.n_expert; ++e) ASSERT_TRUE(same_as_resident(l.layer, e)) << l.layer << " " << e;
+  // A smaller loan replaces the first; then everything back.
+  EXPECT_EQ(s.lend_memory(slot * 3 / 2), 2 * slot) << "whole slots";
+  use_all();
+  EXPECT_LE(s.stats().cached, n_keys - 2);
+  s.return_memory();
+  use_all();
+  EXPECT_EQ(s.stats().cached, n_keys) << "the cache grows back";
+  for (const auto& l : m.layers)
+    for (int e = 0; e < l.n_expert; ++e) ASSERT_TRUE(same_as_resident(l.layer, e)) << l.layer << " " << e;
+}
+
+// A long prompt with the automatic batch: one forward pass over the whole prompt in
+// memory the cache lends (and gets back), generating what 512-token batches and a
+// resident run generate.
+TEST(ExpertStore, AutoPromptBatchBorrowsFromTheCache) {
+  SynthSpec spec;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
+  spec.n_expert = 32;
+  std::string why;
+  const std::string path = synth_once("store", "tiny-qwen3moe-e32", spec, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  const int n_keys = 32 * spec.n_layer;
+  std::vector<int32_t> gen[3];
+  GenerateStats stats[3];
+  for (int run = 0; run < 3; ++run) {  // resident; streaming, auto batch; streaming, -b 512
+    StreamingExpertStore* store = nullptr;
+    EngineOptions eo = run == 0 ? EngineOptions{} : streaming_options(n_keys / 2, CachePolicy::LFU, true, &store);
+    eo.threads = 2;
+    auto engine = Engine::open(path, eo);
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    auto tok = Tokenizer::from_gguf((*engine)->file().meta());
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto prompt = random_ids(700, (*engine)->model().info().n_vocab, 5);
+    auto st = (*engine)->model().new_state(720);
+    GenerateParams gp;
+    gp.n_predict = 8;
+    gp.sampling.temperature = 0;
+    gp.ignore_eos = true;
+    gp.store = store;
+    gp.n_batch = run == 2 ? 512 : 0;
+    ASSERT_TRUE(generate((*engine)->model(), *st, *tok, prompt, gp, [](const std::string&) { return true; },
+                         &stats[run])
+                    .ok());
+    gen[run] = stats[run].tokens;
+    if (store) {
+      EXPECT_EQ(store->lend_memory(0), 0u) << "nothing still lent";
+    }
+  }
+  EXPECT_EQ(stats[0].prefill_batches, 2) << "no store: 512-token batches";
+  EXPECT_EQ(stats[1].prefill_batches, 1) << "the whole prompt in one batch";
+  EXPECT_GT(stats[1].prefill_lent_bytes, 0u) << "slots " << n_keys / 2;
+  EXPECT_EQ(stats[2].prefill_batches, 2);
+  EXPECT_EQ(stats[2].prefill_lent_bytes, 0u);
+  EXPECT_LT(stats[1].prefill_bytes_read, stats[2].prefill_bytes_read) << "one batch reads each expert once";
+  EXPECT_EQ(gen[1], gen[0]);
+  EXPECT_EQ(gen[2], gen[0]);
 }
