@@ -73,7 +73,7 @@ Command add_chat(CLI::App& app) {
   sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens (the whole conversation must fit)")
       ->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
-  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass (0: 512)")->capture_default_str();
+  sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass; 0 (default): 512, or as in run when experts stream")->capture_default_str();
   add_sampling_options(sub, o->sp);
   sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");
   add_store_options(sub, o->store);
@@ -124,6 +124,7 @@ Command add_chat(CLI::App& app) {
             ReplOptions ro;
             ro.gen.n_predict = o->n;
             ro.gen.n_batch = o->batch;
+            ro.gen.store = engine->streaming_store();  // auto -b: a long message borrows cache memory
             ro.gen.sampling = o->sp;
             ro.print_stats = o->stats;
             return run_chat_repl(*chat, *engine, ro);
