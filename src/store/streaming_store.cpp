@@ -282,7 +282,7 @@ class Streaming final : public StreamingExpertStore {
       const bool in_ram = e.st == St::Ready || e.st == St::Reading;
       p.keys.push_back(*k);
       p.candidate.push_back(!in_ram);
-      if (on && reserved_ < n_slots_ / 2 && !e.reserved) {
+      if (on && reserved_ < limit_ / 2 && !e.reserved) {
         e.reserved = true;
         ++reserved_;
       }

@@ -114,16 +114,16 @@ vocab_of() { python3 -c "import json,sys; print(len(json.loads(open(sys.argv[1])
 #     cells of architectures measured to be chaotic beyond that floor; see below.
 compare() {
   # A cell's bounds are the looser of its core type's and its experts' type's.
-  local t=$4 et=$5 self=${6:-} a=${1%%-*} min_top1 max_over tol arch_top1 arch_over
+  local t=$4 et=$5 self=${6:-} cell=${1% *} min_top1 max_over tol arch_top1=1 arch_over=0
   min_top1=$(python3 -c "print(min(${MIN_TOP1[$t]:-$DEF_MIN_TOP1}, ${MIN_TOP1[$et]:-$DEF_MIN_TOP1}))")
   max_over=$(python3 -c "print(max(${MAX_OVER[$t]:-$DEF_MAX_OVER}, ${MAX_OVER[$et]:-$DEF_MAX_OVER}))")
   tol=$(python3 -c "print(max(${TOL[$t]}, ${TOL[$et]}))")
-  arch_top1=1; arch_over=0
-  case $1 in
-    kimi-k3-F32* | deepseek2-F32*) ;;
-    kimi-k3-*) arch_top1=${ARCH_MIN_TOP1[kimi-k3]}; arch_over=${ARCH_MAX_OVER[kimi-k3]} ;;
-    deepseek2-*) arch_top1=${ARCH_MIN_TOP1[deepseek2]}; arch_over=${ARCH_MAX_OVER[deepseek2]} ;;
-  esac
+  # The stated bound of the cell's architecture (its label: ARCH-TYPE MODE), quantized cells only.
+  local arch=${cell%-*}
+  if [ "${cell##*-}" != F32 ] && [ -n "${ARCH_MIN_TOP1[$arch]:-}" ]; then
+    arch_top1=${ARCH_MIN_TOP1[$arch]}
+    arch_over=${ARCH_MAX_OVER[$arch]}
+  fi
   python3 "$cmp_py" "$2" "$3" --label "$1" --tol "$tol" \
     --min-top1 "$min_top1" --max-flipped "$max_over" >>"$log" 2>&1 && return 0
   python3 - "$2" "$3" "$1" "$tol" "$min_top1" "$max_over" "$self" "$arch_top1" "$arch_over" >>"$log" 2>&1 <<'PY'
