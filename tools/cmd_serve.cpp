@@ -27,7 +27,7 @@ Command add_serve(CLI::App& app) {
     int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
     std::string spec = "auto";
     double drain_timeout = 30;
-    bool no_reasoning = false;
+    bool no_reasoning = false, no_prompt_cache = false;
     StoreCli store;
   };
   auto o = std::make_shared<Opts>();
@@ -55,6 +55,8 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--max-body", o->max_body, "Largest request body")->capture_default_str();
   sub->add_option("--drain-timeout", o->drain_timeout, "Seconds SIGTERM waits for running requests")
       ->capture_default_str();
+  sub->add_flag("--no-prompt-cache", o->no_prompt_cache,
+               "Do not keep finished requests' states for prompts that continue them (a chat's next turn)");
   sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -115,6 +117,7 @@ Command add_serve(CLI::App& app) {
             so.prefill_chunk = o->prefill_chunk;
             so.max_queue = o->queue;
             so.spec_max = o->spec == "off" ? 0 : o->spec_max;
+            so.prompt_cache = !o->no_prompt_cache;
             Scheduler sched(model, tok, so);
 
             server::ServerOptions sv;

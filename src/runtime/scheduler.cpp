@@ -27,6 +27,7 @@ GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
   u.error = error_;
   u.n_prompt = n_prompt_;
   u.n_generated = n_generated_;
+  u.n_cached = n_cached_;
   return u;
 }
 
@@ -56,6 +57,7 @@ struct Scheduler::Seq {
   std::unique_ptr<Speculator> spec;  // null: speculation off
   std::vector<int32_t> hist;         // prompt and sampled tokens (the last one pending while decoding)
   std::vector<int32_t> pass;         // this step's rows while decoding: the pending token, then guesses
+  std::vector<int32_t> held;         // the tokens the state holds, position by position
   int n_prompt_done = 0;  // prompt tokens evaluated
   int n_generated = 0;
   int32_t next = -1;      // the sampled token to evaluate next (decoding)
@@ -163,6 +165,10 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
   if (reason != "cancelled" && reason != "error" && s.out) rest = s.out->finish();
   s.handle->post(rest, true, reason, error, s.n_generated);
   s.done = true;
+  // A state a failed pass may have left half-written is not kept.
+  if (opts_.prompt_cache && reason != "error" && s.state && int(s.held.size()) == s.state->n_past &&
+      s.state->n_past > 0)
+    kept_.push_back({std::move(s.state), std::move(s.held)});
   s.state.reset();
   std::lock_guard<std::mutex> lk(mu_);
   if (reason == "cancelled") ++stats_.cancelled;
@@ -193,7 +199,7 @@ void Scheduler::loop() {
         continue;
       }
       if (!s->state) {
-        s->state = model_.new_state(opts_.n_ctx);
+        assign_state(*s, int(active.size()));
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
         for (int32_t id : s->req.prompt) s->sampler->accept(id);
         s->out = std::make_unique<OutputText>(tok_, s->req.stop);
@@ -217,6 +223,49 @@ void Scheduler::loop() {
   std::lock_guard<std::mutex> lk(mu_);
   stats_.active = 0;
   stats_.queued = 0;
+}
+
+namespace {
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+}  // namespace
+
+void Scheduler::assign_state(Seq& s, int n_active) {
+  const std::vector<int32_t>& prompt = s.req.prompt;
+  // At least the prompt's last token is evaluated: its logits give the first token.
+  const size_t most = prompt.size() - 1;
+  size_t best = 0, best_len = 0;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const size_t len = std::min(common_prefix(kept_[i].tokens, prompt), most);
+    if (len > best_len) best = i, best_len = len;
+  }
+  if (best_len > 0) {
+    Kept k = std::move(kept_[best]);
+    kept_.erase(kept_.begin() + std::ptrdiff_t(best));
+    // A recurrent state rolls back only so far: then it is dropped, not reused.
+    Status ts = k.state->truncate(int(best_len));
+    if (ts.ok()) {
+      s.state = std::move(k.state);
+      s.held.assign(prompt.begin(), prompt.begin() + std::ptrdiff_t(best_len));
+      s.n_prompt_done = int(best_len);
+      {
+        std::lock_guard<std::mutex> lk(s.handle->mu_);
+        s.handle->n_cached_ = int(best_len);
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.cached_prompt_tokens += best_len;
+      ++stats_.prompt_cache_hits;
+      return;
+    }
+    DF_LOG_DEBUG("prompt cache: not reused ({})", ts.error().message);
+  }
+  while (!kept_.empty() && int(kept_.size()) + n_active > opts_.n_parallel) kept_.pop_front();
+  s.state = model_.new_state(opts_.n_ctx);
+  s.held.clear();
 }
 
 bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
@@ -294,6 +343,11 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     for (Seq* s : who) finish(*s, "error", st.error().message);
     return false;
   }
+  for (size_t i = 0; i < who.size(); ++i) {
+    std::vector<int32_t>& held = who[i]->held;
+    held.resize(size_t(base[i]));
+    held.insert(held.end(), slices[i].tokens, slices[i].tokens + slices[i].n);
+  }
   int generated = 0;
   uint64_t drafted = 0, accepted = 0;
   for (size_t i = 0; i < who.size(); ++i) {
@@ -326,6 +380,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         finish(s, "error", ts.error().message);
         continue;
       }
+      s.held.resize(size_t(s.state->n_past));
     }
     s.spec->feedback(k, kept, dt);
   }

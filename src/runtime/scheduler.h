@@ -37,6 +37,12 @@ struct SchedulerOptions {
   int n_ctx = 4096;         // context per sequence (prompt + generated)
   int prefill_chunk = 256;  // prompt tokens per step, all sequences together
   int max_queue = 64;       // requests waiting for a batch place at most
+  // Prompt cache: a finished request's state is kept (with the tokens it holds)
+  // while its batch place is free, and a new request whose prompt starts with those
+  // tokens takes it and evaluates only the rest (a chat's next turn resends the whole
+  // conversation). Active plus kept states never exceed n_parallel, so the memory
+  // bound is that of n_parallel running requests.
+  bool prompt_cache = true;
   // Prompt-lookup speculation per sequence (0: off): a decoding sequence whose
   // recent tokens occurred before in its prompt or output adds up to this many
   // guessed tokens to its row of the step, verified in the same pass (each
@@ -64,6 +70,7 @@ struct GenUpdate {
   std::string finish_reason;
   std::string error;  // finish_reason == "error"
   int n_prompt = 0, n_generated = 0;
+  int n_cached = 0;  // prompt tokens taken from the prompt cache, not evaluated
 };
 
 class GenHandle {
@@ -83,12 +90,14 @@ class GenHandle {
   std::string text_;
   bool done_ = false, taken_done_ = false;
   std::string reason_, error_;
-  int n_prompt_ = 0, n_generated_ = 0;
+  int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
   std::atomic<bool> cancelled_{false};
 };
 
 struct SchedulerStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
+  uint64_t cached_prompt_tokens = 0;  // prompt tokens the prompt cache spared (not in prompt_tokens)
+  uint64_t prompt_cache_hits = 0;     // requests that took a kept state
   uint64_t batch_rows = 0;  // rows evaluated over all steps
   double prefill_s = 0, decode_s = 0;  // step time split by each step's share of rows
   double recent_tokens_per_s = 0;      // generated tokens/s over the last few seconds
@@ -126,6 +135,15 @@ class Scheduler {
   // pending token. n_past: tokens in the state before it. False when `s` finished.
   bool emit(Seq& s, int32_t id, int n_past, int* generated);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
+  // Gives `s` a state: the kept one sharing the longest prefix with its prompt
+  // (rolled back to that prefix), else a new one (dropping the oldest kept state when
+  // active plus kept states would exceed n_parallel).
+  void assign_state(Seq& s, int n_active);
+
+  struct Kept {
+    std::unique_ptr<SeqState> state;
+    std::vector<int32_t> tokens;  // what the state holds, position by position
+  };
 
   Model& model_;
   const Tokenizer& tok_;
@@ -137,6 +155,7 @@ class Scheduler {
   std::atomic<int> n_active_{0};
   SchedulerStats stats_;  // counters, under mu_
   std::deque<std::pair<double, int>> recent_;  // (time, tokens) of recent steps, under mu_
+  std::deque<Kept> kept_;  // prompt cache, oldest first (scheduler thread only)
   std::thread thread_;
 };
 

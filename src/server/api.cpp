@@ -24,8 +24,11 @@ std::string make_id(const char* prefix) {
   return fmt::format("{}-{:x}{:04x}", prefix, uint64_t(t) & 0xffffffffffULL, counter++ & 0xffff);
 }
 
-json usage_json(int n_prompt, int n_generated) {
-  return json{{"prompt_tokens", n_prompt}, {"completion_tokens", n_generated}, {"total_tokens", n_prompt + n_generated}};
+json usage_json(int n_prompt, int n_generated, int n_cached) {
+  return json{{"prompt_tokens", n_prompt},
+              {"completion_tokens", n_generated},
+              {"total_tokens", n_prompt + n_generated},
+              {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
 }
 
 std::string openai_finish_reason(const std::string& reason) { return reason == "length" ? "length" : "stop"; }

@@ -58,7 +58,8 @@ std::optional<ApiError> parse_completion_request(const std::string& body, int64_
 // Response ids ("chatcmpl-...", "cmpl-...") unique within the process.
 std::string make_id(const char* prefix);
 
-json usage_json(int n_prompt, int n_generated);
+// n_cached: prompt tokens the prompt cache spared (OpenAI's prompt_tokens_details.cached_tokens).
+json usage_json(int n_prompt, int n_generated, int n_cached);
 
 // finish_reason as OpenAI spells it ("stop", "length"; cancelled/error -> "stop").
 std::string openai_finish_reason(const std::string& reason);

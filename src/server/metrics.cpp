@@ -24,6 +24,10 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore* store) const {
   std::string o;
   metric(o, "deltafin_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.prompt_tokens));
+  metric(o, "deltafin_prompt_cache_tokens_total", "counter",
+         "Prompt tokens taken from the prompt cache (a kept state), not evaluated.", double(s.cached_prompt_tokens));
+  metric(o, "deltafin_prompt_cache_hits_total", "counter", "Requests that took a kept state from the prompt cache.",
+         double(s.prompt_cache_hits));
   metric(o, "deltafin_generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens));
   metric(o, "deltafin_prefill_seconds_total", "counter",
          "Forward-pass time spent on prompt tokens (each step split by its rows).", s.prefill_s);

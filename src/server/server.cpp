@@ -165,7 +165,7 @@ struct Server::Impl {
                          {"created", ctx->created},
                          {"model", model},
                          {"choices", json::array()},
-                         {"usage", usage_json(u.n_prompt, u.n_generated)}};
+                         {"usage", usage_json(u.n_prompt, u.n_generated, u.n_cached)}};
                   out += sse(c);
                 }
               }
@@ -223,7 +223,7 @@ struct Server::Impl {
                           {"created", ctx->created},
                           {"model", model},
                           {"choices", json::array({choice})},
-                          {"usage", usage_json(u.n_prompt, u.n_generated)}};
+                          {"usage", usage_json(u.n_prompt, u.n_generated, u.n_cached)}};
             }
             const std::string s = body.dump();
             if (!sink.write(s.data(), s.size())) return false;

@@ -1,0 +1,149 @@
+// The scheduler's prompt cache, on a tiny synthetic model of each architecture that
+// batches: a request whose prompt continues a finished one (a chat's next turn),
+// diverges from it, or repeats it takes the kept state, evaluates only the rest, and
+// gives the same text as generate() alone with a fresh state; how many prompt tokens
+// it was spared is reported. A KDA state (kimi-k3) rolls back only 16 positions, so
+// a prompt that diverges early there starts from a new state instead.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/scheduler.h"
+#include "synth/synth.h"
+#include "synth_once.h"
+
+using namespace deltafin;
+
+namespace {
+
+class PromptCache : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    SynthSpec s;
+    ASSERT_TRUE(synth_preset("tiny", GetParam(), &s));
+    std::string why;
+    const std::string path = synth_once("prompt_cache", std::string("tiny-") + GetParam(), s, &why);
+    ASSERT_FALSE(path.empty()) << why;
+    EngineOptions eo;
+    eo.threads = 2;
+    auto e = Engine::open(path, eo);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    engine_ = std::move(*e);
+    auto t = Tokenizer::from_gguf(engine_->file().meta());
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    tok_.emplace(std::move(*t));
+  }
+
+  std::vector<int32_t> encode(const std::string& text, bool bos) { return tok_->encode(text, bos, true); }
+
+  std::string alone(const std::vector<int32_t>& prompt, int n) {
+    GenerateParams gp;
+    gp.n_predict = n;
+    gp.sampling.temperature = 0;
+    auto st = engine_->model().new_state(kCtx);
+    std::string text;
+    Status s = generate(engine_->model(), *st, *tok_, prompt, gp, [&](const std::string& t) {
+      text += t;
+      return true;
+    }, nullptr);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return text;
+  }
+
+  // One greedy request, waited for: its text and the prompt tokens it was spared.
+  std::pair<std::string, int> ask(Scheduler& sched, const std::vector<int32_t>& prompt, int n) {
+    GenRequest r;
+    r.prompt = prompt;
+    r.max_tokens = n;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    SubmitError err;
+    std::string msg;
+    auto h = sched.submit(r, &err, &msg);
+    EXPECT_TRUE(h) << msg;
+    if (!h) return {};
+    std::string text;
+    GenUpdate u;
+    do {
+      u = h->wait(std::chrono::milliseconds(100));
+      text += u.text;
+    } while (!u.done);
+    EXPECT_EQ(u.finish_reason, "length");
+    return {text, u.n_cached};
+  }
+
+  static constexpr int kCtx = 160;
+  std::unique_ptr<Engine> engine_;
+  std::optional<Tokenizer> tok_;
+};
+
+TEST_P(PromptCache, ContinuedDivergedAndRepeatedPromptsMatchAFreshState) {
+  const bool kda = std::string(GetParam()) == "kimi-k3";
+  for (int spec_max : {0, 16}) {
+    SCOPED_TRACE(::testing::Message() << "spec_max " << spec_max);
+    SchedulerOptions so;
+    so.n_parallel = 2;
+    so.n_ctx = kCtx;
+    so.prefill_chunk = 7;  // prompts go in several chunks
+    so.spec_max = spec_max;
+    Scheduler sched(engine_->model(), *tok_, so);
+
+    const std::vector<int32_t> p1 = encode("one two three four five six seven one two three", true);
+    auto [t1, c1] = ask(sched, p1, 8);
+    EXPECT_EQ(t1, alone(p1, 8));
+    EXPECT_EQ(c1, 0) << "nothing was kept yet";
+
+    // The next turn: the first prompt (and maybe some of its reply), then more.
+    std::vector<int32_t> p2 = p1;
+    for (int32_t id : encode(" eight nine ten eleven", false)) p2.push_back(id);
+    auto [t2, c2] = ask(sched, p2, 8);
+    EXPECT_EQ(t2, alone(p2, 8));
+    EXPECT_GE(c2, int(p1.size())) << "the first request's state holds its whole prompt";
+    EXPECT_LT(c2, int(p2.size()));
+
+    // Diverges after two tokens: a KV cache rolls back that far, a KDA state does not.
+    std::vector<int32_t> p3(p1.begin(), p1.begin() + 2);
+    for (int32_t id : encode(" zebra zebra quartz", false)) p3.push_back(id);
+    ASSERT_NE(p3[2], p1[2]);
+    auto [t3, c3] = ask(sched, p3, 8);
+    EXPECT_EQ(t3, alone(p3, 8));
+    if (kda) EXPECT_EQ(c3, 0) << "a KDA state cannot roll back past its window";
+    else EXPECT_EQ(c3, 2);
+
+    // The same prompt again: all but its last token (whose logits are needed).
+    auto [t4, c4] = ask(sched, p3, 8);
+    EXPECT_EQ(t4, t3);
+    EXPECT_EQ(c4, int(p3.size()) - 1);
+
+    const SchedulerStats ss = sched.stats();
+    EXPECT_EQ(ss.prompt_cache_hits, uint64_t(kda ? 2 : 3));
+    EXPECT_EQ(ss.cached_prompt_tokens, uint64_t(c2 + c3 + c4));
+    EXPECT_EQ(ss.prompt_tokens, uint64_t(p1.size() + p2.size() + 2 * p3.size()) - ss.cached_prompt_tokens);
+  }
+}
+
+TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = kCtx;
+  so.prompt_cache = false;
+  Scheduler sched(engine_->model(), *tok_, so);
+  const std::vector<int32_t> p = encode("one two three four", true);
+  auto [a, ca] = ask(sched, p, 4);
+  auto [b, cb] = ask(sched, p, 4);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ca + cb, 0);
+  EXPECT_EQ(sched.stats().prompt_tokens, uint64_t(2 * p.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, PromptCache, ::testing::Values("qwen3moe", "llama", "deepseek2", "kimi-k3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace(s.begin(), s.end(), '-', '_');
+                           return s;
+                         });
+
+}  // namespace
