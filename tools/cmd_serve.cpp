@@ -118,6 +118,7 @@ Command add_serve(CLI::App& app) {
             so.max_queue = o->queue;
             so.spec_max = o->spec == "off" ? 0 : o->spec_max;
             so.prompt_cache = !o->no_prompt_cache;
+            so.store = engine->streaming_store();
             Scheduler sched(model, tok, so);
 
             server::ServerOptions sv;

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "runtime/output_text.h"
+#include "store/streaming_store.h"
 
 namespace deltafin {
 
@@ -217,9 +218,11 @@ void Scheduler::loop() {
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
     if (!active.empty()) step(active);
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    if (active.empty()) return_lent();
     n_active_ = int(active.size());
   }
   n_active_ = 0;
+  return_lent();
   std::lock_guard<std::mutex> lk(mu_);
   stats_.active = 0;
   stats_.queued = 0;
@@ -294,13 +297,45 @@ bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
   return true;
 }
 
+void Scheduler::return_lent() {
+  if (!lent_) return;
+  opts_.store->return_memory();
+  lent_ = 0;
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.prefill_lent_bytes = 0;
+}
+
+int Scheduler::prefill_budget(const std::vector<std::unique_ptr<Seq>>& active) {
+  const int chunk = opts_.prefill_chunk;
+  int64_t pending = 0;
+  bool decoding = false;
+  for (auto& s : active) {
+    if (s->decoding) decoding = true;
+    else pending += int64_t(s->req.prompt.size()) - s->n_prompt_done;
+  }
+  if (!opts_.store || decoding || pending <= chunk) {
+    return_lent();
+    return chunk;
+  }
+  const uint64_t per_tok = batch_bytes_per_token(model_.info());
+  if (!lent_) {
+    lent_ = opts_.store->lend_memory(per_tok * uint64_t(pending - chunk));
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.prefill_lent_bytes = lent_;
+  }
+  // Equal steps over what is pending (as `run` splits a prompt).
+  const int64_t most = chunk + int64_t(lent_ / per_tok);
+  const int64_t steps = (pending + most - 1) / most;
+  return int((pending + steps - 1) / steps);
+}
+
 bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   const int64_t V = model_.info().n_vocab;
   std::vector<BatchSlice> slices;
   std::vector<Seq*> who;
   std::vector<bool> samples;  // the slice ends a prompt or is a decode step
   std::vector<int> base;      // tokens in the state before the step
-  int budget = opts_.prefill_chunk, prefill_rows = 0, decode_rows = 0;
+  int budget = prefill_budget(active), prefill_rows = 0, decode_rows = 0;
   std::vector<int32_t> guesses;
   for (auto& sp : active) {
     Seq& s = *sp;
@@ -389,6 +424,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   stats_.steps++;
   stats_.batch_rows += uint64_t(rows);
   stats_.prompt_tokens += uint64_t(prefill_rows);
+  stats_.max_prefill_rows = std::max(stats_.max_prefill_rows, prefill_rows);
   stats_.generated_tokens += uint64_t(generated);
   stats_.drafted += drafted;
   stats_.accepted += accepted;

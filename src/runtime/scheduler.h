@@ -32,6 +32,8 @@
 
 namespace deltafin {
 
+class StreamingExpertStore;
+
 struct SchedulerOptions {
   int n_parallel = 4;       // sequences in the batch at most; more wait in the queue
   int n_ctx = 4096;         // context per sequence (prompt + generated)
@@ -43,6 +45,12 @@ struct SchedulerOptions {
   // conversation). Active plus kept states never exceed n_parallel, so the memory
   // bound is that of n_parallel running requests.
   bool prompt_cache = true;
+  // With streamed experts: while no sequence decodes (nobody waits on a step), the
+  // prompts in the batch go in larger steps, as many tokens as the expert cache lends
+  // memory for (StreamingExpertStore::lend_memory), since every step reads the experts
+  // its tokens use once; the memory goes back when a sequence decodes or the prompts
+  // are in. Null: prefill_chunk tokens a step always.
+  StreamingExpertStore* store = nullptr;
   // Prompt-lookup speculation per sequence (0: off): a decoding sequence whose
   // recent tokens occurred before in its prompt or output adds up to this many
   // guessed tokens to its row of the step, verified in the same pass (each
@@ -104,6 +112,8 @@ struct SchedulerStats {
   int active = 0, queued = 0;
   uint64_t finished = 0, cancelled = 0, failed = 0;
   uint64_t drafted = 0, accepted = 0;  // speculation: guessed tokens verified / kept
+  uint64_t prefill_lent_bytes = 0;     // expert cache memory lent to the prompts' steps now
+  int max_prefill_rows = 0;            // the most prompt tokens one step evaluated
 };
 
 enum class SubmitError { None, Invalid, Busy, ShuttingDown };
@@ -139,6 +149,10 @@ class Scheduler {
   // (rolled back to that prefix), else a new one (dropping the oldest kept state when
   // active plus kept states would exceed n_parallel).
   void assign_state(Seq& s, int n_active);
+  // Prompt tokens this step may evaluate: prefill_chunk, or more with memory the
+  // expert cache lends while no sequence decodes (returned otherwise).
+  int prefill_budget(const std::vector<std::unique_ptr<Seq>>& active);
+  void return_lent();
 
   struct Kept {
     std::unique_ptr<SeqState> state;
@@ -156,6 +170,7 @@ class Scheduler {
   SchedulerStats stats_;  // counters, under mu_
   std::deque<std::pair<double, int>> recent_;  // (time, tokens) of recent steps, under mu_
   std::deque<Kept> kept_;  // prompt cache, oldest first (scheduler thread only)
+  uint64_t lent_ = 0;      // bytes the expert cache lent for prompt steps (scheduler thread only)
   std::thread thread_;
 };
 

@@ -28,6 +28,9 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
          "Prompt tokens taken from the prompt cache (a kept state), not evaluated.", double(s.cached_prompt_tokens));
   metric(o, "deltafin_prompt_cache_hits_total", "counter", "Requests that took a kept state from the prompt cache.",
          double(s.prompt_cache_hits));
+  metric(o, "deltafin_prefill_lent_bytes", "gauge",
+         "Expert cache memory lent now to the prompts' steps (while no sequence decodes).",
+         double(s.prefill_lent_bytes));
   metric(o, "deltafin_generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens));
   metric(o, "deltafin_prefill_seconds_total", "counter",
          "Forward-pass time spent on prompt tokens (each step split by its rows).", s.prefill_s);

@@ -23,6 +23,7 @@
 #include "io/direct_file.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "runtime/scheduler.h"
 #include "store/streaming_store.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -594,4 +595,74 @@ TEST(ExpertStore, AutoPromptBatchBorrowsFromTheCache) {
   EXPECT_LT(stats[1].prefill_bytes_read, stats[2].prefill_bytes_read) << "one batch reads each expert once";
   EXPECT_EQ(gen[1], gen[0]);
   EXPECT_EQ(gen[2], gen[0]);
+}
+
+// The server's scheduler does the same while no sequence decodes: a long prompt goes
+// in steps larger than prefill_chunk with memory the expert cache lends, reads fewer
+// expert bytes than in prefill_chunk steps and gives the same tokens; the memory goes
+// back when the prompt is in. While another request decodes, steps stay at
+// prefill_chunk (it would wait on them).
+TEST(ExpertStore, SchedulerPromptStepsBorrowFromTheCacheWhileNobodyDecodes) {
+  SynthSpec spec;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
+  spec.n_expert = 32;
+  std::string why;
+  const std::string path = synth_once("store", "tiny-qwen3moe-e32", spec, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  const int n_keys = 32 * spec.n_layer;
+  auto collect = [](GenHandle& h) {
+    std::string text;
+    GenUpdate u;
+    do {
+      u = h.wait(std::chrono::milliseconds(100));
+      text += u.text;
+    } while (!u.done);
+    return text;
+  };
+  std::string text[3];
+  uint64_t bytes[3] = {};
+  for (int run = 0; run < 3; ++run) {  // 0: no lending; 1: lending, alone; 2: lending beside a decoding request
+    SCOPED_TRACE(run);
+    StreamingExpertStore* store = nullptr;
+    auto engine = Engine::open(path, streaming_options(n_keys / 2, CachePolicy::LFU, true, &store));
+    ASSERT_TRUE(engine.ok()) << engine.error().message;
+    auto tok = Tokenizer::from_gguf((*engine)->file().meta());
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    SchedulerOptions so;
+    so.n_ctx = 720;
+    so.prefill_chunk = 64;
+    so.spec_max = 0;
+    so.store = run ? store : nullptr;
+    Scheduler sched((*engine)->model(), *tok, so);
+    GenRequest r;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    SubmitError err;
+    std::string msg;
+    std::shared_ptr<GenHandle> other;
+    if (run == 2) {  // decoding (its first text is out) before the long prompt comes
+      r.prompt = random_ids(8, (*engine)->model().info().n_vocab, 9);
+      r.max_tokens = 400;
+      other = sched.submit(r, &err, &msg);
+      ASSERT_TRUE(other) << msg;
+      GenUpdate u;
+      do u = other->wait(std::chrono::milliseconds(100));
+      while (u.text.empty() && !u.done);
+    }
+    r.prompt = random_ids(700, (*engine)->model().info().n_vocab, 5);
+    r.max_tokens = 6;
+    const uint64_t b0 = store->stats().bytes_read;
+    auto h = sched.submit(r, &err, &msg);
+    ASSERT_TRUE(h) << msg;
+    text[run] = collect(*h);
+    bytes[run] = store->stats().bytes_read - b0;
+    const SchedulerStats ss = sched.stats();
+    if (run == 1) EXPECT_GT(ss.max_prefill_rows, 64) << "slots " << n_keys / 2;
+    else EXPECT_EQ(ss.max_prefill_rows, 64);
+    EXPECT_EQ(ss.prefill_lent_bytes, 0u) << "given back once the prompt is in";
+    if (other) other->cancel();
+  }
+  EXPECT_EQ(text[1], text[0]);
+  EXPECT_EQ(text[2], text[0]);
+  EXPECT_LT(bytes[1], bytes[0]) << "fewer, larger steps read each expert fewer times";
 }

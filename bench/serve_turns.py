@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""A multi-turn chat against `deltafin serve` with the prompt cache and without it
+(--no-prompt-cache), servers started in turn (alternating --reps times, so the two sides
+see the same machine). Every turn resends the whole conversation; reported per turn:
+prompt tokens, tokens taken from the prompt cache, time to first token and expert
+bytes read during the turn (from /metrics), medians over the repetitions.
+
+  python3 bench/serve_turns.py --bin build/deltafin -m MODEL.gguf --mem 400M \
+      --context-file assets/models/kjv-heldout.txt --context-words 1500 --turns 4 --tokens 32 --reps 3
+"""
+import argparse, http.client, json, re, statistics, subprocess, sys, time
+
+QUESTIONS = ["Summarise the passage above.", "Who speaks in it?", "What happens next?",
+             "Say it again in fewer words.", "Which line matters most?", "Why?"]
+
+
+def metric(host, port, name):
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    c.request("GET", "/metrics")
+    for line in c.getresponse().read().decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def turn(host, port, messages, tokens):
+    c = http.client.HTTPConnection(host, port, timeout=3600)
+    body = {"messages": messages, "max_tokens": tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    t0 = time.time()
+    c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        sys.exit(f"HTTP {r.status}: {r.read()[:300]}")
+    text, usage, ttft = "", None, None
+    for raw in r:
+        line = raw.decode().strip()
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        ch = json.loads(line[6:])
+        if ch.get("usage"):
+            usage = ch["usage"]
+        for cc in ch["choices"]:
+            d = cc["delta"].get("content") or ""
+            if d and ttft is None:
+                ttft = time.time() - t0
+            text += d
+    return text, usage, ttft or (time.time() - t0)
+
+
+def conversation(a, cache):
+    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", "2", "-c", str(a.ctx), "--profile", "none"]
+    if a.mem: cmd += ["--mem", a.mem]
+    if a.threads: cmd += ["-t", str(a.threads)]
+    if not cache: cmd += ["--no-prompt-cache"]
+    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    rows = []
+    try:
+        m = re.search(r"http://([\d.]+):(\d+)", srv.stdout.readline())
+        if not m: sys.exit("server did not start")
+        host, port = m.group(1), int(m.group(2))
+        words = open(a.context_file).read().split()[: a.context_words]
+        messages = [{"role": "system", "content": "You are a careful reader."},
+                    {"role": "user", "content": " ".join(words) + "\n\n" + QUESTIONS[0]}]
+        for t in range(a.turns):
+            b0 = metric(host, port, "deltafin_expert_read_bytes_total")
+            text, usage, ttft = turn(host, port, messages, a.tokens)
+            b1 = metric(host, port, "deltafin_expert_read_bytes_total")
+            rows.append({"prompt": usage["prompt_tokens"], "cached": usage["prompt_tokens_details"]["cached_tokens"],
+                         "ttft": ttft, "mb": (b1 - b0) / 1e6, "text": text})
+            messages += [{"role": "assistant", "content": text},
+                         {"role": "user", "content": QUESTIONS[(t + 1) % len(QUESTIONS)]}]
+    finally:
+        srv.terminate()
+        srv.wait(60)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default="build/deltafin")
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--mem", default="")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--context-file", required=True, help="text whose first words open the conversation")
+    ap.add_argument("--context-words", type=int, default=1500)
+    ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=32, help="reply tokens per turn")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    on, off = [], []
+    for _ in range(a.reps):
+        on.append(conversation(a, True))
+        off.append(conversation(a, False))
+    same = all(x["text"] == y["text"] for r1, r2 in zip(on, off) for x, y in zip(r1, r2))
+    print(f"same replies with and without the prompt cache: {same}")
+    print("| turn | prompt tokens | cached | TTFT s, cache | TTFT s, off | x | expert MB, cache | expert MB, off |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    med = lambda runs, t, k: statistics.median(r[t][k] for r in runs)
+    for t in range(a.turns):
+        t_on, t_off = med(on, t, "ttft"), med(off, t, "ttft")
+        print(f"| {t + 1} | {on[0][t]['prompt']} | {on[0][t]['cached']} | {t_on:.2f} | {t_off:.2f} | "
+              f"{t_off / t_on:.1f} | {med(on, t, 'mb'):.0f} | {med(off, t, 'mb'):.0f} |")
+
+
+if __name__ == "__main__":
+    main()
