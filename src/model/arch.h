@@ -60,6 +60,7 @@ class KvState : public SeqState {
     n_past = std::min(n_past, n);
     return {};
   }
+  std::unique_ptr<SeqState> clone() const override { return std::make_unique<KvState>(*this); }
 };
 
 // A KvState with n_layer caches of n_ctx rows, each k_row / v_row values wide.

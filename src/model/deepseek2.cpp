@@ -68,6 +68,7 @@ class Ds2State final : public KvState {
     h.resize(size_t(std::clamp(n - h_pos0, 0, rows())) * size_t(n_embd));
     return {};
   }
+  std::unique_ptr<SeqState> clone() const override { return std::make_unique<Ds2State>(*this); }
 };
 
 class DeepSeek2 final : public ArchModel {

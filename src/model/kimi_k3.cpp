@@ -70,6 +70,7 @@ class State final : public KvState {
     n_past = n;
     return {};
   }
+  std::unique_ptr<SeqState> clone() const override { return std::make_unique<State>(*this); }
 };
 
 // RMSNorm(x) . w (no norm weight), summed in double as ggml_sum_rows does.

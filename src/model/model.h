@@ -45,6 +45,9 @@ class SeqState {
   int n_ctx = 0;
   // Drops cached positions >= n (rollback after rejected speculation).
   virtual Status truncate(int n) = 0;
+  // An independent copy: evaluating tokens into either leaves the other as it was
+  // (several sequences continuing one evaluated prompt).
+  virtual std::unique_ptr<SeqState> clone() const = 0;
 };
 
 // One sequence's part of a batched forward pass: `n` tokens evaluated at positions

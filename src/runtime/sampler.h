@@ -19,7 +19,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   int penalty_last_n = 64;
   std::map<int32_t, float> logit_bias;
-  uint64_t seed = 0xFFFFFFFF;    // 0xFFFFFFFF: random
+  static constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
+  uint64_t seed = kRandomSeed;  // kRandomSeed: a random one
 };
 
 class Sampler {

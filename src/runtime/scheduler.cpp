@@ -24,12 +24,35 @@ GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
   u.text = std::move(text_);
   text_.clear();
   u.done = done_;
+  taken_done_ = done_;
   u.finish_reason = reason_;
   u.error = error_;
   u.n_prompt = n_prompt_;
   u.n_generated = n_generated_;
   u.n_cached = n_cached_;
   return u;
+}
+
+void GenHandle::wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std::chrono::milliseconds timeout) {
+  auto news = [](GenHandle& h) {
+    std::lock_guard<std::mutex> lk(h.mu_);
+    return !h.text_.empty() || (h.done_ && !h.taken_done_);
+  };
+  GenSignal* sig = hs.empty() ? nullptr : hs[0]->signal_.get();
+  if (!sig) {
+    if (hs.size() == 1) {
+      std::unique_lock<std::mutex> lk(hs[0]->mu_);
+      hs[0]->cv_.wait_for(lk, timeout, [&] { return !hs[0]->text_.empty() || (hs[0]->done_ && !hs[0]->taken_done_); });
+    }
+    return;
+  }
+  std::unique_lock<std::mutex> lk(sig->mu);
+  const uint64_t seen = sig->posts;
+  lk.unlock();
+  for (auto& h : hs)
+    if (news(*h)) return;
+  lk.lock();
+  sig->cv.wait_for(lk, timeout, [&] { return sig->posts != seen; });
 }
 
 void GenHandle::post(const std::string& text, bool done, const std::string& reason, const std::string& error,
@@ -45,7 +68,24 @@ void GenHandle::post(const std::string& text, bool done, const std::string& reas
     }
   }
   cv_.notify_all();
+  if (signal_) {
+    {
+      std::lock_guard<std::mutex> lk(signal_->mu);
+      ++signal_->posts;
+    }
+    signal_->cv.notify_all();
+  }
 }
+
+// The prompt of a request's n choices, evaluated by the first: its state and last
+// logits once the prompt is in, for the others to copy.
+struct Scheduler::SharedPrompt {
+  bool ready = false, failed = false;
+  int waiting = 0;  // choices that have not taken their copy yet
+  std::unique_ptr<SeqState> state;
+  std::vector<float> logits;
+  std::vector<int32_t> held;
+};
 
 // One request in the scheduler: its sequence state, sampler and text output.
 struct Scheduler::Seq {
@@ -64,6 +104,10 @@ struct Scheduler::Seq {
   int32_t next = -1;      // the sampled token to evaluate next (decoding)
   bool decoding = false;
   bool done = false;
+  // One of n choices: the first publishes its prompt's state here (publisher), the
+  // others wait for it.
+  std::shared_ptr<SharedPrompt> shared;
+  bool publisher = false;
 };
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opts)
@@ -76,42 +120,69 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions&
 Scheduler::~Scheduler() { shutdown(false); }
 
 std::shared_ptr<GenHandle> Scheduler::submit(GenRequest req, SubmitError* err, std::string* message) {
+  auto hs = submit_choices(std::move(req), 1, err, message);
+  return hs.empty() ? nullptr : hs[0];
+}
+
+std::vector<std::shared_ptr<GenHandle>> Scheduler::submit_choices(GenRequest req, int n, SubmitError* err,
+                                                                  std::string* message) {
   *err = SubmitError::None;
+  if (n < 1 || n > opts_.n_parallel) {
+    *err = SubmitError::Invalid;
+    *message = fmt::format("n = {} choices: this server decodes at most {} sequences together (--parallel)", n,
+                           opts_.n_parallel);
+    return {};
+  }
   if (req.prompt.empty()) {
     *err = SubmitError::Invalid;
     *message = "the prompt is empty";
-    return nullptr;
+    return {};
   }
   if (int64_t(req.prompt.size()) > opts_.n_ctx) {
     *err = SubmitError::Invalid;
     *message = fmt::format("the prompt has {} tokens but the context holds {} tokens", req.prompt.size(),
                            opts_.n_ctx);
-    return nullptr;
+    return {};
   }
-  auto s = std::make_unique<Seq>();
-  s->handle = std::make_shared<GenHandle>();
-  s->handle->n_prompt_ = int(req.prompt.size());
-  s->req = std::move(req);
-  std::shared_ptr<GenHandle> h = s->handle;
+  std::vector<std::unique_ptr<Seq>> seqs;
+  std::vector<std::shared_ptr<GenHandle>> hs;
+  auto shared = n > 1 ? std::make_shared<SharedPrompt>() : nullptr;
+  auto signal = n > 1 ? std::make_shared<GenSignal>() : nullptr;
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Seq>();
+    s->handle = std::make_shared<GenHandle>();
+    s->handle->signal_ = signal;
+    s->handle->n_prompt_ = int(req.prompt.size());
+    s->req = req;
+    if (i > 0 && req.sampling.seed != SamplingParams::kRandomSeed) {
+      s->req.sampling.seed = req.sampling.seed + uint64_t(i);
+      if (s->req.sampling.seed == SamplingParams::kRandomSeed) s->req.sampling.seed += uint64_t(n);
+    }
+    s->shared = shared;
+    s->publisher = i == 0 && shared;
+    hs.push_back(s->handle);
+    seqs.push_back(std::move(s));
+  }
+  if (shared) shared->waiting = n - 1;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) {
       *err = SubmitError::ShuttingDown;
       *message = "the server is shutting down";
-      return nullptr;
+      return {};
     }
     const int free_places = std::max(0, opts_.n_parallel - n_active_.load());
-    if (int(queue_.size()) >= opts_.max_queue + free_places) {
+    if (int(queue_.size()) + n > opts_.max_queue + free_places) {
       *err = SubmitError::Busy;
       *message = fmt::format("the server is busy: {} requests are running and {} waiting (the most it queues)",
                              n_active_.load(), queue_.size());
-      return nullptr;
+      return {};
     }
-    queue_.push_back(std::move(s));
+    for (auto& s : seqs) queue_.push_back(std::move(s));
     stats_.queued = int(queue_.size());
   }
   cv_.notify_all();
-  return h;
+  return hs;
 }
 
 void Scheduler::shutdown(bool drain, std::chrono::milliseconds timeout) {
@@ -166,6 +237,7 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
   if (reason != "cancelled" && reason != "error" && s.out) rest = s.out->finish();
   s.handle->post(rest, true, reason, error, s.n_generated);
   s.done = true;
+  if (s.publisher && !s.shared->ready) s.shared->failed = true;  // the other choices evaluate the prompt
   // A state a failed pass may have left half-written is not kept.
   if (opts_.prompt_cache && reason != "error" && s.state && int(s.held.size()) == s.state->n_past &&
       s.state->n_past > 0)
@@ -199,8 +271,7 @@ void Scheduler::loop() {
         finish(*s, "cancelled");
         continue;
       }
-      if (!s->state) {
-        assign_state(*s, int(active.size()));
+      if (!s->sampler) {
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
         for (int32_t id : s->req.prompt) s->sampler->accept(id);
         s->out = std::make_unique<OutputText>(tok_, s->req.stop);
@@ -213,6 +284,10 @@ void Scheduler::loop() {
                                                  opts_.spec_adaptive);
           s->hist = s->req.prompt;
         }
+      }
+      if (!s->state) {
+        if (s->shared && !s->publisher && !adopt_prompt(*s)) continue;  // waits
+        if (!s->state && !s->done) assign_state(*s, int(active.size()));
       }
     }
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
@@ -271,6 +346,26 @@ void Scheduler::assign_state(Seq& s, int n_active) {
   s.held.clear();
 }
 
+bool Scheduler::adopt_prompt(Seq& s) {
+  SharedPrompt& sp = *s.shared;
+  if (sp.failed) return true;  // evaluates the prompt itself
+  if (!sp.ready) return false;
+  s.state = --sp.waiting > 0 ? sp.state->clone() : std::move(sp.state);
+  if (!s.state) return true;
+  s.held = sp.held;
+  s.n_prompt_done = int(s.req.prompt.size());
+  std::copy(sp.logits.begin(), sp.logits.end(), s.logits.begin());
+  {
+    std::lock_guard<std::mutex> lk(s.handle->mu_);
+    s.handle->n_cached_ = s.n_prompt_done;
+  }
+  int generated = 0;
+  emit(s, s.sampler->sample(s.logits.data(), int64_t(s.logits.size())), s.state->n_past, &generated);
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.generated_tokens += uint64_t(generated);
+  return true;
+}
+
 bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
   s.sampler->accept(id);
   if (!s.req.ignore_eos && tok_.is_eog(id)) {
@@ -311,7 +406,7 @@ int Scheduler::prefill_budget(const std::vector<std::unique_ptr<Seq>>& active) {
   bool decoding = false;
   for (auto& s : active) {
     if (s->decoding) decoding = true;
-    else pending += int64_t(s->req.prompt.size()) - s->n_prompt_done;
+    else if (s->state) pending += int64_t(s->req.prompt.size()) - s->n_prompt_done;
   }
   if (!opts_.store || decoding || pending <= chunk) {
     return_lent();
@@ -339,6 +434,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   std::vector<int32_t> guesses;
   for (auto& sp : active) {
     Seq& s = *sp;
+    if (!s.state) continue;  // a choice waiting for its first choice's prompt
     if (s.decoding) {
       // The pending token, then what the sequence's drafter guesses follows it.
       s.pass.assign(1, s.next);
@@ -390,6 +486,13 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     if (!s.decoding) {
       s.n_prompt_done += slices[i].n;
       if (!samples[i]) continue;
+      if (s.publisher) {
+        SharedPrompt& sp = *s.shared;
+        sp.state = s.state->clone();
+        sp.logits.assign(s.logits.begin(), s.logits.begin() + V);
+        sp.held = s.held;
+        sp.ready = true;
+      }
       emit(s, s.sampler->sample(s.logits.data(), V), s.state->n_past, &generated);
       continue;
     }

@@ -81,10 +81,20 @@ struct GenUpdate {
   int n_cached = 0;  // prompt tokens taken from the prompt cache, not evaluated
 };
 
+// What the handles of one request's choices share: wakes wait_any.
+struct GenSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t posts = 0;
+};
+
 class GenHandle {
  public:
   // Waits up to `timeout` for new text or the end and takes what arrived.
   GenUpdate wait(std::chrono::milliseconds timeout);
+  // Waits up to `timeout` until one of `hs` (the handles submit_choices returned) has
+  // new text or its end not taken yet; takes nothing (wait(0) on each then does).
+  static void wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std::chrono::milliseconds timeout);
   // Asks the scheduler to drop the request at the next step (idempotent).
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
@@ -99,6 +109,7 @@ class GenHandle {
   bool done_ = false, taken_done_ = false;
   std::string reason_, error_;
   int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
+  std::shared_ptr<GenSignal> signal_;  // set when it is one of several choices
   std::atomic<bool> cancelled_{false};
 };
 
@@ -127,6 +138,13 @@ class Scheduler {
   // names both numbers); Busy: the queue is full; ShuttingDown: after shutdown().
   std::shared_ptr<GenHandle> submit(GenRequest req, SubmitError* err, std::string* message);
 
+  // n completions of one prompt (OpenAI's `n`), queued together, each with its own
+  // handle and sampler (a seeded request's choice i uses seed + i). The prompt is
+  // evaluated once: the first choice's sequence evaluates it and the others start
+  // from a copy of its state and last logits. Also Invalid when n > n_parallel.
+  std::vector<std::shared_ptr<GenHandle>> submit_choices(GenRequest req, int n, SubmitError* err,
+                                                         std::string* message);
+
   // Stops taking requests. drain: finish what is queued and running, waiting at most
   // `timeout`, then cancel the rest; else cancel everything now. Joins the thread.
   void shutdown(bool drain, std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
@@ -139,6 +157,11 @@ class Scheduler {
 
  private:
   struct Seq;
+  struct SharedPrompt;
+  // A choice that waits for its first choice's prompt: takes a copy of the state and
+  // samples its first token once the prompt is in; evaluates the prompt itself if
+  // the first choice ended before that. False while it still waits.
+  bool adopt_prompt(Seq& s);
   void loop();
   bool step(std::vector<std::unique_ptr<Seq>>& active);
   // Takes a sampled token: end of generation, stop string, length, or the next

@@ -132,8 +132,8 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   API_TRY(integer(j, "seed", INT64_MIN, INT64_MAX, &v));
   if (v) sp.seed = uint64_t(*v);
   v.reset();
-  API_TRY(integer(j, "n", 1, 1 << 30, &v));
-  if (v && *v != 1) return bad("n", "only n = 1 is supported");
+  API_TRY(integer(j, "n", 1, 128, &v));
+  if (v) g->n = int(*v);
   if (auto it = j.find("logit_bias"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
     for (auto& [k, b] : it->items()) {

@@ -35,6 +35,7 @@ struct GenParams {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // extension: keep generating past end-of-text
   std::string model;           // as given ("" if absent)
+  int n = 1;                   // choices (completions of the same prompt)
 };
 
 struct ChatRequest {

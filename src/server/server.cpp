@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/log.h"
@@ -47,6 +48,56 @@ bool same_key(const std::string& a, const std::string& b) {
 
 std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
+// The replies of one request (its n choices) while they are generated.
+struct Replies {
+  struct Choice {
+    Choice(std::shared_ptr<GenHandle> handle, ReasoningSplitter s) : h(std::move(handle)), split(std::move(s)) {}
+    std::shared_ptr<GenHandle> h;
+    ReasoningSplitter split;
+    bool done = false;
+    GenUpdate last;                // the final update, once done
+    std::string reasoning, content;  // all of it (non-streaming responses)
+    void add(const SplitText& t) {
+      reasoning += t.reasoning;
+      content += t.content;
+    }
+  };
+  std::vector<std::shared_ptr<GenHandle>> hs;
+  std::vector<Choice> choices;
+  std::string id;
+  int64_t created = std::time(nullptr);
+
+  Replies(std::vector<std::shared_ptr<GenHandle>> handles, bool think, bool think_open, std::string rid)
+      : hs(std::move(handles)), id(std::move(rid)) {
+    for (auto& h : hs) choices.emplace_back(h, ReasoningSplitter(think, think_open));
+  }
+  void cancel() {
+    for (auto& h : hs) h->cancel();
+  }
+  bool all_done() const {
+    return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.done; });
+  }
+  // Waits up to `timeout` for news and calls f(index, choice, update) for each choice
+  // that has some.
+  template <class F>
+  void next(std::chrono::milliseconds timeout, F&& f) {
+    GenHandle::wait_any(hs, timeout);
+    for (size_t i = 0; i < choices.size(); ++i) {
+      Choice& c = choices[i];
+      if (c.done) continue;
+      GenUpdate u = c.h->wait(std::chrono::milliseconds(0));
+      if (u.done) c.done = true, c.last = u;
+      if (!u.text.empty() || u.done) f(int(i), c, u);
+    }
+  }
+  // The prompt counts once (OpenAI's usage for n choices); completions add up.
+  json usage() const {
+    int generated = 0;
+    for (const Choice& c : choices) generated += c.last.n_generated;
+    return usage_json(choices[0].last.n_prompt, generated, choices[0].last.n_cached);
+  }
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -69,7 +120,8 @@ struct Server::Impl {
 
   enum class Kind { Chat, Completion };
 
-  // Validated prompt + parameters -> queued request, answered by a content provider.
+  // Validated prompt + parameters -> queued request (g.n choices), answered by a
+  // content provider.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
                 bool think, bool think_open, const std::string& prompt_param) {
     const int n_ctx = sched.options().n_ctx;
@@ -89,44 +141,40 @@ struct Server::Impl {
     r.ignore_eos = g.ignore_eos;
     SubmitError err;
     std::string msg;
-    std::shared_ptr<GenHandle> h = sched.submit(std::move(r), &err, &msg);
-    if (!h) {
+    std::vector<std::shared_ptr<GenHandle>> hs = sched.submit_choices(std::move(r), g.n, &err, &msg);
+    if (hs.empty()) {
       const bool busy = err == SubmitError::Busy || err == SubmitError::ShuttingDown;
       send_error(res, error(busy ? 503 : 400, msg, busy ? "server_error" : "invalid_request_error",
-                            busy ? "" : prompt_param));
+                            busy ? "" : (g.n > 1 ? "n" : prompt_param)));
       return;
     }
-    struct Ctx {
-      std::shared_ptr<GenHandle> h;
-      ReasoningSplitter split;
-      std::string id;
-      int64_t created;
-      bool started = false;
-    };
-    auto ctx = std::make_shared<Ctx>(Ctx{h, ReasoningSplitter(think, think_open),
-                                         make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"), std::time(nullptr)});
+    auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
     const std::string model = opts.model_id;
     const auto heartbeat = opts.heartbeat;
     auto release = [ctx](bool ok) {
-      if (!ok) ctx->h->cancel();
+      if (!ok) ctx->cancel();
+    };
+    auto head = [ctx, kind, model](const char* object) {
+      return json{{"id", ctx->id},
+                  {"object", object},
+                  {"created", ctx->created},
+                  {"model", model}};
     };
     if (g.stream) {
       const bool usage = g.include_usage;
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [ctx, kind, model, heartbeat, usage](size_t, httplib::DataSink& sink) {
+          [ctx, kind, head, heartbeat, usage](size_t, httplib::DataSink& sink) {
+            const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
             auto write = [&](const std::string& s) {
               if (sink.write(s.data(), s.size())) return true;
-              ctx->h->cancel();
+              ctx->cancel();
               return false;
             };
-            auto chunk = [&](const json& delta_or_text, const json& finish) {
-              json c{{"id", ctx->id},
-                     {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
-                     {"created", ctx->created},
-                     {"model", model}};
-              json choice{{"index", 0}};
+            auto chunk = [&](int index, const json& delta_or_text, const json& finish) {
+              json c = head(object);
+              json choice{{"index", index}};
               if (kind == Kind::Chat) choice["delta"] = delta_or_text;
               else choice["text"] = delta_or_text;
               choice["logprobs"] = nullptr;
@@ -134,40 +182,43 @@ struct Server::Impl {
               c["choices"] = json::array({choice});
               return sse(c);
             };
-            auto text_chunks = [&](const SplitText& t) {
+            auto text_chunks = [&](int index, const SplitText& t) {
               std::string out;
               if (kind == Kind::Chat) {
-                if (!t.reasoning.empty()) out += chunk(json{{"reasoning_content", t.reasoning}}, nullptr);
-                if (!t.content.empty()) out += chunk(json{{"content", t.content}}, nullptr);
+                if (!t.reasoning.empty()) out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr);
+                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr);
               } else if (!t.content.empty() || !t.reasoning.empty()) {
-                out += chunk(t.reasoning + t.content, nullptr);
+                out += chunk(index, t.reasoning + t.content, nullptr);
               }
               return out;
             };
-            if (kind == Kind::Chat && !write(chunk(json{{"role", "assistant"}, {"content", ""}}, nullptr)))
-              return false;
+            if (kind == Kind::Chat) {
+              std::string roles;
+              for (size_t i = 0; i < ctx->choices.size(); ++i)
+                roles += chunk(int(i), json{{"role", "assistant"}, {"content", ""}}, nullptr);
+              if (!write(roles)) return false;
+            }
             for (;;) {
-              GenUpdate u = ctx->h->wait(heartbeat);
-              std::string out = text_chunks(ctx->split.push(u.text));
-              if (!u.done) {
+              std::string out, failed;
+              ctx->next(heartbeat, [&](int i, Replies::Choice& c, const GenUpdate& u) {
+                out += text_chunks(i, c.split.push(u.text));
+                if (!u.done) return;
+                out += text_chunks(i, c.split.finish());
+                if (u.finish_reason == "error") failed = u.error;
+                else out += chunk(i, kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason));
+              });
+              if (!failed.empty()) {
+                ctx->cancel();
+                out += sse(error(500, "generation failed: " + failed, "server_error").body());
+              } else if (!ctx->all_done()) {
                 if (out.empty()) out = ": keep-alive\n\n";
                 if (!write(out)) return false;
                 continue;
-              }
-              out += text_chunks(ctx->split.finish());
-              if (u.finish_reason == "error") {
-                out += sse(error(500, "generation failed: " + u.error, "server_error").body());
-              } else {
-                out += chunk(kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason));
-                if (usage) {
-                  json c{{"id", ctx->id},
-                         {"object", kind == Kind::Chat ? "chat.completion.chunk" : "text_completion"},
-                         {"created", ctx->created},
-                         {"model", model},
-                         {"choices", json::array()},
-                         {"usage", usage_json(u.n_prompt, u.n_generated, u.n_cached)}};
-                  out += sse(c);
-                }
+              } else if (usage) {
+                json c = head(object);
+                c["choices"] = json::array();
+                c["usage"] = ctx->usage();
+                out += sse(c);
               }
               out += "data: [DONE]\n\n";
               if (!write(out)) return false;
@@ -180,50 +231,52 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "application/json",
-        [ctx, kind, model, heartbeat](size_t, httplib::DataSink& sink) {
-          std::string reasoning, content;
+        [ctx, kind, head, heartbeat](size_t, httplib::DataSink& sink) {
           auto last_write = std::chrono::steady_clock::now();
+          std::string failed;
           for (;;) {
-            GenUpdate u = ctx->h->wait(heartbeat);
-            SplitText t = ctx->split.push(u.text);
-            reasoning += t.reasoning;
-            content += t.content;
-            if (!u.done) {
+            ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
+              c.add(c.split.push(u.text));
+              if (!u.done) return;
+              c.add(c.split.finish());
+              if (u.finish_reason == "error") failed = u.error;
+            });
+            if (failed.empty() && !ctx->all_done()) {
               // Whitespace before the JSON, once a heartbeat: how a client that left
               // is noticed (the write after the peer closed fails).
               const auto now = std::chrono::steady_clock::now();
               if (now - last_write >= heartbeat) {
                 last_write = now;
                 if (!sink.write(" ", 1)) {
-                  ctx->h->cancel();
+                  ctx->cancel();
                   return false;
                 }
               }
               continue;
             }
-            t = ctx->split.finish();
-            reasoning += t.reasoning;
-            content += t.content;
             json body;
-            if (u.finish_reason == "error") {
-              body = error(500, "generation failed: " + u.error, "server_error").body();
+            if (!failed.empty()) {
+              ctx->cancel();
+              body = error(500, "generation failed: " + failed, "server_error").body();
             } else {
-              json choice{{"index", 0}};
-              if (kind == Kind::Chat) {
-                json msg{{"role", "assistant"}, {"content", content}};
-                if (!reasoning.empty()) msg["reasoning_content"] = reasoning;
-                choice["message"] = msg;
-              } else {
-                choice["text"] = reasoning + content;
+              json choices = json::array();
+              for (size_t i = 0; i < ctx->choices.size(); ++i) {
+                const Replies::Choice& c = ctx->choices[i];
+                json choice{{"index", int(i)}};
+                if (kind == Kind::Chat) {
+                  json msg{{"role", "assistant"}, {"content", c.content}};
+                  if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
+                  choice["message"] = msg;
+                } else {
+                  choice["text"] = c.reasoning + c.content;
+                }
+                choice["logprobs"] = nullptr;
+                choice["finish_reason"] = openai_finish_reason(c.last.finish_reason);
+                choices.push_back(choice);
               }
-              choice["logprobs"] = nullptr;
-              choice["finish_reason"] = openai_finish_reason(u.finish_reason);
-              body = json{{"id", ctx->id},
-                          {"object", kind == Kind::Chat ? "chat.completion" : "text_completion"},
-                          {"created", ctx->created},
-                          {"model", model},
-                          {"choices", json::array({choice})},
-                          {"usage", usage_json(u.n_prompt, u.n_generated, u.n_cached)}};
+              body = head(kind == Kind::Chat ? "chat.completion" : "text_completion");
+              body["choices"] = choices;
+              body["usage"] = ctx->usage();
             }
             const std::string s = body.dump();
             if (!sink.write(s.data(), s.size())) return false;

@@ -37,7 +37,9 @@ check "temperature out of range: 400" test "$(req POST /v1/chat/completions "${a
 check "bad role: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"wizard","content":"x"}]}')" = 400
 check "bad role: names it" py "j['error']['param'] == 'messages[0].role' and 'wizard' in j['error']['message']"
 check "max_tokens 0: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","max_tokens":0}')" = 400
-check "n=2: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","n":2}')" = 400
+check "n=0: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","n":0}')" = 400
+check "n above --parallel: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","n":5}')" = 400
+check "n above --parallel: names n and the limit" py "j['error']['param'] == 'n' and '4' in j['error']['message']"
 check "unknown model: 404" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"model":"gpt-17","messages":[{"role":"user","content":"x"}]}')" = 404
 check "unknown model: model_not_found" py "j['error']['code'] == 'model_not_found' and 'gpt-17' in j['error']['message']"
 check "unknown model under /v1/models: 404" test "$(req GET /v1/models/gpt-17 "${auth[@]}")" = 404

@@ -54,6 +54,24 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
   for await (const chunk of cs) ctext += chunk.choices[0] ? chunk.choices[0].text : "";
   check("completion stream equals non-streaming", ctext === c.choices[0].text);
 
+  // n choices: greedy ones all equal the single greedy reply; streamed ones arrive by index.
+  const nr = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 0, n: 2 });
+  check("chat n=2: two choices by index, each the greedy reply",
+        nr.choices.length === 2 && nr.choices.every((ch, i) => ch.index === i &&
+                                                     ch.message.content === r.choices[0].message.content));
+  check("chat n=2: usage counts the prompt once and both completions",
+        nr.usage.prompt_tokens === r.usage.prompt_tokens && nr.usage.completion_tokens === 2 * r.usage.completion_tokens);
+  const ns = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 1, seed: 3,
+                                                    n: 2, stream: true });
+  const parts = ["", ""], ends = [null, null];
+  for await (const chunk of ns) for (const ch of chunk.choices) {
+    if (ch.delta && ch.delta.content) parts[ch.index] += ch.delta.content;
+    if (ch.finish_reason) ends[ch.index] = ch.finish_reason;
+  }
+  check("chat stream n=2: both choices finish", ends.every((e) => e === "length" || e === "stop"));
+  const one = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 1, seed: 4 });
+  check("chat stream n=2: choice 1 is what seed + 1 gives alone", parts[1] === one.choices[0].message.content);
+
   try {
     await new OpenAI({ baseURL: base, apiKey: "wrong", maxRetries: 0 }).models.list();
     check("wrong key rejected", false);

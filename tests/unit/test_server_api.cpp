@@ -59,7 +59,8 @@ TEST(ServerApi, BadFieldsNameTheParam) {
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[""]})", "stop"},
       {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"100":1}})", "logit_bias"},
       {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"1":500}})", "logit_bias"},
-      {R"({"messages":[{"role":"user","content":"x"}],"n":3})", "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":0})", "n"},
+      {R"({"messages":[{"role":"user","content":"x"}],"n":500})", "n"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {R"({"messages":[{"role":"user","content":"x"}],"model":5})", "model"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", "tools"},
@@ -298,4 +299,56 @@ TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
   const int df = cells - 1;
   ASSERT_LE(df, 30) << "too many cells for the table";
   EXPECT_LT(x, chi2_crit_001(df)) << cells << " cells, " << drafted << " drafted, " << accepted << " kept";
+}
+
+// n choices of one prompt: evaluated once (the other choices copy its state and
+// logits), each choice as a single request with its seed (seed + i) would give.
+TEST(Scheduler, ChoicesEvaluateThePromptOnceAndMatchSingleRequests) {
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
+  auto collect = [](GenHandle& h) {
+    std::string text;
+    GenUpdate u;
+    do {
+      u = h.wait(std::chrono::milliseconds(100));
+      text += u.text;
+    } while (!u.done);
+    return std::make_pair(text, u);
+  };
+  SchedulerOptions so;
+  so.n_parallel = 3;
+  so.n_ctx = 128;
+  so.prefill_chunk = 4;  // the first choice's prompt takes several steps
+  so.prompt_cache = false;
+  Scheduler sched(engine->model(), *tok, so);
+  GenRequest r;
+  r.prompt = tok->encode("the quick brown fox jumps over", true, true);
+  r.max_tokens = 10;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 42;
+  SubmitError err;
+  std::string msg;
+  auto hs = sched.submit_choices(r, 3, &err, &msg);
+  ASSERT_EQ(hs.size(), 3u) << msg;
+  std::vector<std::string> texts;
+  for (auto& h : hs) {
+    auto [text, u] = collect(*h);
+    EXPECT_EQ(u.finish_reason, "length");
+    EXPECT_EQ(u.n_generated, 10);
+    texts.push_back(text);
+  }
+  EXPECT_EQ(sched.stats().prompt_tokens, r.prompt.size()) << "the prompt is evaluated once for three choices";
+  EXPECT_TRUE(texts[0] != texts[1] || texts[1] != texts[2]) << "three seeds, three draws: " << texts[0];
+  for (int i = 0; i < 3; ++i) {
+    GenRequest one = r;
+    one.sampling.seed = 42 + uint64_t(i);
+    auto h = sched.submit(one, &err, &msg);
+    ASSERT_TRUE(h) << msg;
+    EXPECT_EQ(collect(*h).first, texts[size_t(i)]) << "choice " << i;
+  }
+  EXPECT_TRUE(sched.submit_choices(r, 4, &err, &msg).empty());
+  EXPECT_EQ(err, SubmitError::Invalid);
+  EXPECT_NE(msg.find("3"), std::string::npos) << msg;
 }

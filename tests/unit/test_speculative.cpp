@@ -143,6 +143,7 @@ TEST(SpeculativeDrafter, NgramProposesTheContinuationOfTheLatestMatch) {
   std::vector<int32_t> seq = {7, 8, 9, 9, 7, 8, 1, 2, 5, 7, 8};
   struct NoState : SeqState {
     Status truncate(int) override { return {}; }
+    std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
   } st;
   ASSERT_TRUE(d->propose(seq, st, 3, &out).ok());
   EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 5}));
@@ -397,6 +398,7 @@ class CountingDrafter final : public Drafter {
 
 struct NoState final : SeqState {
   Status truncate(int) override { return {}; }
+  std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
 };
 
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
