@@ -3,7 +3,8 @@
 // diverges from it, or repeats it takes the kept state, evaluates only the rest, and
 // gives the same text as generate() alone with a fresh state; how many prompt tokens
 // it was spared is reported. A KDA state (kimi-k3) rolls back only 16 positions, so
-// a prompt that diverges early there starts from a new state instead.
+// a prompt that diverges early there starts from a new state instead. And n choices
+// of one prompt continue from copies of one state.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -137,6 +138,37 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(ca + cb, 0);
   EXPECT_EQ(sched.stats().prompt_tokens, uint64_t(2 * p.size()));
+}
+
+// n choices: the others continue from a copy of the first's state (SeqState::clone):
+// greedy, every choice is what a fresh state gives, and decoding one copy leaves the
+// others as they were.
+TEST_P(PromptCache, ChoicesContinueFromCopiesOfOneState) {
+  SchedulerOptions so;
+  so.n_parallel = 3;
+  so.n_ctx = kCtx;
+  so.prefill_chunk = 5;
+  Scheduler sched(engine_->model(), *tok_, so);
+  GenRequest r;
+  r.prompt = encode("one two three four five six seven", true);
+  r.max_tokens = 10;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  const std::string want = alone(r.prompt, 10);  // before: one pass at a time on the model
+  SubmitError err;
+  std::string msg;
+  auto hs = sched.submit_choices(r, 3, &err, &msg);
+  ASSERT_EQ(hs.size(), 3u) << msg;
+  for (auto& h : hs) {
+    std::string text;
+    GenUpdate u;
+    do {
+      u = h->wait(std::chrono::milliseconds(100));
+      text += u.text;
+    } while (!u.done);
+    EXPECT_EQ(text, want);
+  }
+  EXPECT_EQ(sched.stats().prompt_tokens, r.prompt.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, PromptCache, ::testing::Values("qwen3moe", "llama", "deepseek2", "kimi-k3"),
