@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # deltafin serve under concurrent load, on loopback: 16 streaming clients at once
-# (4 in the batch, the rest queued), 20 tokens each, greedy. Every response must
-# complete, and each one's text must equal what `deltafin run --temp 0` prints for
-# the same prompt alone: batching, chunked prefill and queueing change nothing.
+# (4 in the batch, the rest queued; every fourth asks for n = 2 choices), 20 tokens
+# each, greedy. Every response must complete, and each choice's text must equal what
+# `deltafin run --temp 0` prints for the same prompt alone: batching, chunked
+# prefill, queueing, the prompt cache (the prompts repeat) and copied choices change
+# nothing.
 # Bounded: the whole load must finish within 60 s.
 # usage: serve_load.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -21,11 +23,12 @@ N = 20
 
 def stream(i, results):
     c = http.client.HTTPConnection(host.hostname, host.port, timeout=60)
-    body = {"prompt": prompts[i], "max_tokens": N, "temperature": 0, "stream": True,
+    n = 2 if i % 4 == 3 else 1
+    body = {"prompt": prompts[i], "max_tokens": N, "temperature": 0, "stream": True, "n": n,
             "stream_options": {"include_usage": True}}
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
-    text, done, finish, usage = "", False, None, None
+    text, done, finish, usage = [""] * n, False, None, None
     for raw in r:
         line = raw.decode().rstrip("\r\n")
         if not line.startswith("data: "):
@@ -37,7 +40,7 @@ def stream(i, results):
         if ch.get("usage"):
             usage = ch["usage"]
         for choice in ch["choices"]:
-            text += choice["text"]
+            text[choice["index"]] += choice["text"]
             finish = choice["finish_reason"] or finish
     results[i] = (r.status, done, finish, usage, text)
 
@@ -63,12 +66,12 @@ for p in set(prompts):
 for i, r in enumerate(results):
     if not r: continue
     status, done, finish, usage, text = r
-    same = text == refs[prompts[i]]
+    same = all(t == refs[prompts[i]] for t in text)
     if not same:
         print(f"  stream {i}: {text!r}\n  alone:     {refs[prompts[i]]!r}")
-    check(f"stream {i}: greedy text equals `deltafin run --temp 0` alone", same)
-    check(f"stream {i}: usage counts {N} tokens or an early stop",
-          usage is not None and (usage["completion_tokens"] == N or finish == "stop"))
+    check(f"stream {i}: greedy text of its {len(text)} choice(s) equals `deltafin run --temp 0` alone", same)
+    check(f"stream {i}: usage counts {N} tokens a choice or an early stop",
+          usage is not None and (usage["completion_tokens"] == N * len(text) or finish == "stop"))
 sys.exit(0 if ok else 1)
 PY
 curl -s "$base/metrics" >"$dir/metrics" 2>/dev/null
