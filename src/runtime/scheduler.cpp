@@ -15,6 +15,7 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 constexpr double kRecentWindowS = 5.0;
+constexpr size_t kMinCopy = 16;  // shared prompt tokens for which a running sequence's state is copied
 }  // namespace
 
 GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
@@ -287,7 +288,7 @@ void Scheduler::loop() {
       }
       if (!s->state) {
         if (s->shared && !s->publisher && !adopt_prompt(*s)) continue;  // waits
-        if (!s->state && !s->done) assign_state(*s, int(active.size()));
+        if (!s->state && !s->done) assign_state(*s, active);
       }
     }
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
@@ -312,7 +313,7 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }
 }  // namespace
 
-void Scheduler::assign_state(Seq& s, int n_active) {
+void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& active) {
   const std::vector<int32_t>& prompt = s.req.prompt;
   // At least the prompt's last token is evaluated: its logits give the first token.
   const size_t most = prompt.size() - 1;
@@ -321,9 +322,23 @@ void Scheduler::assign_state(Seq& s, int n_active) {
     const size_t len = std::min(common_prefix(kept_[i].tokens, prompt), most);
     if (len > best_len) best = i, best_len = len;
   }
+  // A running sequence that shares a longer prefix (the same system prompt, say)
+  // lends a copy of its state; worth it from kMinCopy tokens on (a copy costs about
+  // what a new state's zeroing does).
+  const Seq* source = nullptr;
+  for (auto& a : active) {
+    if (a.get() == &s || !a->state || a->held.empty()) continue;
+    const size_t len = std::min(common_prefix(a->held, prompt), most);
+    if (len > best_len && len >= kMinCopy) source = a.get(), best_len = len;
+  }
   if (best_len > 0) {
-    Kept k = std::move(kept_[best]);
-    kept_.erase(kept_.begin() + std::ptrdiff_t(best));
+    Kept k;
+    if (source) {
+      k.state = source->state->clone();
+    } else {
+      k = std::move(kept_[best]);
+      kept_.erase(kept_.begin() + std::ptrdiff_t(best));
+    }
     // A recurrent state rolls back only so far: then it is dropped, not reused.
     Status ts = k.state->truncate(int(best_len));
     if (ts.ok()) {
@@ -341,7 +356,7 @@ void Scheduler::assign_state(Seq& s, int n_active) {
     }
     DF_LOG_DEBUG("prompt cache: not reused ({})", ts.error().message);
   }
-  while (!kept_.empty() && int(kept_.size()) + n_active > opts_.n_parallel) kept_.pop_front();
+  while (!kept_.empty() && int(kept_.size() + active.size()) > opts_.n_parallel) kept_.pop_front();
   s.state = model_.new_state(opts_.n_ctx);
   s.held.clear();
 }

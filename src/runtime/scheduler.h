@@ -42,8 +42,9 @@ struct SchedulerOptions {
   // Prompt cache: a finished request's state is kept (with the tokens it holds)
   // while its batch place is free, and a new request whose prompt starts with those
   // tokens takes it and evaluates only the rest (a chat's next turn resends the whole
-  // conversation). Active plus kept states never exceed n_parallel, so the memory
-  // bound is that of n_parallel running requests.
+  // conversation); a request sharing a long prefix with a running one (a common
+  // system prompt) starts from a copy of its state. Active plus kept states never
+  // exceed n_parallel, so the memory bound is that of n_parallel running requests.
   bool prompt_cache = true;
   // With streamed experts: while no sequence decodes (nobody waits on a step), the
   // prompts in the batch go in larger steps, as many tokens as the expert cache lends
@@ -168,10 +169,11 @@ class Scheduler {
   // pending token. n_past: tokens in the state before it. False when `s` finished.
   bool emit(Seq& s, int32_t id, int n_past, int* generated);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
-  // Gives `s` a state: the kept one sharing the longest prefix with its prompt
-  // (rolled back to that prefix), else a new one (dropping the oldest kept state when
-  // active plus kept states would exceed n_parallel).
-  void assign_state(Seq& s, int n_active);
+  // Gives `s` a state: the kept one sharing the longest prefix with its prompt, or a
+  // copy of a running sequence's if that shares more (rolled back to the prefix),
+  // else a new one (dropping the oldest kept state when active plus kept states
+  // would exceed n_parallel).
+  void assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& active);
   // Prompt tokens this step may evaluate: prefill_chunk, or more with memory the
   // expert cache lends while no sequence decodes (returned otherwise).
   int prefill_budget(const std::vector<std::unique_ptr<Seq>>& active);

@@ -44,6 +44,7 @@ class PromptCache : public ::testing::TestWithParam<const char*> {
     GenerateParams gp;
     gp.n_predict = n;
     gp.sampling.temperature = 0;
+    gp.ignore_eos = true;  // as the requests
     auto st = engine_->model().new_state(kCtx);
     std::string text;
     Status s = generate(engine_->model(), *st, *tok_, prompt, gp, [&](const std::string& t) {
@@ -138,6 +139,52 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(ca + cb, 0);
   EXPECT_EQ(sched.stats().prompt_tokens, uint64_t(2 * p.size()));
+}
+
+// A request that shares a long prefix (a system prompt) with one still decoding
+// starts from a copy of that one's state, which goes on unchanged. (A KDA state may
+// have moved more than its 16-position window past the prefix by then: it may start
+// anew there; the text is checked either way.)
+TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
+  const bool kda = std::string(GetParam()) == "kimi-k3";
+  const std::vector<int32_t> system = encode("You are a careful reader of old books and you answer briefly", true);
+  ASSERT_GE(system.size(), 16u);
+  std::vector<int32_t> pa = system, pb = system;
+  for (int32_t id : encode(" one two three", false)) pa.push_back(id);
+  for (int32_t id : encode(" zebra quartz", false)) pb.push_back(id);
+  const std::string want_a = alone(pa, 30), want_b = alone(pb, 8);  // one pass at a time on the model
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = kCtx;
+  so.spec_max = 0;
+  Scheduler sched(engine_->model(), *tok_, so);
+  GenRequest r;
+  r.prompt = pa;
+  r.max_tokens = 30;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  SubmitError err;
+  std::string msg;
+  auto ha = sched.submit(r, &err, &msg);
+  ASSERT_TRUE(ha) << msg;
+  std::string text_a;
+  GenUpdate u;
+  do {  // a is decoding once its first text is out
+    u = ha->wait(std::chrono::milliseconds(100));
+    text_a += u.text;
+  } while (text_a.empty() && !u.done);
+  ASSERT_FALSE(u.done);
+  auto [text_b, cached_b] = ask(sched, pb, 8);
+  while (!u.done) {
+    u = ha->wait(std::chrono::milliseconds(100));
+    text_a += u.text;
+  }
+  EXPECT_EQ(text_b, want_b);
+  EXPECT_EQ(text_a, want_a) << "the copy leaves the running sequence as it was";
+  const int shared = int(system.size());  // the suffixes' first tokens differ
+  ASSERT_NE(pa[system.size()], pb[system.size()]);
+  if (kda) EXPECT_TRUE(cached_b == shared || cached_b == 0) << cached_b;
+  else EXPECT_EQ(cached_b, shared);
 }
 
 // n choices: the others continue from a copy of the first's state (SeqState::clone):
