@@ -61,14 +61,14 @@ def cpu_s(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def level(host, port, clients, tokens, seconds, pid):
+def level(host, port, clients, tokens, seconds, pid, preamble=""):
     results = [[] for _ in range(clients)]
     stop_at = time.time() + seconds
 
     def client(i):
         k = i
         while time.time() < stop_at:
-            results[i].append(one_request(host, port, PROMPTS[k % len(PROMPTS)], tokens))
+            results[i].append(one_request(host, port, preamble + PROMPTS[k % len(PROMPTS)], tokens))
             k += clients
 
     m0 = metrics(host, port)
@@ -96,6 +96,8 @@ def level(host, port, clients, tokens, seconds, pid):
         "reads_per_token": d("deltafin_expert_reads_total") / max(1, toks),
         "lookups_per_token": (d('deltafin_expert_cache_lookups_total{tier="ram"}') +
                               d('deltafin_expert_cache_lookups_total{tier="disk"}')) / max(1, toks),
+        "prompt_evaluated_per_req": d("deltafin_prompt_tokens_total") / max(1, len(reqs)),
+        "prompt_cached_per_req": d("deltafin_prompt_cache_tokens_total") / max(1, len(reqs)),
         "hit_rate": d('deltafin_expert_cache_lookups_total{tier="ram"}') /
                     max(1, d('deltafin_expert_cache_lookups_total{tier="ram"}') +
                         d('deltafin_expert_cache_lookups_total{tier="disk"}')),
@@ -112,6 +114,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=60, help="per level")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", default="")
+    ap.add_argument("--preamble-file", default="", help="text whose first --preamble-words words open every prompt "
+                    "(a shared system prompt)")
+    ap.add_argument("--preamble-words", type=int, default=300)
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for `deltafin serve` (repeat; e.g. --server-arg=--spec --server-arg=off)")
     a = ap.parse_args()
@@ -129,20 +134,25 @@ def main():
         host, port = m.group(1), int(m.group(2))
         print(f"server: {' '.join(cmd)}", file=sys.stderr)
         one_request(host, port, "warm up", 8)
-        rows = [level(host, port, c, a.tokens, a.seconds, srv.pid) for c in levels]
+        preamble = ""
+        if a.preamble_file:
+            preamble = " ".join(open(a.preamble_file).read().split()[: a.preamble_words]) + "\n\n"
+        rows = [level(host, port, c, a.tokens, a.seconds, srv.pid, preamble) for c in levels]
     finally:
         srv.terminate()
         srv.wait(60)
     base = rows[0]["aggregate_tok_s"]
     cbase = rows[0]["tok_per_cpu_s"]
     print("| clients | aggregate tok/s | x vs 1 | tok per CPU-s | x vs 1 | per-client tok/s | latency s | TTFT s | rows/step | "
-          "expert lookups/token | expert reads/token | read GB/s | waiting for experts | RAM hit rate |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "expert lookups/token | expert reads/token | read GB/s | waiting for experts | RAM hit rate | "
+          "prompt tokens evaluated / cached per request |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['clients']} | {r['aggregate_tok_s']:.2f} | {r['aggregate_tok_s'] / base:.2f} | "
               f"{r['tok_per_cpu_s']:.2f} | {r['tok_per_cpu_s'] / cbase:.2f} | "
               f"{r['per_client_tok_s']:.2f} | {r['latency_s']:.2f} | {r['ttft_s']:.2f} | {r['rows_per_step']:.1f} | "
-              f"{r['lookups_per_token']:.1f} | {r['reads_per_token']:.1f} | {r['read_gbps']:.2f} | {r['wait_share']:.0%} | {r['hit_rate']:.2f} |")
+              f"{r['lookups_per_token']:.1f} | {r['reads_per_token']:.1f} | {r['read_gbps']:.2f} | {r['wait_share']:.0%} | {r['hit_rate']:.2f} | "
+              f"{r['prompt_evaluated_per_req']:.0f} / {r['prompt_cached_per_req']:.0f} |")
     if a.json:
         with open(a.json, "w") as f: json.dump(rows, f, indent=1)
 

@@ -327,7 +327,7 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   // what a new state's zeroing does).
   const Seq* source = nullptr;
   for (auto& a : active) {
-    if (a.get() == &s || !a->state || a->held.empty()) continue;
+    if (!opts_.prompt_cache || a.get() == &s || !a->state || a->held.empty()) continue;
     const size_t len = std::min(common_prefix(a->held, prompt), most);
     if (len > best_len && len >= kMinCopy) source = a.get(), best_len = len;
   }

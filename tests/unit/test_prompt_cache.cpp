@@ -139,6 +139,25 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
   EXPECT_EQ(a, b);
   EXPECT_EQ(ca + cb, 0);
   EXPECT_EQ(sched.stats().prompt_tokens, uint64_t(2 * p.size()));
+  // Nor is a running sequence's state copied.
+  std::vector<int32_t> longer = encode("one two three four five six seven eight nine ten eleven twelve", true);
+  ASSERT_GE(longer.size(), 17u);
+  GenRequest r;
+  r.prompt = longer;
+  r.max_tokens = 40;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  SubmitError err;
+  std::string msg;
+  auto h = sched.submit(r, &err, &msg);
+  ASSERT_TRUE(h) << msg;
+  GenUpdate u;
+  do u = h->wait(std::chrono::milliseconds(100));
+  while (u.text.empty() && !u.done);
+  longer.push_back(longer.back());
+  auto [c, cc] = ask(sched, longer, 2);
+  EXPECT_EQ(cc, 0);
+  h->cancel();
 }
 
 // A request that shares a long prefix (a system prompt) with one still decoding
