@@ -69,6 +69,7 @@ void KdaState::init(const KdaShape& s, int window) {
   s_ = s;
   pos_ = 0;
   base_pos_ = 0;
+  pin_pos_ = -1;
   window_ = std::max(window, 0);
   const int64_t d = s.d_inner();
   conv_.assign(size_t(3 * d * (s.d_conv - 1)), 0.0f);
@@ -105,8 +106,20 @@ void KdaState::advance_base(int new_base) {
   base_pos_ = new_base;
 }
 
+void KdaState::pin() {
+  pin_pos_ = pos_;
+  pin_conv_ = conv_;
+  pin_rec_ = rec_;
+}
+
 Status KdaState::truncate(int n) {
   if (n >= pos_) return {};
+  if (n < base_pos_ && n == pin_pos_) {
+    conv_ = base_conv_ = pin_conv_;
+    rec_ = base_rec_ = pin_rec_;
+    pos_ = base_pos_ = n;
+    return {};
+  }
   if (n < base_pos_)
     return make_error("cannot roll the KDA state back to position {}: only positions {}..{} are kept "
                       "(rollback window {} tokens)", n, base_pos_, pos_, window_);

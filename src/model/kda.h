@@ -68,9 +68,13 @@ class KdaState {
   int pos() const { return pos_; }
   // Oldest position truncate() can return to.
   int min_pos() const { return base_pos_; }
-  // Back to position n (min_pos() <= n <= pos()); the state is then identical to
-  // the one the forward pass had after n tokens.
+  // Back to position n (min_pos() <= n <= pos(), or n == pinned_pos()); the state
+  // is then identical to the one the forward pass had after n tokens.
   Status truncate(int n);
+  // Keeps a copy of the state now, a position truncate() can return to however far
+  // back it is (one at a time; e.g. a prompt's end, for the chat's next turn).
+  void pin();
+  int pinned_pos() const { return pin_pos_; }  // -1: none
 
  private:
   friend void kda_forward_batch(ThreadPool*, const KdaShape&, const KdaWeights&, std::span<const KdaSeq>,
@@ -87,6 +91,8 @@ class KdaState {
   int window_ = 0;
   int base_pos_ = 0;
   std::vector<float> base_conv_, base_rec_;
+  int pin_pos_ = -1;
+  std::vector<float> pin_conv_, pin_rec_;
   // Per token in [base_pos_, pos_), at slot p % window_: q, k, v, g [d_inner each],
   // beta [H], then the raw projections z_q, z_k, z_v [d_inner each] (for the conv).
   std::vector<float> log_;

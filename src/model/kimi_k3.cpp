@@ -57,13 +57,13 @@ class State final : public KvState {
  public:
   std::vector<KdaState> kda;
   std::vector<int> kda_layers;
-  // MLA caches roll back for free; KDA states only within their window, so every
-  // KDA layer is checked before any is changed.
+  // MLA caches roll back for free; KDA states only within their window or to where
+  // they were pinned, so every KDA layer is checked before any is changed.
   Status truncate(int n) override {
     if (n >= n_past) return {};
     if (n < 0) return make_error("cannot truncate to a negative position ({})", n);
     for (int il : kda_layers)
-      if (n < kda[size_t(il)].min_pos())
+      if (n < kda[size_t(il)].min_pos() && n != kda[size_t(il)].pinned_pos())
         return make_error("cannot roll back to position {}: the KDA recurrent state keeps only the last {} "
                           "positions ({}..{})", n, kRollbackWindow, kda[size_t(il)].min_pos(), n_past);
     for (int il : kda_layers) DF_TRY(kda[size_t(il)].truncate(n));
@@ -71,6 +71,16 @@ class State final : public KvState {
     return {};
   }
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<State>(*this); }
+  int reachable(int n) const override {
+    n = std::clamp(n, 0, n_past);
+    if (kda_layers.empty()) return n;
+    const KdaState& k = kda[size_t(kda_layers[0])];  // every KDA layer holds the same positions
+    if (n >= k.min_pos()) return n;
+    return k.pinned_pos() >= 0 && k.pinned_pos() <= n ? k.pinned_pos() : 0;
+  }
+  void pin() override {
+    for (int il : kda_layers) kda[size_t(il)].pin();
+  }
 };
 
 // RMSNorm(x) . w (no norm weight), summed in double as ggml_sum_rows does.

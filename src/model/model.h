@@ -2,6 +2,7 @@
 // ExpertStore for the routed experts, and its forward pass. One implementation per
 // architecture (src/model/<arch>.cpp), created through load_model().
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -48,6 +49,12 @@ class SeqState {
   // An independent copy: evaluating tokens into either leaves the other as it was
   // (several sequences continuing one evaluated prompt).
   virtual std::unique_ptr<SeqState> clone() const = 0;
+  // The most positions, at most n, that truncate() can keep (0: none; a new state
+  // then). KV caches return to any position; a recurrent state only within its
+  // rollback window or to where it was pinned.
+  virtual int reachable(int n) const { return std::clamp(n, 0, n_past); }
+  // Marks the position now as one truncate() can return to (a prompt's end).
+  virtual void pin() {}
 };
 
 // One sequence's part of a batched forward pass: `n` tokens evaluated at positions

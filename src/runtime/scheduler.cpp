@@ -318,8 +318,12 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   // At least the prompt's last token is evaluated: its logits give the first token.
   const size_t most = prompt.size() - 1;
   size_t best = 0, best_len = 0;
+  // The shared prefix, as far as the state can roll back to it.
+  auto usable = [&](const SeqState& st, const std::vector<int32_t>& tokens) {
+    return size_t(st.reachable(int(std::min(common_prefix(tokens, prompt), most))));
+  };
   for (size_t i = 0; i < kept_.size(); ++i) {
-    const size_t len = std::min(common_prefix(kept_[i].tokens, prompt), most);
+    const size_t len = usable(*kept_[i].state, kept_[i].tokens);
     if (len > best_len) best = i, best_len = len;
   }
   // A running sequence that shares a longer prefix (the same system prompt, say)
@@ -328,7 +332,7 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   const Seq* source = nullptr;
   for (auto& a : active) {
     if (!opts_.prompt_cache || a.get() == &s || !a->state || a->held.empty()) continue;
-    const size_t len = std::min(common_prefix(a->held, prompt), most);
+    const size_t len = usable(*a->state, a->held);
     if (len > best_len && len >= kMinCopy) source = a.get(), best_len = len;
   }
   if (best_len > 0) {
@@ -339,7 +343,6 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
       k = std::move(kept_[best]);
       kept_.erase(kept_.begin() + std::ptrdiff_t(best));
     }
-    // A recurrent state rolls back only so far: then it is dropped, not reused.
     Status ts = k.state->truncate(int(best_len));
     if (ts.ok()) {
       s.state = std::move(k.state);
@@ -501,6 +504,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     if (!s.decoding) {
       s.n_prompt_done += slices[i].n;
       if (!samples[i]) continue;
+      s.state->pin();  // the prompt's end: where a chat's next turn comes back to
       if (s.publisher) {
         SharedPrompt& sp = *s.shared;
         sp.state = s.state->clone();

@@ -2,8 +2,9 @@
 // batches: a request whose prompt continues a finished one (a chat's next turn),
 // diverges from it, or repeats it takes the kept state, evaluates only the rest, and
 // gives the same text as generate() alone with a fresh state; how many prompt tokens
-// it was spared is reported. A KDA state (kimi-k3) rolls back only 16 positions, so
-// a prompt that diverges early there starts from a new state instead. And n choices
+// it was spared is reported. A KDA state (kimi-k3) rolls back only 16 positions or
+// to its prompt's end (pinned), so a prompt that diverges earlier there starts from a
+// new state instead. And n choices
 // of one prompt continue from copies of one state.
 #include <gtest/gtest.h>
 
@@ -125,6 +126,27 @@ TEST_P(PromptCache, ContinuedDivergedAndRepeatedPromptsMatchAFreshState) {
     EXPECT_EQ(ss.cached_prompt_tokens, uint64_t(c2 + c3 + c4));
     EXPECT_EQ(ss.prompt_tokens, uint64_t(p1.size() + p2.size() + 2 * p3.size()) - ss.cached_prompt_tokens);
   }
+}
+
+// A long reply (more than a KDA state's 16-position rollback window) and then the
+// next turn: the state goes back to where its prompt ended (pinned there), so the
+// first prompt is not evaluated again on any architecture.
+TEST_P(PromptCache, NextTurnAfterALongReplyReturnsToThePromptsEnd) {
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = kCtx;
+  so.spec_max = 0;
+  const std::vector<int32_t> p1 = encode("one two three four five six seven", true);
+  std::vector<int32_t> p2 = p1;
+  for (int32_t id : encode(" user: and then? assistant:", false)) p2.push_back(id);
+  const std::string want1 = alone(p1, 30), want2 = alone(p2, 6);
+  Scheduler sched(engine_->model(), *tok_, so);
+  auto [t1, c1] = ask(sched, p1, 30);
+  auto [t2, c2] = ask(sched, p2, 6);
+  EXPECT_EQ(t1, want1);
+  EXPECT_EQ(t2, want2);
+  EXPECT_EQ(c1, 0);
+  EXPECT_GE(c2, int(p1.size())) << "the first turn's prompt is reused";
 }
 
 TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
