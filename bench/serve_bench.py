@@ -35,6 +35,16 @@ def metrics(host, port):
     return out
 
 
+def sse_chunks(response):
+    """The JSON chunks of a streamed (SSE) response, up to data: [DONE]."""
+    for raw in response:
+        line = raw.decode().strip()
+        if line == "data: [DONE]":
+            return
+        if line.startswith("data: "):
+            yield json.loads(line[6:])
+
+
 def one_request(host, port, prompt, tokens):
     c = http.client.HTTPConnection(host, port, timeout=600)
     body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True, "ignore_eos": True,
@@ -43,11 +53,7 @@ def one_request(host, port, prompt, tokens):
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
     ttft, n = None, 0
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        ch = json.loads(line[6:])
+    for ch in sse_chunks(r):
         if ch.get("usage"):
             n = ch["usage"]["completion_tokens"]
         if ttft is None and ch["choices"] and ch["choices"][0]["text"]:

@@ -10,6 +10,8 @@ bytes read during the turn (from /metrics), medians over the repetitions.
 """
 import argparse, http.client, json, re, statistics, subprocess, sys, time
 
+from serve_bench import sse_chunks
+
 QUESTIONS = ["Summarise the passage above.", "Who speaks in it?", "What happens next?",
              "Say it again in fewer words.", "Which line matters most?", "Why?"]
 
@@ -33,11 +35,7 @@ def turn(host, port, messages, tokens):
     if r.status != 200:
         sys.exit(f"HTTP {r.status}: {r.read()[:300]}")
     text, usage, ttft = "", None, None
-    for raw in r:
-        line = raw.decode().strip()
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        ch = json.loads(line[6:])
+    for ch in sse_chunks(r):
         if ch.get("usage"):
             usage = ch["usage"]
         for cc in ch["choices"]:

@@ -15,6 +15,7 @@
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
 #include "synth/synth.h"
+#include "gen_wait.h"
 #include "synth_once.h"
 
 using namespace deltafin;
@@ -58,24 +59,27 @@ class PromptCache : public ::testing::TestWithParam<const char*> {
 
   // One greedy request, waited for: its text and the prompt tokens it was spared.
   std::pair<std::string, int> ask(Scheduler& sched, const std::vector<int32_t>& prompt, int n) {
-    GenRequest r;
-    r.prompt = prompt;
-    r.max_tokens = n;
-    r.ignore_eos = true;
-    r.sampling.temperature = 0;
     SubmitError err;
     std::string msg;
-    auto h = sched.submit(r, &err, &msg);
+    auto h = sched.submit(greedy_request(prompt, n), &err, &msg);
     EXPECT_TRUE(h) << msg;
     if (!h) return {};
     std::string text;
-    GenUpdate u;
-    do {
-      u = h->wait(std::chrono::milliseconds(100));
-      text += u.text;
-    } while (!u.done);
+    const GenUpdate u = wait_done(*h, &text);
     EXPECT_EQ(u.finish_reason, "length");
     return {text, u.n_cached};
+  }
+
+  // Submits a greedy request and waits until it decodes (its first text is out).
+  std::shared_ptr<GenHandle> start(Scheduler& sched, const std::vector<int32_t>& prompt, int n, std::string* text) {
+    SubmitError err;
+    std::string msg;
+    auto h = sched.submit(greedy_request(prompt, n), &err, &msg);
+    EXPECT_TRUE(h) << msg;
+    if (h) {
+      EXPECT_FALSE(wait_first_text(*h, text).done);
+    }
+    return h;
   }
 
   static constexpr int kCtx = 160;
@@ -164,18 +168,9 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
   // Nor is a running sequence's state copied.
   std::vector<int32_t> longer = encode("one two three four five six seven eight nine ten eleven twelve", true);
   ASSERT_GE(longer.size(), 17u);
-  GenRequest r;
-  r.prompt = longer;
-  r.max_tokens = 40;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0;
-  SubmitError err;
-  std::string msg;
-  auto h = sched.submit(r, &err, &msg);
-  ASSERT_TRUE(h) << msg;
-  GenUpdate u;
-  do u = h->wait(std::chrono::milliseconds(100));
-  while (u.text.empty() && !u.done);
+  std::string running;
+  auto h = start(sched, longer, 40, &running);
+  ASSERT_TRUE(h);
   longer.push_back(longer.back());
   auto [c, cc] = ask(sched, longer, 2);
   EXPECT_EQ(cc, 0);
@@ -199,27 +194,11 @@ TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
   so.n_ctx = kCtx;
   so.spec_max = 0;
   Scheduler sched(engine_->model(), *tok_, so);
-  GenRequest r;
-  r.prompt = pa;
-  r.max_tokens = 30;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0;
-  SubmitError err;
-  std::string msg;
-  auto ha = sched.submit(r, &err, &msg);
-  ASSERT_TRUE(ha) << msg;
   std::string text_a;
-  GenUpdate u;
-  do {  // a is decoding once its first text is out
-    u = ha->wait(std::chrono::milliseconds(100));
-    text_a += u.text;
-  } while (text_a.empty() && !u.done);
-  ASSERT_FALSE(u.done);
+  auto ha = start(sched, pa, 30, &text_a);
+  ASSERT_TRUE(ha);
   auto [text_b, cached_b] = ask(sched, pb, 8);
-  while (!u.done) {
-    u = ha->wait(std::chrono::milliseconds(100));
-    text_a += u.text;
-  }
+  wait_done(*ha, &text_a);
   EXPECT_EQ(text_b, want_b);
   EXPECT_EQ(text_a, want_a) << "the copy leaves the running sequence as it was";
   const int shared = int(system.size());  // the suffixes' first tokens differ
@@ -237,11 +216,7 @@ TEST_P(PromptCache, ChoicesContinueFromCopiesOfOneState) {
   so.n_ctx = kCtx;
   so.prefill_chunk = 5;
   Scheduler sched(engine_->model(), *tok_, so);
-  GenRequest r;
-  r.prompt = encode("one two three four five six seven", true);
-  r.max_tokens = 10;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0;
+  const GenRequest r = greedy_request(encode("one two three four five six seven", true), 10);
   const std::string want = alone(r.prompt, 10);  // before: one pass at a time on the model
   SubmitError err;
   std::string msg;
@@ -249,11 +224,7 @@ TEST_P(PromptCache, ChoicesContinueFromCopiesOfOneState) {
   ASSERT_EQ(hs.size(), 3u) << msg;
   for (auto& h : hs) {
     std::string text;
-    GenUpdate u;
-    do {
-      u = h->wait(std::chrono::milliseconds(100));
-      text += u.text;
-    } while (!u.done);
+    wait_done(*h, &text);
     EXPECT_EQ(text, want);
   }
   EXPECT_EQ(sched.stats().prompt_tokens, r.prompt.size());

@@ -15,6 +15,7 @@
 #include "server/reasoning.h"
 #include "synth/synth.h"
 #include "chi2.h"
+#include "gen_wait.h"
 #include "synth_once.h"
 
 using namespace deltafin;
@@ -309,11 +310,7 @@ TEST(Scheduler, ChoicesEvaluateThePromptOnceAndMatchSingleRequests) {
   ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
   auto collect = [](GenHandle& h) {
     std::string text;
-    GenUpdate u;
-    do {
-      u = h.wait(std::chrono::milliseconds(100));
-      text += u.text;
-    } while (!u.done);
+    const GenUpdate u = wait_done(h, &text);
     return std::make_pair(text, u);
   };
   SchedulerOptions so;

@@ -27,6 +27,7 @@
 #include "store/streaming_store.h"
 #include "synth/synth.h"
 #include "tokenizer/tokenizer.h"
+#include "gen_wait.h"
 #include "synth_once.h"
 
 using namespace deltafin;
@@ -550,16 +551,22 @@ TEST(ExpertStore, LendsMemoryAndTakesItBack) {
     for (int e = 0; e < l.n_expert; ++e) ASSERT_TRUE(same_as_resident(l.layer, e)) << l.layer << " " << e;
 }
 
+// The tiny qwen3moe model with 32 experts a layer (more than a cache of half of them holds).
+static void tiny_e32(SynthSpec* spec, std::string* path) {
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", spec));
+  spec->n_expert = 32;
+  std::string why;
+  *path = synth_once("store", "tiny-qwen3moe-e32", *spec, &why);
+  ASSERT_FALSE(path->empty()) << why;
+}
+
 // A long prompt with the automatic batch: one forward pass over the whole prompt in
 // memory the cache lends (and gets back), generating what 512-token batches and a
 // resident run generate.
 TEST(ExpertStore, AutoPromptBatchBorrowsFromTheCache) {
   SynthSpec spec;
-  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
-  spec.n_expert = 32;
-  std::string why;
-  const std::string path = synth_once("store", "tiny-qwen3moe-e32", spec, &why);
-  ASSERT_FALSE(path.empty()) << why;
+  std::string path;
+  ASSERT_NO_FATAL_FAILURE(tiny_e32(&spec, &path));
   const int n_keys = 32 * spec.n_layer;
   std::vector<int32_t> gen[3];
   GenerateStats stats[3];
@@ -604,21 +611,9 @@ TEST(ExpertStore, AutoPromptBatchBorrowsFromTheCache) {
 // prefill_chunk (it would wait on them).
 TEST(ExpertStore, SchedulerPromptStepsBorrowFromTheCacheWhileNobodyDecodes) {
   SynthSpec spec;
-  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
-  spec.n_expert = 32;
-  std::string why;
-  const std::string path = synth_once("store", "tiny-qwen3moe-e32", spec, &why);
-  ASSERT_FALSE(path.empty()) << why;
+  std::string path;
+  ASSERT_NO_FATAL_FAILURE(tiny_e32(&spec, &path));
   const int n_keys = 32 * spec.n_layer;
-  auto collect = [](GenHandle& h) {
-    std::string text;
-    GenUpdate u;
-    do {
-      u = h.wait(std::chrono::milliseconds(100));
-      text += u.text;
-    } while (!u.done);
-    return text;
-  };
   std::string text[3];
   uint64_t bytes[3] = {};
   for (int run = 0; run < 3; ++run) {  // 0: no lending; 1: lending, alone; 2: lending beside a decoding request
@@ -645,16 +640,15 @@ TEST(ExpertStore, SchedulerPromptStepsBorrowFromTheCacheWhileNobodyDecodes) {
       r.max_tokens = 400;
       other = sched.submit(r, &err, &msg);
       ASSERT_TRUE(other) << msg;
-      GenUpdate u;
-      do u = other->wait(std::chrono::milliseconds(100));
-      while (u.text.empty() && !u.done);
+      std::string first;
+      wait_first_text(*other, &first);
     }
     r.prompt = random_ids(700, (*engine)->model().info().n_vocab, 5);
     r.max_tokens = 6;
     const uint64_t b0 = store->stats().bytes_read;
     auto h = sched.submit(r, &err, &msg);
     ASSERT_TRUE(h) << msg;
-    text[run] = collect(*h);
+    wait_done(*h, &text[run]);
     bytes[run] = store->stats().bytes_read - b0;
     const SchedulerStats ss = sched.stats();
     if (run == 1) EXPECT_GT(ss.max_prefill_rows, 64) << "slots " << n_keys / 2;
