@@ -64,6 +64,11 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   size_t common = 0;
   while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
   common = std::min(common, ids.size() - 1);
+  // A recurrent state goes back only within its window or to the last prompt's end
+  // (pinned below): as far as it can.
+  const size_t reach = size_t(state_->reachable(int(common)));
+  if (reach < common && reach == 0) out.reprefilled = true;
+  common = reach;
   if (common < size_t(state_->n_past) && !state_->truncate(int(common)).ok()) {
     state_ = model_.new_state(n_ctx_);
     common = 0;
@@ -73,7 +78,9 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   out.n_reused = int(common);
 
   std::vector<int32_t> suffix(ids.begin() + std::ptrdiff_t(common), ids.end());
-  Status st = generate(model_, *state_, tok_, suffix, params,
+  GenerateParams gp = params;
+  gp.pin_prompt = true;
+  Status st = generate(model_, *state_, tok_, suffix, gp,
                        [&](const std::string& piece) {
                          out.answer += piece;
                          return on_text(piece);

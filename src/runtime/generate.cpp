@@ -72,6 +72,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   }
   if (give_back.s) give_back.s->return_memory();
   give_back.s = nullptr;
+  if (params.pin_prompt) state.pin();
   const double t1 = now_s();
   st.n_prompt = int(prompt.size());
   st.prefill_s = t1 - t0;

@@ -28,6 +28,9 @@ struct GenerateParams {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not emitted)
   bool ignore_eos = false;
+  // Pins the state at the prompt's end (SeqState::pin), so a later prompt that shares
+  // it can roll back there however long the answer (a chat's next turn).
+  bool pin_prompt = false;
   // Polled between prompt chunks and before each token; true stops generation with
   // stop_reason "cancelled" (e.g. set from a SIGINT handler). Null: never.
   const std::atomic<bool>* cancel = nullptr;

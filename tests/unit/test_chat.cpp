@@ -1,4 +1,4 @@
-// ChatSession on a tiny synthetic model: a later turn reuses the cached prefix and
+// ChatSession on tiny synthetic models: a later turn reuses the cached prefix and
 // answers exactly as a fresh prefill of the whole conversation would; cancellation
 // and a too-small context leave the conversation as it was.
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include "runtime/chat.h"
 #include "runtime/engine.h"
 #include "synth/synth.h"
+#include "synth_once.h"
 
 using namespace deltafin;
 
@@ -162,3 +163,49 @@ TEST_F(ChatTest, TemplateErrorsAreReported) {
 }
 
 }  // namespace
+
+// kimi-k3's KDA state rolls back only 16 positions, and templates such as Kimi's drop
+// a past answer's thinking, so the next turn's prompt leaves the state's tokens
+// early in a long answer. The state is pinned where the last prompt ended: the next
+// turn goes back there instead of evaluating the whole conversation again, and
+// answers as a fresh prefill does.
+TEST(ChatKimiK3, NextTurnAfterARewrittenLongAnswerGoesBackToThePromptsEnd) {
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "kimi-k3", &s));
+  std::string why;
+  const std::string path = synth_once("chat", "tiny-kimi-k3", s, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  EngineOptions eo;
+  eo.threads = 2;
+  auto e = Engine::open(path, eo);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto tok = Tokenizer::from_gguf((*e)->file().meta());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  // Past answers render as a placeholder (as a template that strips thinking would).
+  const char* tmpl =
+      "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' }}"
+      "{% if m['role'] == 'assistant' %}{{ '(an answer)' }}{% else %}{{ m['content'] }}{% endif %}"
+      "{{ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  GenerateParams gp;
+  gp.n_predict = 40;  // longer than the rollback window
+  gp.sampling.temperature = 0;
+  gp.ignore_eos = true;
+  auto t1 = (*chat)->turn("tell me a long story", gp, [](const std::string&) { return true; });
+  ASSERT_TRUE(t1.ok()) << t1.error().message;
+
+  const std::string u2 = "and then";
+  auto text = (*chat)->render(&u2, true);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  auto fresh = (*e)->model().new_state(512);
+  GenerateStats ref;
+  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*text), gp,
+                       [](const std::string&) { return true; }, &ref)
+                  .ok());
+  auto t2 = (*chat)->turn(u2, gp, [](const std::string&) { return true; });
+  ASSERT_TRUE(t2.ok()) << t2.error().message;
+  EXPECT_FALSE(t2->reprefilled);
+  EXPECT_GE(t2->n_reused, t1->n_prompt) << "back to the first prompt's end";
+  EXPECT_EQ(t2->gen.tokens, ref.tokens);
+}
