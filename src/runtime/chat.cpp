@@ -65,10 +65,8 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   while (common < cached_.size() && common < ids.size() && cached_[common] == ids[common]) ++common;
   common = std::min(common, ids.size() - 1);
   // A recurrent state goes back only within its window or to the last prompt's end
-  // (pinned below): as far as it can.
-  const size_t reach = size_t(state_->reachable(int(common)));
-  if (reach < common && reach == 0) out.reprefilled = true;
-  common = reach;
+  // (pinned below): as far as it can (0: nowhere, so the truncation below fails).
+  common = size_t(state_->reachable(int(common)));
   if (common < size_t(state_->n_past) && !state_->truncate(int(common)).ok()) {
     state_ = model_.new_state(n_ctx_);
     common = 0;
