@@ -108,6 +108,15 @@ Command add_serve(CLI::App& app) {
               else DF_LOG_WARN("the model has no chat template; /v1/chat/completions uses ChatML (see --chat-template)");
             }
             Model& model = engine->model();
+            // The batch's states (and, with n choices, the copy of their prompt's) come
+            // out of --mem like everything else.
+            const int n_states = o->parallel + (o->parallel > 1 ? 1 : 0);
+            auto reserved = engine->reserve_states(o->ctx, n_states);
+            if (!reserved.ok()) {
+              fmt::print(stderr, "error: {}; lower -c/--ctx-size or --parallel, or raise --mem\n",
+                         reserved.error().message);
+              return 1;
+            }
             if (!model.batches() && o->parallel > 1)
               DF_LOG_WARN("the {} architecture has no batched forward pass yet: requests share the scheduler "
                           "but each runs its own pass", model.info().arch);
@@ -131,8 +140,10 @@ Command add_serve(CLI::App& app) {
             sv.reasoning = !o->no_reasoning;
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
             DF_ASSIGN_OR_EXIT(int port, srv.bind());
-            fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {})\n", o->host,
-                       port, sv.model_id, o->parallel, o->ctx);
+            fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {}, sequence "
+                       "states {:.1f} MiB{})\n",
+                       o->host, port, sv.model_id, o->parallel, o->ctx, double(*reserved * n_states) / 1048576.0,
+                       engine->streaming_store() ? " of --mem" : "");
             std::fflush(stdout);
 
             std::atomic<bool> exiting{false};

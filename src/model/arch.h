@@ -61,6 +61,11 @@ class KvState : public SeqState {
     return {};
   }
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<KvState>(*this); }
+  uint64_t memory_bytes() const override {
+    uint64_t b = 0;
+    for (const KVLayer& l : kv) b += (l.k.capacity() + l.v.capacity()) * sizeof(float);
+    return b;
+  }
 };
 
 // A KvState with n_layer caches of n_ctx rows, each k_row / v_row values wide.

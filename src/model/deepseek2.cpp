@@ -69,6 +69,7 @@ class Ds2State final : public KvState {
     return {};
   }
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<Ds2State>(*this); }
+  uint64_t memory_bytes() const override { return KvState::memory_bytes() + h.capacity() * sizeof(float); }
 };
 
 class DeepSeek2 final : public ArchModel {

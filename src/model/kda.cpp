@@ -106,6 +106,10 @@ void KdaState::advance_base(int new_base) {
   base_pos_ = new_base;
 }
 
+uint64_t KdaState::memory_bytes() const {
+  return (3 * (conv_.size() + rec_.size()) + log_.size()) * sizeof(float);
+}
+
 void KdaState::pin() {
   pin_pos_ = pos_;
   pin_conv_ = conv_;

@@ -75,6 +75,9 @@ class KdaState {
   // back it is (one at a time; e.g. a prompt's end, for the chat's next turn).
   void pin();
   int pinned_pos() const { return pin_pos_; }  // -1: none
+  // The most memory the state takes: the state, its rollback base and a pinned copy
+  // (conv + recurrent each) and the rollback log.
+  uint64_t memory_bytes() const;
 
  private:
   friend void kda_forward_batch(ThreadPool*, const KdaShape&, const KdaWeights&, std::span<const KdaSeq>,

@@ -81,6 +81,11 @@ class State final : public KvState {
   void pin() override {
     for (int il : kda_layers) kda[size_t(il)].pin();
   }
+  uint64_t memory_bytes() const override {
+    uint64_t b = KvState::memory_bytes();
+    for (int il : kda_layers) b += kda[size_t(il)].memory_bytes();
+    return b;
+  }
 };
 
 // RMSNorm(x) . w (no norm weight), summed in double as ggml_sum_rows does.

@@ -55,6 +55,9 @@ class SeqState {
   virtual int reachable(int n) const { return std::clamp(n, 0, n_past); }
   // Marks the position now as one truncate() can return to (a prompt's end).
   virtual void pin() {}
+  // Memory the state takes at most as it fills its context: caches for n_ctx
+  // positions, recurrent states with their rollback and pinned copies.
+  virtual uint64_t memory_bytes() const = 0;
 };
 
 // One sequence's part of a batched forward pass: `n` tokens evaluated at positions
@@ -73,6 +76,8 @@ class Model {
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
   virtual std::unique_ptr<SeqState> new_state(int n_ctx) const = 0;
+  // What one state of n_ctx positions takes at most (SeqState::memory_bytes).
+  virtual uint64_t state_bytes(int n_ctx) const { return new_state(n_ctx)->memory_bytes(); }
   // Evaluates `n` tokens at positions state.n_past.. and appends them to the state.
   // logits: [n, n_vocab] when all_logits, else [n_vocab] for the last token.
   virtual Status forward(SeqState& state, const int32_t* tokens, int n, float* logits,

@@ -103,4 +103,17 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   return e;
 }
 
+Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states) {
+  const uint64_t one = model_->state_bytes(n_ctx);
+  if (streaming_ == nullptr || n_states <= 0) return one;
+  const uint64_t all = one * uint64_t(n_states);
+  auto r = streaming_->reserve_memory(all);
+  if (!r.ok())
+    return make_error("{} sequence states of {} positions take {:.1f} MiB ({:.2f} MiB each): {}", n_states, n_ctx,
+                      all / 1048576.0, one / 1048576.0, r.error().message);
+  DF_LOG_INFO("{} sequence states of {} positions: {:.1f} MiB taken from the expert cache", n_states, n_ctx,
+              r.value() / 1048576.0);
+  return one;
+}
+
 }  // namespace deltafin

@@ -53,6 +53,11 @@ class Engine {
   RemoteModel* remote() { return remote_.get(); }
   // The core pager when core layers stream (the core did not fit --mem), else null.
   const CorePager* core_pager() const { return pager_.get(); }
+  // Takes the memory of n_states sequence states of n_ctx positions out of the expert
+  // cache (StreamingExpertStore::reserve_memory), so that the budget bounds a
+  // server's batch as well; an error naming the sizes when the cache is too small.
+  // Returns what one state takes (nothing is taken when the experts are resident).
+  Result<uint64_t> reserve_states(int n_ctx, int n_states);
 
  private:
   std::unique_ptr<ThreadPool> pool_;

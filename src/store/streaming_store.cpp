@@ -187,6 +187,7 @@ class Streaming final : public StreamingExpertStore {
       return make_error("{}: the expert cache ({:.1f} MB) has no room for one expert ({:.1f} MB); raise --mem",
                         file_.path(), opts_.cache_bytes / 1e6, slot_bytes_ / 1e6);
     n_slots_ = int(n);
+    spare_ = opts_.cache_bytes > n * slot_bytes_ ? opts_.cache_bytes - n * slot_bytes_ : 0;
     limit_ = n_slots_;
     slots_.resize(size_t(n_slots_));
     entries_.resize(size_t(ix_.n_keys()));
@@ -400,10 +401,25 @@ class Streaming final : public StreamingExpertStore {
     const uint64_t want = slot_bytes_ ? (bytes + slot_bytes_ - 1) / slot_bytes_ : 0;
     limit_ = std::max(floor, n_slots_ - int(std::min<uint64_t>(want, uint64_t(n_slots_))));
     trim();
-    free_slots_.clear();  // rebuilt: every slot under the limit that holds no expert
-    for (int s = 0; s < std::min(n_alloc_, limit_); ++s)
-      if (slots_[size_t(s)].key < 0) free_slots_.push_back(s);
+    rebuild_free_slots();
     return uint64_t(n_slots_ - limit_) * slot_bytes_;
+  }
+
+  Result<uint64_t> reserve_memory(uint64_t bytes) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    // First what the slots leave unused (a cache that holds every expert).
+    const uint64_t from_spare = std::min(bytes, spare_);
+    const uint64_t rest = bytes - from_spare;
+    const uint64_t want = slot_bytes_ ? (rest + slot_bytes_ - 1) / slot_bytes_ : 0;
+    if (want >= uint64_t(n_slots_))
+      return make_error("more than the expert cache's {:.1f} MiB ({} experts) can give",
+                        double(uint64_t(n_slots_) * slot_bytes_ + spare_) / 1048576.0, n_slots_);
+    spare_ -= from_spare;
+    n_slots_ -= int(want);
+    limit_ = std::min(limit_, n_slots_);
+    trim();
+    rebuild_free_slots();
+    return from_spare + want * slot_bytes_;
   }
 
   Status save_profile() override {
@@ -698,6 +714,13 @@ class Streaming final : public StreamingExpertStore {
     while (n_alloc_ > limit_ && slots_[size_t(n_alloc_ - 1)].key < 0) --n_alloc_;
   }
 
+  // Every slot under the limit that holds no expert.
+  void rebuild_free_slots() {
+    free_slots_.clear();
+    for (int s = 0; s < std::min(n_alloc_, limit_); ++s)
+      if (slots_[size_t(s)].key < 0) free_slots_.push_back(s);
+  }
+
   bool better_victim(const Entry& a, const Entry& b) const {
     if (opts_.policy == CachePolicy::LFU && a.freq != b.freq) return a.freq < b.freq;
     return a.last_use < b.last_use;
@@ -833,6 +856,7 @@ class Streaming final : public StreamingExpertStore {
   uint64_t slot_bytes_ = 0;
   int n_slots_ = 0, n_alloc_ = 0;
   int limit_ = 0;  // slots the cache may use now (< n_slots_ while memory is lent)
+  uint64_t spare_ = 0;  // budget beyond the slots (all experts fit), not reserved yet
   std::vector<std::unique_ptr<DirectFile>> files_;  // per shard; null: read through file_
 
   mutable std::mutex mu_;

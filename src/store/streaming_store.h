@@ -137,6 +137,11 @@ class StreamingExpertStore : public ExpertStore {
   // first; return_memory() (or lend_memory(0)) gives everything back.
   virtual uint64_t lend_memory(uint64_t bytes) = 0;
   void return_memory() { lend_memory(0); }
+  // Takes `bytes` (in whole slots) out of the cache for good, e.g. for the states of
+  // the sequences a server decodes at once, so that the budget bounds them too; what
+  // is lent later is a share of what remains. An error (nothing changed) when no slot
+  // would remain.
+  virtual Result<uint64_t> reserve_memory(uint64_t bytes) = 0;
   virtual const ExpertIndex& index() const = 0;
 };
 

@@ -116,4 +116,11 @@ for _ in $(seq 1 100); do alive $pid || break; sleep 0.1; done
 check "the server exited after SIGTERM" test "$(alive $pid && echo running || echo gone)" = gone
 wait $pid; rc=$?
 check "exit status 0 after SIGTERM (got $rc)" test $rc = 0
+
+# The batch's sequence states come out of --mem: a context they cannot fit in is
+# refused at start, naming the sizes and what to change.
+"$bin" serve -m "$model" --port 0 --mem 90M --reserve 1M --parallel 8 -c 65536 >"$dir/big.out" 2>"$dir/big.err"
+rc=$?
+check "states over --mem: exit status 1 (got $rc)" test $rc = 1
+check "states over --mem: says why" grep -q '9 sequence states of 65536 positions take .* MiB.*-c/--ctx-size or --parallel, or raise --mem' "$dir/big.err"
 exit $fail

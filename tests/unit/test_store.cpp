@@ -551,6 +551,58 @@ TEST(ExpertStore, LendsMemoryAndTakesItBack) {
     for (int e = 0; e < l.n_expert; ++e) ASSERT_TRUE(same_as_resident(l.layer, e)) << l.layer << " " << e;
 }
 
+// A server's sequence states come out of --mem: first from what the cache's whole
+// slots leave of its budget, then in whole slots; asking too much is an error that
+// changes nothing. A resident model has no cache to take from.
+TEST(ExpertStore, SequenceStatesComeOutOfTheBudget) {
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  auto ix = ExpertIndex::build(*m.file, m.layers);
+  ASSERT_TRUE(ix.ok()) << ix.error().message;
+  const uint64_t slot = expert_slot_bytes(*ix);
+  ASSERT_GE(ix->n_keys(), 12);
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.reserve_bytes = 1 << 20;
+  eo.mem_bytes = ix->core_bytes() + eo.reserve_bytes + 10 * slot + slot / 2;
+  eo.stream.profile_path = "";
+  auto e = Engine::open(m.path, eo);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  StreamingExpertStore* store = (*e)->streaming_store();
+  ASSERT_NE(store, nullptr);
+  ASSERT_EQ(store->stats().slots, 10);
+  // A context whose state takes about 1.6 slots: two take 3.2, half a slot of it
+  // from the spare budget, the rest in 3 whole slots.
+  const Model& model = (*e)->model();
+  const uint64_t per_pos = model.state_bytes(2) - model.state_bytes(1);
+  ASSERT_GT(per_pos, 0u);
+  const int ctx = int(slot * 8 / 5 / per_pos);
+  const uint64_t one = model.state_bytes(ctx);
+  auto r = (*e)->reserve_states(ctx, 2);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, one);
+  const uint64_t from_slots = 2 * one - slot / 2;
+  EXPECT_EQ(store->stats().slots, 10 - int((from_slots + slot - 1) / slot));
+  const int slots = store->stats().slots;
+  auto bad = (*e)->reserve_states(ctx, 100);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("100 sequence states of " + std::to_string(ctx) + " positions"), std::string::npos)
+      << bad.error().message;
+  EXPECT_EQ(store->stats().slots, slots) << "a refused reservation takes nothing";
+  // Lending is a share of what remains.
+  EXPECT_EQ(store->lend_memory(100 * slot), uint64_t(slots - std::min(slots, 8)) * slot);
+  store->return_memory();
+  EXPECT_EQ(store->stats().slots, slots);
+
+  EngineOptions ro;
+  ro.threads = 2;
+  auto resident = Engine::open(m.path, ro);
+  ASSERT_TRUE(resident.ok());
+  auto rr = (*resident)->reserve_states(ctx, 100);
+  ASSERT_TRUE(rr.ok());
+  EXPECT_EQ(*rr, one);
+}
+
 // The tiny qwen3moe model with 32 experts a layer (more than a cache of half of them holds).
 static void tiny_e32(SynthSpec* spec, std::string* path) {
   ASSERT_TRUE(synth_preset("tiny", "qwen3moe", spec));
