@@ -63,8 +63,16 @@ class KvState : public SeqState {
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<KvState>(*this); }
   uint64_t memory_bytes() const override {
     uint64_t b = 0;
-    for (const KVLayer& l : kv) b += (l.k.capacity() + l.v.capacity()) * sizeof(float);
+    for (const KVLayer& l : kv) b += (l.k.capacity() + l.v.capacity()) * sizeof(uint16_t);
     return b;
+  }
+  void fit(int rows) override {
+    for (KVLayer& l : kv) l.fit(std::clamp(rows, n_past, n_ctx));
+  }
+  int fitted_rows() const override {
+    for (const KVLayer& l : kv)
+      if (l.k_row > 0) return l.capacity();
+    return n_ctx;
   }
 };
 

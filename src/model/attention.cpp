@@ -1,5 +1,6 @@
 #include "model/attention.h"
 
+#include <cassert>
 #include <cmath>
 #include <vector>
 
@@ -8,8 +9,9 @@
 namespace deltafin {
 
 void KVLayer::store(int pos0, int n, const float* kv_k, const float* kv_v) {
-  round_fp16_n(kv_k, &k[size_t(pos0) * size_t(k_row)], int64_t(n) * k_row);
-  round_fp16_n(kv_v, &v[size_t(pos0) * size_t(v_row)], int64_t(n) * v_row);
+  assert(pos0 + n <= capacity() && "KVLayer::store past the cache (a state fitted to fewer rows?)");
+  to_fp16_n(kv_k, &k[size_t(pos0) * size_t(k_row)], int64_t(n) * k_row);
+  if (v_row > 0) to_fp16_n(kv_v, &v[size_t(pos0) * size_t(v_row)], int64_t(n) * v_row);
 }
 
 void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, int pos0, int n_tok,
@@ -26,8 +28,8 @@ void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, 
       round_fp16_n(qp, qh.data(), s.head_dim_k);
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
-        const float* kr = &cache.k[size_t(j) * size_t(cache.k_row) + size_t(kvh) * size_t(s.head_dim_k)];
-        float sc = dot_lanes(kr, qh.data(), s.head_dim_k) * s.scale;
+        const uint16_t* kr = cache.k_at(j) + size_t(kvh) * size_t(s.head_dim_k);
+        float sc = dot_lanes_f16(kr, qh.data(), s.head_dim_k) * s.scale;
         if (s.softcap > 0) sc = s.softcap * std::tanh(sc / s.softcap);
         p[size_t(j)] = sc;
       }
@@ -35,9 +37,7 @@ void attention(ThreadPool* pool, const AttentionShape& s, const KVLayer& cache, 
       round_fp16_n(p.data(), p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int j = 0; j < n_kv; ++j) {
-        const float pj = p[size_t(j)];
-        const float* vr = &cache.v[size_t(j) * size_t(cache.v_row) + size_t(kvh) * size_t(s.head_dim_v)];
-        for (int d = 0; d < s.head_dim_v; ++d) acc[size_t(d)] += pj * vr[d];
+        axpy_f16(p[size_t(j)], cache.v_at(j) + size_t(kvh) * size_t(s.head_dim_v), acc.data(), s.head_dim_v);
       }
       float* o = out + (int64_t(t) * s.n_head + h) * s.head_dim_v;
       for (int d = 0; d < s.head_dim_v; ++d) o[d] = acc[size_t(d)];

@@ -13,9 +13,8 @@ namespace deltafin {
 // One layer's cache: rows are positions; a row holds n_kv_head * head_dim values.
 struct KVLayer {
   int64_t k_row = 0, v_row = 0;  // values per position
-  // Values rounded through F16 (what llama.cpp's F16 cache holds), kept as floats so
-  // the dot products need no conversion.
-  std::vector<float> k, v;       // capacity n_ctx rows
+  // F16 values, as llama.cpp's F16 cache holds them.
+  std::vector<uint16_t> k, v;    // capacity n_ctx rows
   void init(int n_ctx, int64_t k_values, int64_t v_values) {
     k_row = k_values;
     v_row = v_values;
@@ -23,6 +22,15 @@ struct KVLayer {
     v.assign(size_t(n_ctx) * size_t(v_values), 0);
   }
   int capacity() const { return k_row ? int(k.size() / size_t(k_row)) : 0; }
+  const uint16_t* k_at(int pos) const { return &k[size_t(pos) * size_t(k_row)]; }
+  const uint16_t* v_at(int pos) const { return &v[size_t(pos) * size_t(v_row)]; }
+  // Resizes to `rows` positions, keeping the first ones (memory freed or taken).
+  void fit(int rows) {
+    k.resize(size_t(rows) * size_t(k_row));
+    v.resize(size_t(rows) * size_t(v_row));
+    k.shrink_to_fit();
+    v.shrink_to_fit();
+  }
   // Stores rows for positions [pos0, pos0 + n) from floats.
   void store(int pos0, int n, const float* kv_k, const float* kv_v);
 };

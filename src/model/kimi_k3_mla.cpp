@@ -26,17 +26,12 @@ void mqa_latent(ThreadPool* pool, const KVLayer& cache, int pos0, int n, int H, 
       round_fp16_n(qp, qh.data(), dk);
       p.resize(size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
-        const float* kr = &cache.k[size_t(j) * size_t(cache.k_row)];
-        p[size_t(j)] = dot_lanes(kr, qh.data(), dk) * scale;
+        p[size_t(j)] = dot_lanes_f16(cache.k_at(j), qh.data(), dk) * scale;
       }
       softmax_inplace(p.data(), n_kv);
       round_fp16_n(p.data(), p.data(), n_kv);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int j = 0; j < n_kv; ++j) {
-        const float pj = p[size_t(j)];
-        const float* vr = &cache.k[size_t(j) * size_t(cache.k_row)];
-        for (int d = 0; d < dv; ++d) acc[size_t(d)] += pj * vr[d];
-      }
+      for (int j = 0; j < n_kv; ++j) axpy_f16(p[size_t(j)], cache.k_at(j), acc.data(), dv);
       std::copy(acc.begin(), acc.end(), z + (int64_t(t) * H + h) * dv);
     }
   };

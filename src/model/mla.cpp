@@ -38,10 +38,10 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
       }
       p.resize(size_t(nh) * size_t(n_kv));
       for (int j = 0; j < n_kv; ++j) {
-        const float* kr = &cache.k[size_t(j) * size_t(D)];
+        const uint16_t* kr = cache.k_at(j);
         for (int i = 0; i < nh; ++i) {
           const float* qi = &qh[size_t(i * D)];
-          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot_lanes(kr, qi, D) * kq_scale;
+          p[size_t(i) * size_t(n_kv) + size_t(j)] = dot_lanes_f16(kr, qi, D) * kq_scale;
         }
       }
       for (int i = 0; i < nh; ++i) {
@@ -51,11 +51,7 @@ void mla_latent_attention(ThreadPool* pool, const KVLayer& cache, int r_kv, int 
         // V is the latent part of the same F16 cache rows; the probabilities are
         // rounded to F16 for that product.
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int j = 0; j < n_kv; ++j) {
-          const float pj = pi[j];
-          const float* vr = &cache.k[size_t(j) * size_t(D)];
-          for (int d = 0; d < r_kv; ++d) acc[size_t(d)] += pj * vr[d];
-        }
+        for (int j = 0; j < n_kv; ++j) axpy_f16(pi[j], cache.k_at(j), acc.data(), r_kv);
         std::copy(acc.begin(), acc.end(), out + (int64_t(t) * n_head + h0 + i) * r_kv);
       }
     }

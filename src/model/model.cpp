@@ -65,6 +65,9 @@ Status check_tokens(const int32_t* tokens, int n, int64_t n_vocab, const SeqStat
   if (st.n_past + n > st.n_ctx)
     return make_error("context is full: {} cached + {} new tokens exceed the context size {} "
                       "(raise -c/--ctx-size or shorten the prompt)", st.n_past, n, st.n_ctx);
+  if (st.n_past + n > st.fitted_rows())
+    return make_error("the state has room for {} positions now, not {} (fit it to its context first)",
+                      st.fitted_rows(), st.n_past + n);
   for (int i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
       return make_error("token id {} at position {} is out of range (vocabulary has {} tokens)", tokens[i],

@@ -58,6 +58,12 @@ class SeqState {
   // Memory the state takes at most as it fills its context: caches for n_ctx
   // positions, recurrent states with their rollback and pinned copies.
   virtual uint64_t memory_bytes() const = 0;
+  // Resizes the position caches to `rows` (n_past <= rows <= n_ctx), keeping what
+  // they hold: fit(n_past) shrinks a finished state for a prompt cache in RAM, and
+  // fit(n_ctx) makes it whole again before it evaluates more tokens.
+  virtual void fit(int rows) = 0;
+  // Positions the caches have room for now (n_ctx unless fitted smaller).
+  virtual int fitted_rows() const { return n_ctx; }
 };
 
 // One sequence's part of a batched forward pass: `n` tokens evaluated at positions

@@ -40,9 +40,64 @@ __attribute__((target("avx,f16c"))) void round_fp16_f16c(const float* x, float* 
     _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
   for (; i < n; ++i) y[i] = round_fp16(x[i]);
 }
+__attribute__((target("avx,f16c"))) void to_fp16_f16c(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+__attribute__((target("avx,f16c"))) inline __m256 load8_h(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// No FMA: the baseline build's dot_lanes multiplies and adds separately.
+__attribute__((target("avx,f16c"))) float dot_lanes_f16c(const uint16_t* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(load8_h(a + i), _mm256_loadu_ps(b + i)));
+  alignas(32) float l[8];
+  _mm256_store_ps(l, acc);
+  float s = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+  for (; i < n; ++i) s += fp16_to_fp32(a[i]) * b[i];
+  return s;
+}
+__attribute__((target("avx,f16c"))) void axpy_f16c(float a, const uint16_t* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, load8_h(x + i))));
+  for (; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
 const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 }  // namespace
 #endif
+
+void to_fp16_n(const float* x, uint16_t* y, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return to_fp16_f16c(x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+float dot_lanes_f16(const uint16_t* a, const float* b, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return dot_lanes_f16c(a, b, n);
+#endif
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += fp16_to_fp32(a[i + l]) * b[i + l];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) s += fp16_to_fp32(a[i]) * b[i];
+  return s;
+}
+
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return axpy_f16c(a, x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
 
 void round_fp16_n(const float* x, float* y, int64_t n) {
 #if defined(__x86_64__)

@@ -16,6 +16,8 @@ inline float round_fp16(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
 // y[i] = round_fp16(x[i]) for n values (in place allowed), with the CPU's F16C
 // conversions where it has them: the same round-to-nearest-even, bit for bit.
 void round_fp16_n(const float* x, float* y, int64_t n);
+// y[i] = fp32_to_fp16(x[i]) for n values (F16C where the CPU has it).
+void to_fp16_n(const float* x, uint16_t* y, int64_t n);
 
 // Dot product in 8 lanes, summed pairwise at the end: the compiler vectorizes it
 // (a single running sum it may not reorder), and ggml's SIMD dot products also sum
@@ -29,6 +31,12 @@ inline float dot_lanes(const float* a, const float* b, int64_t n) {
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
+
+// dot_lanes with `a` in F16 (a KV cache row): the same lanes, products and sums on
+// the converted values, so the same result as dot_lanes over them as floats.
+float dot_lanes_f16(const uint16_t* a, const float* b, int64_t n);
+// y[i] += a * x[i] for x in F16 (P.V over a KV cache row), separate multiply and add.
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n);
 
 // y = x / sqrt(mean(x^2) + eps) * w  (w may be null: no weight). In place allowed.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* y);

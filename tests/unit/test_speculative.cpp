@@ -145,6 +145,7 @@ TEST(SpeculativeDrafter, NgramProposesTheContinuationOfTheLatestMatch) {
     Status truncate(int) override { return {}; }
     std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
     uint64_t memory_bytes() const override { return 0; }
+    void fit(int) override {}
   } st;
   ASSERT_TRUE(d->propose(seq, st, 3, &out).ok());
   EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 5}));
@@ -401,6 +402,7 @@ struct NoState final : SeqState {
   Status truncate(int) override { return {}; }
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
   uint64_t memory_bytes() const override { return 0; }
+  void fit(int) override {}
 };
 
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
