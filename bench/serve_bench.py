@@ -119,6 +119,7 @@ def main():
     ap.add_argument("--tokens", type=int, default=32, help="tokens per request")
     ap.add_argument("--seconds", type=float, default=60, help="per level")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--ctx", type=int, default=1024, help="the server's -c (its states come out of --mem)")
     ap.add_argument("--json", default="")
     ap.add_argument("--preamble-file", default="", help="text whose first --preamble-words words open every prompt "
                     "(a shared system prompt)")
@@ -127,7 +128,7 @@ def main():
                     help="extra argument for `deltafin serve` (repeat; e.g. --server-arg=--spec --server-arg=off)")
     a = ap.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
-    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", str(max(levels)), "-c", "1024",
+    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", str(max(levels)), "-c", str(a.ctx),
            "--profile", "none"]
     if a.mem: cmd += ["--mem", a.mem]
     if a.threads: cmd += ["-t", str(a.threads)]

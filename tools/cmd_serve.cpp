@@ -23,7 +23,7 @@ namespace deltafin::tools {
 
 Command add_serve(CLI::App& app) {
   struct Opts {
-    std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M";
+    std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M", prompt_cache_mem;
     int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
     std::string spec = "auto";
     double drain_timeout = 30;
@@ -57,6 +57,10 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-prompt-cache", o->no_prompt_cache,
                "Do not keep finished requests' states for prompts that continue them (a chat's next turn)");
+  sub->add_option("--prompt-cache-mem", o->prompt_cache_mem,
+                  "RAM for finished conversations' states beyond the --parallel batch places, shrunk to what "
+                  "they hold, so that many users' next turns skip their history (default: a tenth of the "
+                  "expert cache with --mem, else 1G; 0: off). Taken from --mem");
   sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -71,6 +75,12 @@ Command add_serve(CLI::App& app) {
             }
             if (o->spec_max < 1 || o->spec_max > SpecOptions::kMaxDraft) {
               fmt::print(stderr, "error: --spec-max {} must be 1..{}\n", o->spec_max, SpecOptions::kMaxDraft);
+              return 2;
+            }
+            uint64_t prompt_cache_mem = ~uint64_t(0);  // default
+            if (!o->prompt_cache_mem.empty() && !parse_size(o->prompt_cache_mem, &prompt_cache_mem)) {
+              fmt::print(stderr, "error: bad --prompt-cache-mem '{}' (expected a size such as 512M, or 0)\n",
+                         o->prompt_cache_mem);
               return 2;
             }
             uint64_t max_body = 0;
@@ -117,6 +127,21 @@ Command add_serve(CLI::App& app) {
                          reserved.error().message);
               return 1;
             }
+            if (o->no_prompt_cache) prompt_cache_mem = 0;
+            if (StreamingExpertStore* st = engine->streaming_store(); st && prompt_cache_mem > 0) {
+              if (prompt_cache_mem == ~uint64_t(0)) {
+                const StoreStats ss = st->stats();
+                prompt_cache_mem = uint64_t(ss.slots) * ss.slot_bytes / 10;
+              }
+              auto r = st->reserve_memory(prompt_cache_mem);
+              if (!r.ok()) {
+                fmt::print(stderr, "error: --prompt-cache-mem {:.1f} MiB: {}; lower it or raise --mem\n",
+                           prompt_cache_mem / 1048576.0, r.error().message);
+                return 1;
+              }
+            } else if (prompt_cache_mem == ~uint64_t(0)) {
+              prompt_cache_mem = uint64_t(1) << 30;
+            }
             if (!model.batches() && o->parallel > 1)
               DF_LOG_WARN("the {} architecture has no batched forward pass yet: requests share the scheduler "
                           "but each runs its own pass", model.info().arch);
@@ -127,6 +152,7 @@ Command add_serve(CLI::App& app) {
             so.max_queue = o->queue;
             so.spec_max = o->spec == "off" ? 0 : o->spec_max;
             so.prompt_cache = !o->no_prompt_cache;
+            so.prompt_cache_bytes = prompt_cache_mem;
             so.store = engine->streaming_store();
             Scheduler sched(model, tok, so);
 
@@ -141,9 +167,9 @@ Command add_serve(CLI::App& app) {
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
             DF_ASSIGN_OR_EXIT(int port, srv.bind());
             fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {}, sequence "
-                       "states {:.1f} MiB{})\n",
+                       "states {:.1f} MiB, prompt cache {:.1f} MiB{})\n",
                        o->host, port, sv.model_id, o->parallel, o->ctx, double(*reserved * n_states) / 1048576.0,
-                       engine->streaming_store() ? " of --mem" : "");
+                       prompt_cache_mem / 1048576.0, engine->streaming_store() ? ", both of --mem" : "");
             std::fflush(stdout);
 
             std::atomic<bool> exiting{false};

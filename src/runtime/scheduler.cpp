@@ -317,32 +317,57 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   const std::vector<int32_t>& prompt = s.req.prompt;
   // At least the prompt's last token is evaluated: its logits give the first token.
   const size_t most = prompt.size() - 1;
-  size_t best = 0, best_len = 0;
   // The shared prefix, as far as the state can roll back to it.
   auto usable = [&](const SeqState& st, const std::vector<int32_t>& tokens) {
     return size_t(st.reachable(int(std::min(common_prefix(tokens, prompt), most))));
   };
-  for (size_t i = 0; i < kept_.size(); ++i) {
-    const size_t len = usable(*kept_[i].state, kept_[i].tokens);
-    if (len > best_len) best = i, best_len = len;
-  }
-  // A running sequence that shares a longer prefix (the same system prompt, say)
-  // lends a copy of its state; worth it from kMinCopy tokens on (a copy costs about
-  // what a new state's zeroing does).
+  // The longest: a kept state, else (longer) a parked one, else (longer, kMinCopy
+  // tokens at least: a copy costs about what a new state's zeroing does) a copy of
+  // a running sequence's state (the same system prompt, say).
+  enum class From { None, Kept, Parked, Copy } from = From::None;
+  size_t best = 0, best_len = 0;
+  for (size_t i = 0; i < kept_.size(); ++i)
+    if (const size_t len = usable(*kept_[i].state, kept_[i].tokens); len > best_len)
+      from = From::Kept, best = i, best_len = len;
+  for (size_t i = 0; i < parked_.size(); ++i)
+    if (const size_t len = usable(*parked_[i].state, parked_[i].tokens); len > best_len)
+      from = From::Parked, best = i, best_len = len;
   const Seq* source = nullptr;
   for (auto& a : active) {
     if (!opts_.prompt_cache || a.get() == &s || !a->state || a->held.empty()) continue;
     const size_t len = usable(*a->state, a->held);
-    if (len > best_len && len >= kMinCopy) source = a.get(), best_len = len;
+    if (len > best_len && len >= kMinCopy) from = From::Copy, source = a.get(), best_len = len;
   }
-  if (best_len > 0) {
-    Kept k;
-    if (source) {
-      k.state = source->state->clone();
-    } else {
-      k = std::move(kept_[best]);
-      kept_.erase(kept_.begin() + std::ptrdiff_t(best));
+  // A state of which less than half is used (another conversation that shares the
+  // system prompt) is copied, so that its own conversation still finds it later.
+  auto share = [&](std::deque<Kept>& q) {
+    Kept& c = q[best];
+    if (opts_.prompt_cache_bytes > 0 && best_len * 2 < c.tokens.size()) {
+      from = From::Copy;
+      return Kept{c.state->clone(), {}, 0};
     }
+    Kept taken = std::move(c);
+    q.erase(q.begin() + std::ptrdiff_t(best));
+    return taken;
+  };
+  Kept k;
+  if (from == From::Kept) {
+    k = share(kept_);
+  } else if (from == From::Parked) {
+    k = share(parked_);
+    if (from == From::Parked) parked_bytes_ -= k.bytes;
+    k.state->fit(opts_.n_ctx);
+  } else if (from == From::Copy) {
+    k.state = source->state->clone();
+  }
+  // Every state but a kept one taken back adds one: kept states beyond the batch
+  // places go to RAM.
+  if (from != From::Kept)
+    while (!kept_.empty() && int(kept_.size() + active.size()) > opts_.n_parallel) {
+      park(std::move(kept_.front()));
+      kept_.pop_front();
+    }
+  if (k.state) {
     Status ts = k.state->truncate(int(best_len));
     if (ts.ok()) {
       s.state = std::move(k.state);
@@ -355,13 +380,31 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
       std::lock_guard<std::mutex> lk(mu_);
       stats_.cached_prompt_tokens += best_len;
       ++stats_.prompt_cache_hits;
+      stats_.parked = int(parked_.size());
+      stats_.parked_bytes = parked_bytes_;
       return;
     }
     DF_LOG_DEBUG("prompt cache: not reused ({})", ts.error().message);
+    k.state.reset();
   }
-  while (!kept_.empty() && int(kept_.size() + active.size()) > opts_.n_parallel) kept_.pop_front();
   s.state = model_.new_state(opts_.n_ctx);
   s.held.clear();
+}
+
+void Scheduler::park(Kept k) {
+  if (opts_.prompt_cache_bytes == 0 || !k.state) return;
+  k.state->fit(k.state->n_past);
+  k.bytes = k.state->memory_bytes();
+  if (k.bytes > opts_.prompt_cache_bytes) return;
+  while (!parked_.empty() && parked_bytes_ + k.bytes > opts_.prompt_cache_bytes) {
+    parked_bytes_ -= parked_.front().bytes;
+    parked_.pop_front();
+  }
+  parked_bytes_ += k.bytes;
+  parked_.push_back(std::move(k));
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.parked = int(parked_.size());
+  stats_.parked_bytes = parked_bytes_;
 }
 
 bool Scheduler::adopt_prompt(Seq& s) {

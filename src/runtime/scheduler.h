@@ -46,6 +46,10 @@ struct SchedulerOptions {
   // system prompt) starts from a copy of its state. Active plus kept states never
   // exceed n_parallel, so the memory bound is that of n_parallel running requests.
   bool prompt_cache = true;
+  // Beyond the batch places: kept states that would be dropped are shrunk to the
+  // positions they hold (SeqState::fit) and parked in RAM, up to this many bytes
+  // (the oldest dropped first); one taken back is fitted to n_ctx again. 0: none.
+  uint64_t prompt_cache_bytes = 0;
   // With streamed experts: while no sequence decodes (nobody waits on a step), the
   // prompts in the batch go in larger steps, as many tokens as the expert cache lends
   // memory for (StreamingExpertStore::lend_memory), since every step reads the experts
@@ -118,6 +122,8 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
   uint64_t cached_prompt_tokens = 0;  // prompt tokens the prompt cache spared (not in prompt_tokens)
   uint64_t prompt_cache_hits = 0;     // requests that took a kept state
+  int parked = 0;                     // prompt cache states parked in RAM beyond the batch places
+  uint64_t parked_bytes = 0;          // and their memory
   uint64_t batch_rows = 0;  // rows evaluated over all steps
   double prefill_s = 0, decode_s = 0;  // step time split by each step's share of rows
   double recent_tokens_per_s = 0;      // generated tokens/s over the last few seconds
@@ -169,10 +175,10 @@ class Scheduler {
   // pending token. n_past: tokens in the state before it. False when `s` finished.
   bool emit(Seq& s, int32_t id, int n_past, int* generated);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
-  // Gives `s` a state: the kept one sharing the longest prefix with its prompt, or a
-  // copy of a running sequence's if that shares more (rolled back to the prefix),
-  // else a new one (dropping the oldest kept state when active plus kept states
-  // would exceed n_parallel).
+  // Gives `s` a state: the kept or parked one sharing the longest prefix with its
+  // prompt, or a copy of a running sequence's if that shares more (rolled back to
+  // the prefix), else a new one. The oldest kept states are parked when active plus
+  // kept states would exceed n_parallel.
   void assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& active);
   // Prompt tokens this step may evaluate: prefill_chunk, or more with memory the
   // expert cache lends while no sequence decodes (returned otherwise).
@@ -182,7 +188,11 @@ class Scheduler {
   struct Kept {
     std::unique_ptr<SeqState> state;
     std::vector<int32_t> tokens;  // what the state holds, position by position
+    uint64_t bytes = 0;           // parked: its memory (fitted to its positions)
   };
+  // Fits a kept state to its positions and parks it (dropping the oldest parked
+  // ones to stay within prompt_cache_bytes), or drops it.
+  void park(Kept k);
 
   Model& model_;
   const Tokenizer& tok_;
@@ -195,6 +205,8 @@ class Scheduler {
   SchedulerStats stats_;  // counters, under mu_
   std::deque<std::pair<double, int>> recent_;  // (time, tokens) of recent steps, under mu_
   std::deque<Kept> kept_;  // prompt cache, oldest first (scheduler thread only)
+  std::deque<Kept> parked_;  // beyond the batch places, oldest first (scheduler thread only)
+  uint64_t parked_bytes_ = 0;
   uint64_t lent_ = 0;      // bytes the expert cache lent for prompt steps (scheduler thread only)
   std::thread thread_;
 };

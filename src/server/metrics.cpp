@@ -28,6 +28,9 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
          "Prompt tokens taken from the prompt cache (a kept state), not evaluated.", double(s.cached_prompt_tokens));
   metric(o, "deltafin_prompt_cache_hits_total", "counter", "Requests that took a kept state from the prompt cache.",
          double(s.prompt_cache_hits));
+  metric(o, "deltafin_prompt_cache_parked_states", "gauge",
+         "Finished requests' states parked in RAM beyond the batch places (--prompt-cache-mem).", double(s.parked));
+  metric(o, "deltafin_prompt_cache_parked_bytes", "gauge", "Memory of the parked states.", double(s.parked_bytes));
   metric(o, "deltafin_prefill_lent_bytes", "gauge",
          "Expert cache memory lent now to the prompts' steps (while no sequence decodes).",
          double(s.prefill_lent_bytes));

@@ -207,6 +207,58 @@ TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
   else EXPECT_EQ(cached_b, shared);
 }
 
+// More conversations than batch places: with one place, two users' chats take turns.
+// The kept state that a new request needs the place of is fitted to its positions and
+// parked in RAM (--prompt-cache-mem), so each user's next turn still skips the
+// history; a new conversation that shares only the start with a kept one copies it
+// instead of taking it. Without the RAM (or with too little for one state) the next
+// turns evaluate everything again.
+TEST_P(PromptCache, ParkedStatesServeMoreConversationsThanBatchPlaces) {
+  const bool kda = std::string(GetParam()) == "kimi-k3";
+  const std::vector<int32_t> sys = encode("System: be kind.", true);
+  std::vector<int32_t> a1 = sys, b1 = sys;
+  for (int32_t id : encode(" one two three four five six seven eight", false)) a1.push_back(id);
+  for (int32_t id : encode(" zebra quartz lamp river stone cloud", false)) b1.push_back(id);
+  ASSERT_NE(a1[sys.size()], b1[sys.size()]);
+  std::vector<int32_t> a2 = a1, b2 = b1;
+  for (int32_t id : encode(" nine ten eleven", false)) a2.push_back(id);
+  for (int32_t id : encode(" tree apple", false)) b2.push_back(id);
+  const std::string want_a2 = alone(a2, 6), want_b2 = alone(b2, 6);
+  const uint64_t full = engine_->model().state_bytes(kCtx);
+  for (uint64_t budget : {uint64_t(64) << 20, full / 16, uint64_t(0)}) {
+    SCOPED_TRACE(::testing::Message() << "prompt_cache_bytes " << budget);
+    SchedulerOptions so;
+    so.n_parallel = 1;
+    so.n_ctx = kCtx;
+    so.spec_max = 0;
+    so.prompt_cache_bytes = budget;
+    Scheduler sched(engine_->model(), *tok_, so);
+    ask(sched, a1, 6);
+    auto [tb1, cb1] = ask(sched, b1, 6);
+    // (A KDA state does not roll back that far: b starts anew there.)
+    EXPECT_EQ(cb1, kda ? 0 : int(sys.size())) << "the shared start";
+    const bool room = budget > full / 16;
+    if (room) {
+      const SchedulerStats ss = sched.stats();
+      EXPECT_EQ(ss.parked, 1) << "a's state went to RAM for b's";
+      EXPECT_GT(ss.parked_bytes, 0u);
+      EXPECT_LT(ss.parked_bytes, full) << "fitted to the positions it holds";
+    }
+    auto [ta2, ca2] = ask(sched, a2, 6);
+    auto [tb2, cb2] = ask(sched, b2, 6);
+    EXPECT_EQ(ta2, want_a2);
+    EXPECT_EQ(tb2, want_b2);
+    if (room) {
+      EXPECT_GE(ca2, int(a1.size())) << "a's next turn found its parked state";
+      EXPECT_GE(cb2, int(b1.size())) << "b's next turn found its parked state";
+    } else {
+      EXPECT_LE(ca2, int(sys.size()));
+      EXPECT_LE(cb2, int(sys.size()));
+    }
+    EXPECT_LE(sched.stats().parked_bytes, budget);
+  }
+}
+
 // n choices: the others continue from a copy of the first's state (SeqState::clone):
 // greedy, every choice is what a fresh state gives, and decoding one copy leaves the
 // others as they were.
