@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""A multi-turn chat against `deltafin serve` with the prompt cache and without it
-(--no-prompt-cache), servers started in turn (alternating --reps times, so the two sides
-see the same machine). Every turn resends the whole conversation; reported per turn:
-prompt tokens, tokens taken from the prompt cache, time to first token and expert
-bytes read during the turn (from /metrics), medians over the repetitions.
+"""Multi-turn chats against `deltafin serve` with the prompt cache and without it,
+servers started in turn (alternating --reps times, so the two sides see the same
+machine). Every turn resends the whole conversation; --users conversations take
+turns one after another (user 1's turn 1, user 2's turn 1, ..., user 1's turn 2, ...),
+each opening with its own slice of --context-file. Reported per turn: prompt tokens,
+tokens taken from the prompt cache, time to first token and expert bytes read during
+the turn (from /metrics), medians over the users and repetitions.
 
   python3 bench/serve_turns.py --bin build/deltafin -m MODEL.gguf --mem 400M \
       --context-file assets/models/kjv-heldout.txt --context-words 1500 --turns 4 --tokens 32 --reps 3
+
+The side without the cache gets --no-prompt-cache, or --off-arg (repeat) instead:
+e.g. `--users 4 --parallel 1 --off-arg=--prompt-cache-mem --off-arg=0` compares the
+RAM tier of the prompt cache (kept states parked beyond the batch places) with none.
 """
 import argparse, http.client, json, re, statistics, subprocess, sys, time
 
@@ -47,27 +53,33 @@ def turn(host, port, messages, tokens):
 
 
 def conversation(a, cache):
-    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", "2", "-c", str(a.ctx), "--profile", "none"]
+    cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", str(a.parallel), "-c", str(a.ctx),
+           "--profile", "none"]
     if a.mem: cmd += ["--mem", a.mem]
     if a.threads: cmd += ["-t", str(a.threads)]
-    if not cache: cmd += ["--no-prompt-cache"]
+    if not cache: cmd += a.off_arg or ["--no-prompt-cache"]
     srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    rows = []
+    rows = [[] for _ in range(a.turns)]  # rows[turn][user]
     try:
         m = re.search(r"http://([\d.]+):(\d+)", srv.stdout.readline())
         if not m: sys.exit("server did not start")
         host, port = m.group(1), int(m.group(2))
-        words = open(a.context_file).read().split()[: a.context_words]
-        messages = [{"role": "system", "content": "You are a careful reader."},
-                    {"role": "user", "content": " ".join(words) + "\n\n" + QUESTIONS[0]}]
+        words = open(a.context_file).read().split()
+        chats = []
+        for u in range(a.users):
+            part = words[u * a.context_words: (u + 1) * a.context_words]
+            chats.append([{"role": "system", "content": "You are a careful reader."},
+                          {"role": "user", "content": " ".join(part) + "\n\n" + QUESTIONS[0]}])
         for t in range(a.turns):
-            b0 = metric(host, port, "deltafin_expert_read_bytes_total")
-            text, usage, ttft = turn(host, port, messages, a.tokens)
-            b1 = metric(host, port, "deltafin_expert_read_bytes_total")
-            rows.append({"prompt": usage["prompt_tokens"], "cached": usage["prompt_tokens_details"]["cached_tokens"],
-                         "ttft": ttft, "mb": (b1 - b0) / 1e6, "text": text})
-            messages += [{"role": "assistant", "content": text},
-                         {"role": "user", "content": QUESTIONS[(t + 1) % len(QUESTIONS)]}]
+            for messages in chats:
+                b0 = metric(host, port, "deltafin_expert_read_bytes_total")
+                text, usage, ttft = turn(host, port, messages, a.tokens)
+                b1 = metric(host, port, "deltafin_expert_read_bytes_total")
+                rows[t].append({"prompt": usage["prompt_tokens"],
+                                "cached": usage["prompt_tokens_details"]["cached_tokens"],
+                                "ttft": ttft, "mb": (b1 - b0) / 1e6, "text": text})
+                messages += [{"role": "assistant", "content": text},
+                             {"role": "user", "content": QUESTIONS[(t + 1) % len(QUESTIONS)]}]
     finally:
         srv.terminate()
         srv.wait(60)
@@ -86,19 +98,23 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=32, help="reply tokens per turn")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--users", type=int, default=1, help="conversations taking turns")
+    ap.add_argument("--parallel", type=int, default=2, help="the server's --parallel")
+    ap.add_argument("--off-arg", action="append", default=[],
+                    help="what the side without the cache gets instead of --no-prompt-cache (repeat)")
     a = ap.parse_args()
     on, off = [], []
     for _ in range(a.reps):
         on.append(conversation(a, True))
         off.append(conversation(a, False))
-    same = all(x["text"] == y["text"] for r1, r2 in zip(on, off) for x, y in zip(r1, r2))
+    same = all(x["text"] == y["text"] for r1, r2 in zip(on, off) for t1, t2 in zip(r1, r2) for x, y in zip(t1, t2))
     print(f"same replies with and without the prompt cache: {same}")
     print("| turn | prompt tokens | cached | TTFT s, cache | TTFT s, off | x | expert MB, cache | expert MB, off |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    med = lambda runs, t, k: statistics.median(r[t][k] for r in runs)
+    med = lambda runs, t, k: statistics.median(row[k] for r in runs for row in r[t])
     for t in range(a.turns):
         t_on, t_off = med(on, t, "ttft"), med(off, t, "ttft")
-        print(f"| {t + 1} | {on[0][t]['prompt']} | {on[0][t]['cached']} | {t_on:.2f} | {t_off:.2f} | "
+        print(f"| {t + 1} | {med(on, t, 'prompt'):.0f} | {med(on, t, 'cached'):.0f} | {t_on:.2f} | {t_off:.2f} | "
               f"{t_off / t_on:.1f} | {med(on, t, 'mb'):.0f} | {med(off, t, 'mb'):.0f} |")
 
 
