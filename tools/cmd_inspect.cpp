@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "format/model_file.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
@@ -93,15 +94,21 @@ Command add_inspect(CLI::App& app) {
                 return 2;
               }
               fmt::print("\nwith --mem {}:\n", o->mem);
-              if (mem <= core_b) {
-                fmt::print("  the core ({}) does not fit: core layers would be streamed too\n", human(double(core_b)));
+              const uint64_t reserve = default_reserve_bytes(mem);
+              if (mem <= core_b + reserve + per_expert_max) {
+                fmt::print("  the core ({}) and the reserve ({}) leave no room for an expert: core layers would be "
+                           "streamed too\n", human(double(core_b)), human(double(reserve)));
               } else {
-                const uint64_t slots = per_expert_max ? (mem - core_b) / per_expert_max : 0;
+                const uint64_t cache = mem - core_b - reserve;
+                const uint64_t slots = per_expert_max ? cache / per_expert_max : 0;
                 const uint64_t total = uint64_t(n_expert) * layers.size();
                 const double frac = total ? std::min(1.0, double(slots) / double(total)) : 1.0;
-                fmt::print("  resident:      core {}, RAM expert cache {} ({} of {} experts, {:.1f}%)\n",
-                           human(double(core_b)), human(double(mem - core_b)), std::min(slots, total), total,
-                           frac * 100);
+                fmt::print("  resident:      core {}, reserve {} (KV cache, buffers; --reserve), RAM expert cache {} "
+                           "({} of {} experts, {:.1f}%)\n",
+                           human(double(core_b)), human(double(reserve)), human(double(cache)),
+                           std::min(slots, total), total, frac * 100);
+                fmt::print("  serve:         its sequence states and --prompt-cache-mem come out of the expert cache "
+                           "too (printed at start)\n");
                 fmt::print("  expected read: {} per token with uniform routing (hit rate {:.1f}%); "
                            "skewed real routing does better\n",
                            human(double(per_token) * (1 - frac)), frac * 100);

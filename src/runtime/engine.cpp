@@ -9,6 +9,13 @@
 namespace deltafin {
 
 namespace {
+constexpr uint64_t kReserveBase = uint64_t(64) << 20;
+constexpr double kReserveShare = 0.03;
+}  // namespace
+
+uint64_t default_reserve_bytes(uint64_t mem) { return kReserveBase + uint64_t(double(mem) * kReserveShare); }
+
+namespace {
 
 // The store for a memory budget: null (resident) when auto and the model fits,
 // else a streaming store with what the budget leaves after the core.
@@ -22,10 +29,9 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
   const uint64_t mem = automatic ? default_mem_budget() : opts.mem_bytes;
   if (automatic && file.total_bytes() <= mem && !remote) return std::unique_ptr<ExpertStore>();
   DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
-  // Default reserve: 64 MiB + 3% of the budget.
-  const uint64_t base = opts.reserve_bytes ? opts.reserve_bytes : uint64_t(64) << 20;
-  const double share = opts.reserve_bytes ? 0.0 : 0.03;
-  const uint64_t reserve = base + uint64_t(double(mem) * share);
+  const uint64_t base = opts.reserve_bytes ? opts.reserve_bytes : kReserveBase;
+  const double share = opts.reserve_bytes ? 0.0 : kReserveShare;
+  const uint64_t reserve = opts.reserve_bytes ? opts.reserve_bytes : default_reserve_bytes(mem);
   const uint64_t slot = expert_slot_bytes(ix);
   const double MiB = 1024.0 * 1024.0;
   const uint64_t least = uint64_t(double(ix.core_bytes() + base + slot) / (1.0 - share)) + 1;

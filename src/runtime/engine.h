@@ -40,6 +40,10 @@ struct EngineOptions {
   ProgressFactory progress;
 };
 
+// The part of a --mem budget kept out of the expert cache for the KV cache,
+// activations and the program when EngineOptions::reserve_bytes is 0: 64 MiB + 3%.
+uint64_t default_reserve_bytes(uint64_t mem);
+
 class Engine {
  public:
   // `path`: a local .gguf file or a remote location (see remote/location.h).

@@ -29,9 +29,12 @@ check "eval prints one JSON line per position" test "$(wc -l <"$dir/eval")" = 4
 check "eval token by token gives the same top ids" \
   python3 -c "import json,sys; a=[json.loads(l) for l in open('$dir/eval')]; b=[json.loads(l) for l in open('$dir/eval1')]; sys.exit(0 if [[t[0] for t in x['top']] for x in a]==[[t[0] for t in x['top']] for x in b] else 1)"
 
-"$bin" inspect "$m" --mem 8M >"$dir/inspect" 2>&1
+"$bin" inspect "$m" --mem 100M >"$dir/inspect" 2>&1
 check "inspect names the architecture" grep -q "architecture:   qwen3moe" "$dir/inspect"
 check "inspect evaluates a RAM budget" grep -q "expected read" "$dir/inspect"
+check "inspect keeps the engine's reserve (64M + 3%) out of the expert cache" grep -q "reserve 67.00 MiB" "$dir/inspect"
+"$bin" inspect "$m" --mem 8M >"$dir/inspect-small" 2>&1
+check "inspect: a budget the reserve takes" grep -q "leave no room for an expert" "$dir/inspect-small"
 
 "$bin" run -m "$dir/does-not-exist.gguf" -p hi >/dev/null 2>"$dir/e1"; rc=$?
 check "missing model: non-zero exit" test $rc -ne 0
