@@ -357,6 +357,7 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
     k = share(parked_);
     if (from == From::Parked) parked_bytes_ -= k.bytes;
     k.state->fit(opts_.n_ctx);
+    note_parked();
   } else if (from == From::Copy) {
     k.state = source->state->clone();
   }
@@ -380,8 +381,6 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
       std::lock_guard<std::mutex> lk(mu_);
       stats_.cached_prompt_tokens += best_len;
       ++stats_.prompt_cache_hits;
-      stats_.parked = int(parked_.size());
-      stats_.parked_bytes = parked_bytes_;
       return;
     }
     DF_LOG_DEBUG("prompt cache: not reused ({})", ts.error().message);
@@ -402,6 +401,10 @@ void Scheduler::park(Kept k) {
   }
   parked_bytes_ += k.bytes;
   parked_.push_back(std::move(k));
+  note_parked();
+}
+
+void Scheduler::note_parked() {
   std::lock_guard<std::mutex> lk(mu_);
   stats_.parked = int(parked_.size());
   stats_.parked_bytes = parked_bytes_;

@@ -193,6 +193,7 @@ class Scheduler {
   // Fits a kept state to its positions and parks it (dropping the oldest parked
   // ones to stay within prompt_cache_bytes), or drops it.
   void park(Kept k);
+  void note_parked();  // the parked states' count and bytes into stats_
 
   Model& model_;
   const Tokenizer& tok_;
