@@ -4,7 +4,9 @@
 # its reply. It must be answered from the first turn's kept state (usage's
 # prompt_tokens_details.cached_tokens covers the first turn's prompt, /metrics counts
 # it) with the same text as a server started with --no-prompt-cache, which evaluates
-# the whole prompt (cached_tokens 0).
+# the whole prompt (cached_tokens 0). And with one batch place, two users chatting in
+# turn: each user's second turn finds its first turn's state parked in RAM
+# (--prompt-cache-mem), not with --prompt-cache-mem 0, and the replies are the same.
 # usage: serve_prompt_cache.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3
@@ -15,10 +17,10 @@ command -v python3 >/dev/null || { echo "skip: needs python3"; exit 77; }
 fail=0
 source "$src/tests/e2e/serve/server.sh"
 
-conversation() { # writes $dir/turns-$1.json: both turns' replies and usage
-  python3 - "$port" "$dir/turns-$1.json" <<'PY'
+conversation() { # writes $dir/turns-$1.json: both turns' replies and usage (users: 1 or 2, in turn)
+  python3 - "$port" "$dir/turns-$1.json" "${2:-1}" <<'PY'
 import http.client, json, sys
-port, out = int(sys.argv[1]), sys.argv[2]
+port, out, users = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 def chat(messages, stream):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     body = {"messages": messages, "max_tokens": 24, "temperature": 0, "stream": stream}
@@ -37,12 +39,17 @@ def chat(messages, stream):
         if ch.get("usage"): usage = ch["usage"]
         for c in ch["choices"]: text += c["delta"].get("content") or ""
     return text, usage
-m = [{"role": "system", "content": "You answer in the words of the King James Bible."},
-     {"role": "user", "content": "What did God create in the beginning?"}]
-r1, u1 = chat(m, False)
-m += [{"role": "assistant", "content": r1}, {"role": "user", "content": "And what was upon the face of the deep?"}]
-r2, u2 = chat(m, True)
-json.dump({"r1": r1, "u1": u1, "r2": r2, "u2": u2}, open(out, "w"))
+chats = [[{"role": "system", "content": "You answer in the words of the King James Bible."},
+          {"role": "user", "content": "What did God create in the beginning?"}],
+         [{"role": "system", "content": "Thou art a scribe of the tribe of Levi."},
+          {"role": "user", "content": "Who led the children of Israel out of Egypt?"}]][:users]
+res = [{} for _ in chats]
+for i, m in enumerate(chats):
+    res[i]["r1"], res[i]["u1"] = chat(m, False)
+for i, m in enumerate(chats):
+    m += [{"role": "assistant", "content": res[i]["r1"]}, {"role": "user", "content": "And what was upon the face of the deep?"}]
+    res[i]["r2"], res[i]["u2"] = chat(m, True)
+json.dump(res[0] if users == 1 else res, open(out, "w"))
 PY
 }
 
@@ -52,6 +59,13 @@ curl -s "$base/metrics" >"$dir/metrics-cache"
 stop_server
 start_server --parallel 2 -c 512 -t 2 --profile none --no-prompt-cache
 conversation off
+stop_server
+start_server --parallel 1 -c 512 -t 2 --profile none --prompt-cache-mem 16M
+conversation parked 2
+curl -s "$base/metrics" >"$dir/metrics-parked"
+stop_server
+start_server --parallel 1 -c 512 -t 2 --profile none --prompt-cache-mem 0
+conversation unparked 2
 stop_server
 
 python3 - "$dir" <<'PY' || fail=1
@@ -75,6 +89,18 @@ m = {l.split()[0]: float(l.split()[1]) for l in open(f"{d}/metrics-cache") if l 
 check("/metrics counts the cached tokens", m.get("deltafin_prompt_cache_tokens_total") == c2 and
       m.get("deltafin_prompt_cache_hits_total") == 1)
 check("/metrics' evaluated prompt tokens leave them out", m.get("deltafin_prompt_tokens_total") == p1 + p2 - c2)
+pk, un = json.load(open(f"{d}/turns-parked.json")), json.load(open(f"{d}/turns-unparked.json"))
+cached = lambda r, t: r[f"u{t}"]["prompt_tokens_details"]["cached_tokens"]
+for u in range(2):
+    print(f"user {u + 1}, one batch place: turn 2 {pk[u]['u2']['prompt_tokens']} prompt tokens, "
+          f"{cached(pk[u], 2)} cached when parked, {cached(un[u], 2)} without")
+    check(f"user {u + 1}: turn 2 finds turn 1's parked state", cached(pk[u], 2) >= pk[u]["u1"]["prompt_tokens"])
+    check(f"user {u + 1}: without parking, turn 2 does not", cached(un[u], 2) < un[u]["u1"]["prompt_tokens"])
+    check(f"user {u + 1}: the same replies", all(pk[u][k] == un[u][k] for k in ("r1", "r2")))
+check("user 1's replies equal the two-place server's", pk[0]["r1"] == on["r1"] and pk[0]["r2"] == on["r2"])
+mp = {l.split()[0]: float(l.split()[1]) for l in open(f"{d}/metrics-parked") if l and l[0] != "#" and l.strip()}
+check("/metrics shows a parked state", mp.get("deltafin_prompt_cache_parked_states", 0) >= 1 and
+      0 < mp.get("deltafin_prompt_cache_parked_bytes", 0) <= 16 << 20)
 sys.exit(0 if ok else 1)
 PY
 exit $fail
