@@ -30,12 +30,16 @@ class ThreadPool {
   void worker(int index);
   int n_;
   std::vector<std::thread> threads_;
+  // Workers poll for a new generation (and the caller for pending_ == 0) a short
+  // while before sleeping on the condition variables (see thread_pool.cpp).
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
-  const std::function<void(int, int)>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<const std::function<void(int, int)>*> job_{nullptr};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};         // workers asleep on cv_start_
+  std::atomic<bool> caller_waits_{false};  // run() asleep on cv_done_
+  std::atomic<bool> stop_{false};
 };
 
 // Default thread count: the machine's hardware threads.
