@@ -76,6 +76,8 @@ def check(what, cond):
     global ok
     print(("ok   " if cond else "FAIL ") + what)
     ok = ok and cond
+def metrics(name):  # a /metrics text saved as $dir/NAME: {metric: value}
+    return {l.split()[0]: float(l.split()[1]) for l in open(f"{d}/{name}") if l.strip() and l[0] != "#"}
 on, off = json.load(open(f"{d}/turns-cache.json")), json.load(open(f"{d}/turns-off.json"))
 c1, c2 = on["u1"]["prompt_tokens_details"]["cached_tokens"], on["u2"]["prompt_tokens_details"]["cached_tokens"]
 p1, p2 = on["u1"]["prompt_tokens"], on["u2"]["prompt_tokens"]
@@ -85,7 +87,7 @@ check("turn 2 reuses at least the first turn's prompt", p1 <= c2 < p2)
 check("both turns' text equals the server without the prompt cache", on["r1"] == off["r1"] and on["r2"] == off["r2"])
 check("without the prompt cache nothing is cached",
       off["u2"]["prompt_tokens_details"]["cached_tokens"] == 0 and off["u2"]["prompt_tokens"] == p2)
-m = {l.split()[0]: float(l.split()[1]) for l in open(f"{d}/metrics-cache") if l and l[0] != "#" and l.strip()}
+m = metrics("metrics-cache")
 check("/metrics counts the cached tokens", m.get("deltafin_prompt_cache_tokens_total") == c2 and
       m.get("deltafin_prompt_cache_hits_total") == 1)
 check("/metrics' evaluated prompt tokens leave them out", m.get("deltafin_prompt_tokens_total") == p1 + p2 - c2)
@@ -98,7 +100,7 @@ for u in range(2):
     check(f"user {u + 1}: without parking, turn 2 does not", cached(un[u], 2) < un[u]["u1"]["prompt_tokens"])
     check(f"user {u + 1}: the same replies", all(pk[u][k] == un[u][k] for k in ("r1", "r2")))
 check("user 1's replies equal the two-place server's", pk[0]["r1"] == on["r1"] and pk[0]["r2"] == on["r2"])
-mp = {l.split()[0]: float(l.split()[1]) for l in open(f"{d}/metrics-parked") if l and l[0] != "#" and l.strip()}
+mp = metrics("metrics-parked")
 check("/metrics shows a parked state", mp.get("deltafin_prompt_cache_parked_states", 0) >= 1 and
       0 < mp.get("deltafin_prompt_cache_parked_bytes", 0) <= 16 << 20)
 sys.exit(0 if ok else 1)
