@@ -11,7 +11,9 @@ OutputText::OutputText(const Tokenizer& tok, std::vector<std::string> stop) : de
 
 std::string OutputText::push(int32_t id) {
   if (stopped_) return {};
-  held_ += dec_.push(id);
+  const std::string piece = dec_.push(id);
+  decoded_ += piece.size();
+  held_ += piece;
   for (const auto& s : stop_) {
     const size_t at = held_.find(s);
     if (at != std::string::npos) {
@@ -25,13 +27,17 @@ std::string OutputText::push(int32_t id) {
   while (keep > 0 && keep < held_.size() && (uint8_t(held_[held_.size() - keep]) & 0xC0) == 0x80) ++keep;
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
+  shown_ += out.size();
   return out;
 }
 
 std::string OutputText::finish() {
   if (stopped_) return {};
-  std::string out = std::move(held_) + dec_.flush();
+  const std::string tail = dec_.flush();
+  decoded_ += tail.size();
+  std::string out = std::move(held_) + tail;
   held_.clear();
+  shown_ += out.size();
   return out;
 }
 

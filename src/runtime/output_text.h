@@ -23,6 +23,11 @@ class OutputText {
   // The held-back rest at the end of generation ("" after a stop).
   std::string finish();
   bool stopped() const { return stopped_; }
+  // Bytes the detokenizer has produced so far (including any cut by a stop string)
+  // and bytes returned by push/finish: the text shown is the first shown_bytes() of
+  // what was produced.
+  size_t decoded_bytes() const { return decoded_; }
+  size_t shown_bytes() const { return shown_; }
 
  private:
   StreamDecoder dec_;
@@ -30,6 +35,7 @@ class OutputText {
   size_t max_stop_ = 0;
   std::string held_;
   bool stopped_ = false;
+  size_t decoded_ = 0, shown_ = 0;
 };
 
 }  // namespace deltafin

@@ -13,6 +13,27 @@ int32_t argmax(const float* logits, int64_t n) {
   return best;
 }
 
+TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t id, int top_n) {
+  const float mx = *std::max_element(logits, logits + n_vocab);
+  double sum = 0;
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(double(logits[i]) - mx);
+  const double lse = double(mx) + std::log(sum);
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = float(double(logits[id]) - lse);
+  top_n = int(std::clamp<int64_t>(top_n, 0, std::min<int64_t>(kMaxTopLogprobs, n_vocab)));
+  std::vector<int32_t> best;  // the top_n so far, best first
+  best.reserve(size_t(top_n) + 1);
+  auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  for (int32_t i = 0; i < n_vocab && top_n > 0; ++i) {
+    if (int(best.size()) == top_n && !better(i, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+    if (int(best.size()) > top_n) best.pop_back();
+  }
+  for (int32_t b : best) t.top.emplace_back(b, float(double(logits[b]) - lse));
+  return t;
+}
+
 Sampler::Sampler(const SamplingParams& p) : p_(p) {
   rng_.seed(p.seed == 0xFFFFFFFF ? std::random_device{}() : p.seed);
 }

@@ -55,4 +55,16 @@ class Sampler {
 
 int32_t argmax(const float* logits, int64_t n);
 
+// A token's log-probability under logits (their log-softmax), and the most likely
+// tokens'.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first (lower id on ties)
+  size_t offset = 0;  // for the caller: where the token's text starts in its output (bytes)
+};
+constexpr int kMaxTopLogprobs = 20;
+// `id`'s entry with the top_n (0..kMaxTopLogprobs) most likely tokens.
+TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t id, int top_n);
+
 }  // namespace deltafin

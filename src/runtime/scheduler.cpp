@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "core/log.h"
 #include "runtime/output_text.h"
@@ -20,10 +21,12 @@ constexpr size_t kMinCopy = 16;  // shared prompt tokens for which a running seq
 
 GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return !text_.empty() || done_; });
+  cv_.wait_for(lk, timeout, [&] { return !text_.empty() || !logprobs_.empty() || done_; });
   GenUpdate u;
   u.text = std::move(text_);
   text_.clear();
+  u.logprobs = std::move(logprobs_);
+  logprobs_.clear();
   u.done = done_;
   taken_done_ = done_;
   u.finish_reason = reason_;
@@ -35,15 +38,18 @@ GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
 }
 
 void GenHandle::wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std::chrono::milliseconds timeout) {
-  auto news = [](GenHandle& h) {
+  auto untaken = [](const GenHandle& h) {  // h.mu_ held
+    return !h.text_.empty() || !h.logprobs_.empty() || (h.done_ && !h.taken_done_);
+  };
+  auto news = [&](GenHandle& h) {
     std::lock_guard<std::mutex> lk(h.mu_);
-    return !h.text_.empty() || (h.done_ && !h.taken_done_);
+    return untaken(h);
   };
   GenSignal* sig = hs.empty() ? nullptr : hs[0]->signal_.get();
   if (!sig) {
     if (hs.size() == 1) {
       std::unique_lock<std::mutex> lk(hs[0]->mu_);
-      hs[0]->cv_.wait_for(lk, timeout, [&] { return !hs[0]->text_.empty() || (hs[0]->done_ && !hs[0]->taken_done_); });
+      hs[0]->cv_.wait_for(lk, timeout, [&] { return untaken(*hs[0]); });
     }
     return;
   }
@@ -57,10 +63,11 @@ void GenHandle::wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std:
 }
 
 void GenHandle::post(const std::string& text, bool done, const std::string& reason, const std::string& error,
-                     int n_generated) {
+                     int n_generated, std::vector<TokenLogprob> logprobs) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     text_ += text;
+    for (auto& lp : logprobs) logprobs_.push_back(std::move(lp));
     n_generated_ = n_generated;
     if (done) {
       done_ = true;
@@ -109,6 +116,12 @@ struct Scheduler::Seq {
   // others wait for it.
   std::shared_ptr<SharedPrompt> shared;
   bool publisher = false;
+  // Logprobs (req.logprobs >= 0): a row's logits before the sampler changed them, the
+  // last picked token's entry, and the entries emitted whose text is not all out yet
+  // (with the end of their text, in bytes of the generated text).
+  std::vector<float> raw;
+  TokenLogprob lp_next;
+  std::deque<std::pair<TokenLogprob, size_t>> lp;
 };
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opts)
@@ -235,8 +248,12 @@ SchedulerStats Scheduler::stats() const {
 
 void Scheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
   std::string rest;
-  if (reason != "cancelled" && reason != "error" && s.out) rest = s.out->finish();
-  s.handle->post(rest, true, reason, error, s.n_generated);
+  std::vector<TokenLogprob> lps;
+  if (reason != "cancelled" && reason != "error" && s.out) {
+    rest = s.out->finish();
+    lps = take_logprobs(s, !s.out->stopped());
+  }
+  s.handle->post(rest, true, reason, error, s.n_generated, std::move(lps));
   s.done = true;
   if (s.publisher && !s.shared->ready) s.shared->failed = true;  // the other choices evaluate the prompt
   // A state a failed pass may have left half-written is not kept.
@@ -424,7 +441,7 @@ bool Scheduler::adopt_prompt(Seq& s) {
     s.handle->n_cached_ = s.n_prompt_done;
   }
   int generated = 0;
-  emit(s, s.sampler->sample(s.logits.data(), int64_t(s.logits.size())), s.state->n_past, &generated);
+  emit(s, pick(s, s.logits.data(), int64_t(s.logits.size())), s.state->n_past, &generated);
   std::lock_guard<std::mutex> lk(mu_);
   stats_.generated_tokens += uint64_t(generated);
   return true;
@@ -439,21 +456,46 @@ bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
   ++s.n_generated;
   ++*generated;
   if (s.spec) s.hist.push_back(id);
+  const size_t start = s.out->decoded_bytes();
   const std::string text = s.out->push(id);
+  if (s.req.logprobs >= 0) {
+    s.lp_next.offset = start;
+    s.lp.emplace_back(std::move(s.lp_next), s.out->decoded_bytes());
+  }
   if (s.out->stopped()) {
-    s.handle->post(text, false, {}, {}, s.n_generated);
+    s.handle->post(text, false, {}, {}, s.n_generated, take_logprobs(s, false));
     finish(s, "stop");
     return false;
   }
   if ((s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) || n_past >= opts_.n_ctx) {
-    s.handle->post(text, false, {}, {}, s.n_generated);
+    s.handle->post(text, false, {}, {}, s.n_generated, take_logprobs(s, false));
     finish(s, "length");
     return false;
   }
-  if (!text.empty()) s.handle->post(text, false, {}, {}, s.n_generated);
+  std::vector<TokenLogprob> lps = take_logprobs(s, false);
+  if (!text.empty() || !lps.empty()) s.handle->post(text, false, {}, {}, s.n_generated, std::move(lps));
   s.next = id;
   s.decoding = true;
   return true;
+}
+
+int32_t Scheduler::pick(Seq& s, float* row, int64_t n_vocab, int32_t draft, bool* ok) {
+  if (s.req.logprobs >= 0) s.raw.assign(row, row + n_vocab);
+  const int32_t id = draft >= 0 ? s.sampler->verify(row, n_vocab, draft, ok) : s.sampler->sample(row, n_vocab);
+  if (s.req.logprobs >= 0) s.lp_next = token_logprob(s.raw.data(), n_vocab, id, s.req.logprobs);
+  return id;
+}
+
+std::vector<TokenLogprob> Scheduler::take_logprobs(Seq& s, bool all) {
+  std::vector<TokenLogprob> out;
+  const size_t shown = s.out->shown_bytes();
+  // A token goes out with the text it starts in (or, having none, once its place is).
+  while (!s.lp.empty() && (all || s.lp.front().first.offset < shown || s.lp.front().second <= shown)) {
+    out.push_back(std::move(s.lp.front().first));
+    s.lp.pop_front();
+  }
+  if (s.out->stopped()) s.lp.clear();  // the stop string's tokens and any after it
+  return out;
 }
 
 void Scheduler::return_lent() {
@@ -558,7 +600,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         sp.held = s.held;
         sp.ready = true;
       }
-      emit(s, s.sampler->sample(s.logits.data(), V), s.state->n_past, &generated);
+      emit(s, pick(s, s.logits.data(), V), s.state->n_past, &generated);
       continue;
     }
     // Row j gives the token after row j's input; guess j stands while the sampler
@@ -568,7 +610,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     for (int j = 0; j <= k; ++j) {
       float* row = &s.logits[size_t(j) * size_t(V)];
       bool ok = false;
-      const int32_t id = j < k ? s.sampler->verify(row, V, s.pass[size_t(j) + 1], &ok) : s.sampler->sample(row, V);
+      const int32_t id = pick(s, row, V, j < k ? s.pass[size_t(j) + 1] : -1, &ok);
       const bool go = emit(s, id, base[i] + 1 + j, &generated);
       if (ok) ++kept;  // a kept guess counts even when it ends the request
       if (!go || !ok) break;

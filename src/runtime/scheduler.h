@@ -72,11 +72,20 @@ struct GenRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // >= 0: report each generated token's TokenLogprob (the log-softmax of the model's
+  // logits at its position, before the sampler's penalties, bias and temperature:
+  // what the model predicts, whatever was drawn; speculation changes nothing) with
+  // this many alternatives (at most kMaxTopLogprobs). The end-of-generation token and the tokens of a stop
+  // string (and after it) are not reported, as their text is not.
+  int logprobs = -1;
 };
 
 // What arrived for a request since the last wait().
 struct GenUpdate {
   std::string text;
+  // With GenRequest::logprobs: the tokens whose text starts in `text` (a token whose
+  // bytes are only part of a character comes with the text that completes it).
+  std::vector<TokenLogprob> logprobs;
   bool done = false;
   // When done: "stop" (end of generation or a stop string), "length" (max_tokens
   // or the context), "cancelled", "error".
@@ -107,10 +116,11 @@ class GenHandle {
  private:
   friend class Scheduler;
   void post(const std::string& text, bool done, const std::string& reason, const std::string& error,
-            int n_generated);
+            int n_generated, std::vector<TokenLogprob> logprobs = {});
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<TokenLogprob> logprobs_;
   bool done_ = false, taken_done_ = false;
   std::string reason_, error_;
   int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
@@ -174,6 +184,12 @@ class Scheduler {
   // Takes a sampled token: end of generation, stop string, length, or the next
   // pending token. n_past: tokens in the state before it. False when `s` finished.
   bool emit(Seq& s, int32_t id, int n_past, int* generated);
+  // Samples `row` (or verifies `draft` there when >= 0; *ok: kept) and, when the
+  // request wants logprobs, records the token's (emit() then queues it).
+  int32_t pick(Seq& s, float* row, int64_t n_vocab, int32_t draft = -1, bool* ok = nullptr);
+  // The queued logprobs whose text is out (all: every one; at a stop string the rest
+  // are dropped).
+  std::vector<TokenLogprob> take_logprobs(Seq& s, bool all);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
   // Gives `s` a state: the kept or parked one sharing the longest prefix with its
   // prompt, or a copy of a running sequence's if that shares more (rolled back to

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "tokenizer/unicode.h"
+
 namespace deltafin::server {
 
 json ApiError::body() const {
@@ -29,6 +31,44 @@ json usage_json(int n_prompt, int n_generated, int n_cached) {
               {"completion_tokens", n_generated},
               {"total_tokens", n_prompt + n_generated},
               {"prompt_tokens_details", {{"cached_tokens", n_cached}}}};
+}
+
+namespace {
+// The token's text as a JSON string: its bytes as UTF-8, U+FFFD for bytes that are
+// only part of a character (the exact bytes go in "bytes").
+json token_text(const std::string& piece) { return unicode::sanitize_utf8(piece); }
+json byte_list(const std::string& piece) {
+  json b = json::array();
+  for (char c : piece) b.push_back(int(uint8_t(c)));
+  return b;
+}
+}  // namespace
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    const std::string p = piece(t.id);
+    json top = json::array();
+    for (const auto& [id, lp] : t.top) {
+      const std::string q = piece(id);
+      top.push_back(json{{"token", token_text(q)}, {"logprob", lp}, {"bytes", byte_list(q)}});
+    }
+    content.push_back(json{{"token", token_text(p)}, {"logprob", t.logprob}, {"bytes", byte_list(p)}, {"top_logprobs", top}});
+  }
+  return json{{"content", content}, {"refusal", nullptr}};
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece) {
+  json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(token_text(piece(t.id)));
+    token_lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[token_text(piece(id)).get<std::string>()] = lp;
+    tops.push_back(top);
+    offsets.push_back(t.offset);
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
 std::string openai_finish_reason(const std::string& reason) { return reason == "length" ? "length" : "stop"; }
@@ -167,9 +207,20 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
     if (!it->is_object()) return bad("stream_options", "'stream_options' must be an object");
     API_TRY(boolean(*it, "include_usage", &g->include_usage));
   }
-  if (auto it = j.find("logprobs"); it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()) &&
-                                    !(it->is_number() && it->get<double>() == 0))
-    return bad("logprobs", "logprobs are not supported");
+  if (chat) {
+    // logprobs: true, and top_logprobs: how many alternatives per token.
+    bool want = false;
+    API_TRY(boolean(j, "logprobs", &want));
+    std::optional<int64_t> top;
+    API_TRY(integer(j, "top_logprobs", 0, kMaxTopLogprobs, &top));
+    if (top && !want) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (want) g->logprobs = top ? int(*top) : 0;
+  } else {
+    // logprobs: how many alternatives per token (0: the chosen token's alone).
+    std::optional<int64_t> top;
+    API_TRY(integer(j, "logprobs", 0, kMaxTopLogprobs, &top));
+    if (top) g->logprobs = int(*top);
+  }
   if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
     if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
       return bad("response_format", "'response_format' must be an object with a string 'type'");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ struct GenParams {
   bool ignore_eos = false;     // extension: keep generating past end-of-text
   std::string model;           // as given ("" if absent)
   int n = 1;                   // choices (completions of the same prompt)
+  int logprobs = -1;           // >= 0: report logprobs with this many alternatives per token
 };
 
 struct ChatRequest {
@@ -61,6 +63,16 @@ std::string make_id(const char* prefix);
 
 // n_cached: prompt tokens the prompt cache spared (OpenAI's prompt_tokens_details.cached_tokens).
 json usage_json(int n_prompt, int n_generated, int n_cached);
+
+// A token id's text (bytes as the detokenizer gives them).
+using PieceFn = std::function<std::string(int32_t)>;
+// A choice's "logprobs" for these tokens: chat {"content": [{token, logprob, bytes,
+// top_logprobs}], "refusal": null}; completions {tokens, token_logprobs, top_logprobs
+// (token -> logprob), text_offset (bytes into the generated text)}. A token's text is
+// its bytes as UTF-8, U+FFFD for bytes that are only part of a character ("bytes"
+// has them exactly).
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece);
+json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece);
 
 // finish_reason as OpenAI spells it ("stop", "length"; cancelled/error -> "stop").
 std::string openai_finish_reason(const std::string& reason);

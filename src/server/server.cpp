@@ -57,6 +57,7 @@ struct Replies {
     bool done = false;
     GenUpdate last;                // the final update, once done
     std::string reasoning, content;  // all of it (non-streaming responses)
+    std::vector<TokenLogprob> lps;   // logprobs: all (non-streaming) or those not sent yet
     void add(const SplitText& t) {
       reasoning += t.reasoning;
       content += t.content;
@@ -87,6 +88,7 @@ struct Replies {
       if (c.done) continue;
       GenUpdate u = c.h->wait(std::chrono::milliseconds(0));
       if (u.done) c.done = true, c.last = u;
+      c.lps.insert(c.lps.end(), u.logprobs.begin(), u.logprobs.end());
       if (!u.text.empty() || u.done) f(int(i), c, u);
     }
   }
@@ -139,6 +141,7 @@ struct Server::Impl {
     r.sampling = g.sampling;
     r.stop = g.stop;
     r.ignore_eos = g.ignore_eos;
+    r.logprobs = g.logprobs;
     SubmitError err;
     std::string msg;
     std::vector<std::shared_ptr<GenHandle>> hs = sched.submit_choices(std::move(r), g.n, &err, &msg);
@@ -151,6 +154,16 @@ struct Server::Impl {
     auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
     const std::string model = opts.model_id;
     const auto heartbeat = opts.heartbeat;
+    // A choice's logprobs not sent yet as JSON (null when the request wants none),
+    // then forgotten.
+    const bool want_lps = g.logprobs >= 0;
+    auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c) -> json {
+      if (!want_lps) return nullptr;
+      PieceFn piece = [t](int32_t id) { return t->piece(id, false); };
+      json j = kind == Kind::Chat ? chat_logprobs_json(c.lps, piece) : completion_logprobs_json(c.lps, piece);
+      c.lps.clear();
+      return j;
+    };
     auto release = [ctx](bool ok) {
       if (!ok) ctx->cancel();
     };
@@ -165,30 +178,32 @@ struct Server::Impl {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [ctx, kind, head, heartbeat, usage](size_t, httplib::DataSink& sink) {
+          [ctx, kind, head, heartbeat, usage, take_lps](size_t, httplib::DataSink& sink) {
             const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
             auto write = [&](const std::string& s) {
               if (sink.write(s.data(), s.size())) return true;
               ctx->cancel();
               return false;
             };
-            auto chunk = [&](int index, const json& delta_or_text, const json& finish) {
+            auto chunk = [&](int index, const json& delta_or_text, const json& finish, json lps = nullptr) {
               json c = head(object);
               json choice{{"index", index}};
               if (kind == Kind::Chat) choice["delta"] = delta_or_text;
               else choice["text"] = delta_or_text;
-              choice["logprobs"] = nullptr;
+              choice["logprobs"] = std::move(lps);
               choice["finish_reason"] = finish;
               c["choices"] = json::array({choice});
               return sse(c);
             };
-            auto text_chunks = [&](int index, const SplitText& t) {
+            // The choice's logprobs so far go with its first chunk of text.
+            auto text_chunks = [&](int index, Replies::Choice& c, const SplitText& t) {
               std::string out;
               if (kind == Kind::Chat) {
-                if (!t.reasoning.empty()) out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr);
-                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr);
+                if (!t.reasoning.empty())
+                  out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
+                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
               } else if (!t.content.empty() || !t.reasoning.empty()) {
-                out += chunk(index, t.reasoning + t.content, nullptr);
+                out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
               }
               return out;
             };
@@ -201,11 +216,13 @@ struct Server::Impl {
             for (;;) {
               std::string out, failed;
               ctx->next(heartbeat, [&](int i, Replies::Choice& c, const GenUpdate& u) {
-                out += text_chunks(i, c.split.push(u.text));
+                out += text_chunks(i, c, c.split.push(u.text));
                 if (!u.done) return;
-                out += text_chunks(i, c.split.finish());
+                out += text_chunks(i, c, c.split.finish());
                 if (u.finish_reason == "error") failed = u.error;
-                else out += chunk(i, kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason));
+                else
+                  out += chunk(i, kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason),
+                               c.lps.empty() ? json(nullptr) : take_lps(c));
               });
               if (!failed.empty()) {
                 ctx->cancel();
@@ -231,7 +248,7 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "application/json",
-        [ctx, kind, head, heartbeat](size_t, httplib::DataSink& sink) {
+        [ctx, kind, head, heartbeat, take_lps](size_t, httplib::DataSink& sink) {
           auto last_write = std::chrono::steady_clock::now();
           std::string failed;
           for (;;) {
@@ -261,7 +278,7 @@ struct Server::Impl {
             } else {
               json choices = json::array();
               for (size_t i = 0; i < ctx->choices.size(); ++i) {
-                const Replies::Choice& c = ctx->choices[i];
+                Replies::Choice& c = ctx->choices[i];
                 json choice{{"index", int(i)}};
                 if (kind == Kind::Chat) {
                   json msg{{"role", "assistant"}, {"content", c.content}};
@@ -270,7 +287,7 @@ struct Server::Impl {
                 } else {
                   choice["text"] = c.reasoning + c.content;
                 }
-                choice["logprobs"] = nullptr;
+                choice["logprobs"] = take_lps(c);
                 choice["finish_reason"] = openai_finish_reason(c.last.finish_reason);
                 choices.push_back(choice);
               }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deltafin serve with the official `openai` npm client (pinned version, installed into
 # the build directory at test time; skipped when npm or the registry is unavailable):
-# chat completions streaming and not, completions, the model list, and the client's
+# chat completions streaming and not, completions, logprobs, the model list, and the client's
 # typed errors for a wrong key (401) and an unknown model (404).
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -71,6 +71,37 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
   check("chat stream n=2: both choices finish", ends.every((e) => e === "length" || e === "stop"));
   const one = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 1, seed: 4 });
   check("chat stream n=2: choice 1 is what seed + 1 gives alone", parts[1] === one.choices[0].message.content);
+
+  // Logprobs: each token's with two alternatives, streaming and not; the tokens'
+  // bytes spell the reply, the chosen greedy token is the most likely one.
+  const lp = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 0,
+                                                    logprobs: true, top_logprobs: 2 });
+  const lc = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
+  check("chat logprobs: one entry per token with two alternatives",
+        Array.isArray(lc) && lc.length === lp.usage.completion_tokens &&
+        lc.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2 && t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob));
+  check("chat logprobs: greedy picks the most likely token",
+        lc.every((t) => t.top_logprobs[0].token === t.token && t.top_logprobs[0].logprob === t.logprob));
+  check("chat logprobs: the tokens' bytes spell the reply",
+        Buffer.from(lc.flatMap((t) => t.bytes)).toString("utf8") === lp.choices[0].message.content);
+  const lps = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 7, temperature: 0,
+                                                     logprobs: true, top_logprobs: 2, stream: true });
+  const streamed = [];
+  for await (const chunk of lps) for (const ch of chunk.choices) if (ch.logprobs) streamed.push(...ch.logprobs.content);
+  check("chat stream logprobs equal the non-streamed ones",
+        JSON.stringify(streamed) === JSON.stringify(lc));
+  const cl = await client.completions.create({ model: id, prompt: "The capital of France is", max_tokens: 5,
+                                              temperature: 0, logprobs: 3 });
+  const L = cl.choices[0].logprobs;
+  check("completion logprobs: tokens, their logprobs, three alternatives, offsets",
+        L.tokens.length === 5 && L.token_logprobs.length === 5 && L.top_logprobs.every((o) => Object.keys(o).length >= 1) &&
+        L.text_offset[0] === 0 && L.text_offset.every((o, i) => i === 0 || o >= L.text_offset[i - 1]));
+  try {
+    await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, top_logprobs: 2 });
+    check("top_logprobs without logprobs rejected", false);
+  } catch (e) {
+    check("top_logprobs without logprobs: 400 naming it", e.status === 400 && e.param === "top_logprobs");
+  }
 
   try {
     await new OpenAI({ baseURL: base, apiKey: "wrong", maxRetries: 0 }).models.list();

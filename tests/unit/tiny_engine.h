@@ -1,0 +1,34 @@
+// The tiny qwen3moe model of the scheduler and server tests, opened in RAM.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/engine.h"
+#include "synth/synth.h"
+#include "synth_once.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+// The tiny qwen3moe model (written once per process) opened with `threads`, and its
+// tokenizer. Fails the calling test (call it in ASSERT_NO_FATAL_FAILURE) if it cannot.
+inline void open_tiny(int threads, std::unique_ptr<Engine>* engine, std::optional<Tokenizer>* tok) {
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+  std::string why;
+  const std::string path = synth_once("sched", "tiny-qwen3moe", s, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  EngineOptions eo;
+  eo.threads = threads;
+  auto e = Engine::open(path, eo);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  *engine = std::move(*e);
+  auto t = Tokenizer::from_gguf((*engine)->file().meta());
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  tok->emplace(std::move(*t));
+}
+
+}  // namespace deltafin
