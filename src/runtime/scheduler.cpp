@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 
 #include "core/log.h"
 #include "runtime/output_text.h"
@@ -21,12 +22,14 @@ constexpr size_t kMinCopy = 16;  // shared prompt tokens for which a running seq
 
 GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return !text_.empty() || !logprobs_.empty() || done_; });
+  cv_.wait_for(lk, timeout, [&] { return !text_.empty() || !logprobs_.empty() || !prompt_logprobs_.empty() || done_; });
   GenUpdate u;
   u.text = std::move(text_);
   text_.clear();
   u.logprobs = std::move(logprobs_);
   logprobs_.clear();
+  u.prompt_logprobs = std::move(prompt_logprobs_);
+  prompt_logprobs_.clear();
   u.done = done_;
   taken_done_ = done_;
   u.finish_reason = reason_;
@@ -39,7 +42,7 @@ GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
 
 void GenHandle::wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std::chrono::milliseconds timeout) {
   auto untaken = [](const GenHandle& h) {  // h.mu_ held
-    return !h.text_.empty() || !h.logprobs_.empty() || (h.done_ && !h.taken_done_);
+    return !h.text_.empty() || !h.logprobs_.empty() || !h.prompt_logprobs_.empty() || (h.done_ && !h.taken_done_);
   };
   auto news = [&](GenHandle& h) {
     std::lock_guard<std::mutex> lk(h.mu_);
@@ -63,11 +66,12 @@ void GenHandle::wait_any(const std::vector<std::shared_ptr<GenHandle>>& hs, std:
 }
 
 void GenHandle::post(const std::string& text, bool done, const std::string& reason, const std::string& error,
-                     int n_generated, std::vector<TokenLogprob> logprobs) {
+                     int n_generated, std::vector<TokenLogprob> logprobs, std::vector<TokenLogprob> prompt_logprobs) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     text_ += text;
     for (auto& lp : logprobs) logprobs_.push_back(std::move(lp));
+    for (auto& lp : prompt_logprobs) prompt_logprobs_.push_back(std::move(lp));
     n_generated_ = n_generated;
     if (done) {
       done_ = true;
@@ -122,6 +126,7 @@ struct Scheduler::Seq {
   std::vector<float> raw;
   TokenLogprob lp_next;
   std::deque<std::pair<TokenLogprob, size_t>> lp;
+  std::vector<TokenLogprob> prompt_lps;  // req.prompt_logprobs: those of the prompt evaluated so far
 };
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opts)
@@ -150,6 +155,11 @@ std::vector<std::shared_ptr<GenHandle>> Scheduler::submit_choices(GenRequest req
   if (req.prompt.empty()) {
     *err = SubmitError::Invalid;
     *message = "the prompt is empty";
+    return {};
+  }
+  if (req.prompt_logprobs && (n > 1 || req.logprobs < 0)) {
+    *err = SubmitError::Invalid;
+    *message = n > 1 ? "the prompt's logprobs come with one choice only" : "prompt logprobs need logprobs >= 0";
     return {};
   }
   if (int64_t(req.prompt.size()) > opts_.n_ctx) {
@@ -343,15 +353,17 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   // a running sequence's state (the same system prompt, say).
   enum class From { None, Kept, Parked, Copy } from = From::None;
   size_t best = 0, best_len = 0;
-  for (size_t i = 0; i < kept_.size(); ++i)
+  // Every prompt position's logits wanted: nothing is taken from the cache.
+  const bool reuse = !s.req.prompt_logprobs;
+  for (size_t i = 0; reuse && i < kept_.size(); ++i)
     if (const size_t len = usable(*kept_[i].state, kept_[i].tokens); len > best_len)
       from = From::Kept, best = i, best_len = len;
-  for (size_t i = 0; i < parked_.size(); ++i)
+  for (size_t i = 0; reuse && i < parked_.size(); ++i)
     if (const size_t len = usable(*parked_[i].state, parked_[i].tokens); len > best_len)
       from = From::Parked, best = i, best_len = len;
   const Seq* source = nullptr;
   for (auto& a : active) {
-    if (!opts_.prompt_cache || a.get() == &s || !a->state || a->held.empty()) continue;
+    if (!opts_.prompt_cache || !reuse || a.get() == &s || !a->state || a->held.empty()) continue;
     const size_t len = usable(*a->state, a->held);
     if (len > best_len && len >= kMinCopy) from = From::Copy, source = a.get(), best_len = len;
   }
@@ -498,6 +510,23 @@ std::vector<TokenLogprob> Scheduler::take_logprobs(Seq& s, bool all) {
   return out;
 }
 
+void Scheduler::note_prompt_logprobs(Seq& s, int n) {
+  const std::vector<int32_t>& p = s.req.prompt;
+  const int64_t V = model_.info().n_vocab;
+  if (s.n_prompt_done == 0) {
+    TokenLogprob first;
+    first.id = p[0];
+    first.logprob = std::numeric_limits<float>::quiet_NaN();
+    s.prompt_lps.push_back(first);
+  }
+  // Row r of the step predicts the token after it.
+  for (int r = 0; r < n; ++r) {
+    const size_t next = size_t(s.n_prompt_done + r + 1);
+    if (next < p.size())
+      s.prompt_lps.push_back(token_logprob(&s.logits[size_t(r) * size_t(V)], V, p[next], s.req.logprobs));
+  }
+}
+
 void Scheduler::return_lent() {
   if (!lent_) return;
   opts_.store->return_memory();
@@ -562,9 +591,14 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     } else {
       const int left = int(s.req.prompt.size()) - s.n_prompt_done;
       if (budget <= 0) continue;
-      const int take = std::min(left, budget);
+      int take = std::min(left, budget);
+      if (s.req.prompt_logprobs) {
+        take = std::min(take, kPromptLogprobRows);
+        if (s.logits.size() < size_t(take) * size_t(V)) s.logits.resize(size_t(take) * size_t(V));
+      }
       budget -= take;
-      slices.push_back({s.state.get(), &s.req.prompt[size_t(s.n_prompt_done)], take, s.logits.data(), false});
+      slices.push_back({s.state.get(), &s.req.prompt[size_t(s.n_prompt_done)], take, s.logits.data(),
+                        s.req.prompt_logprobs});
       samples.push_back(take == left);
       prefill_rows += take;
     }
@@ -590,6 +624,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   for (size_t i = 0; i < who.size(); ++i) {
     Seq& s = *who[i];
     if (!s.decoding) {
+      if (s.req.prompt_logprobs) note_prompt_logprobs(s, slices[i].n);
       s.n_prompt_done += slices[i].n;
       if (!samples[i]) continue;
       s.state->pin();  // the prompt's end: where a chat's next turn comes back to
@@ -600,7 +635,13 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         sp.held = s.held;
         sp.ready = true;
       }
-      emit(s, pick(s, s.logits.data(), V), s.state->n_past, &generated);
+      float* last = s.req.prompt_logprobs ? &s.logits[size_t(slices[i].n - 1) * size_t(V)] : s.logits.data();
+      if (s.req.prompt_logprobs) s.handle->post({}, false, {}, {}, 0, {}, std::move(s.prompt_lps));
+      if (s.req.max_tokens == 0) {
+        finish(s, "length");
+        continue;
+      }
+      emit(s, pick(s, last, V), s.state->n_past, &generated);
       continue;
     }
     // Row j gives the token after row j's input; guess j stands while the sampler

@@ -66,18 +66,25 @@ struct SchedulerOptions {
   std::function<std::vector<std::unique_ptr<Drafter>>()> make_drafters;
 };
 
+constexpr int kPromptLogprobRows = 32;  // prompt tokens a step evaluates for prompt_logprobs
+
 struct GenRequest {
   std::vector<int32_t> prompt;
-  int max_tokens = -1;  // < 0: until end of generation or the context is full
+  int max_tokens = -1;  // < 0: until end of generation or the context is full; 0: the prompt only
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
   // >= 0: report each generated token's TokenLogprob (the log-softmax of the model's
   // logits at its position, before the sampler's penalties, bias and temperature:
   // what the model predicts, whatever was drawn; speculation changes nothing) with
-  // this many alternatives (at most kMaxTopLogprobs). The end-of-generation token and the tokens of a stop
-  // string (and after it) are not reported, as their text is not.
+  // this many alternatives (at most kMaxTopLogprobs). The end-of-generation token and
+  // the tokens of a stop string (and after it) are not reported, as their text is not.
   int logprobs = -1;
+  // With logprobs >= 0: also every prompt token's, predicted from the tokens before it
+  // (the first's logprob is NaN: nothing predicts it), in GenUpdate::prompt_logprobs
+  // once the prompt is in. The whole prompt is then evaluated (the prompt cache is not
+  // used) in steps of at most kPromptLogprobRows tokens, and it takes one choice.
+  bool prompt_logprobs = false;
 };
 
 // What arrived for a request since the last wait().
@@ -86,6 +93,7 @@ struct GenUpdate {
   // With GenRequest::logprobs: the tokens whose text starts in `text` (a token whose
   // bytes are only part of a character comes with the text that completes it).
   std::vector<TokenLogprob> logprobs;
+  std::vector<TokenLogprob> prompt_logprobs;  // GenRequest::prompt_logprobs: all of them, in one update
   bool done = false;
   // When done: "stop" (end of generation or a stop string), "length" (max_tokens
   // or the context), "cancelled", "error".
@@ -116,11 +124,11 @@ class GenHandle {
  private:
   friend class Scheduler;
   void post(const std::string& text, bool done, const std::string& reason, const std::string& error,
-            int n_generated, std::vector<TokenLogprob> logprobs = {});
+            int n_generated, std::vector<TokenLogprob> logprobs = {}, std::vector<TokenLogprob> prompt_logprobs = {});
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
-  std::vector<TokenLogprob> logprobs_;
+  std::vector<TokenLogprob> logprobs_, prompt_logprobs_;
   bool done_ = false, taken_done_ = false;
   std::string reason_, error_;
   int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
@@ -190,6 +198,9 @@ class Scheduler {
   // The queued logprobs whose text is out (all: every one; at a stop string the rest
   // are dropped).
   std::vector<TokenLogprob> take_logprobs(Seq& s, bool all);
+  // Queues the prompt logprobs of a step that evaluated n prompt tokens of `s` (its
+  // logits hold every row).
+  void note_prompt_logprobs(Seq& s, int n);
   void finish(Seq& s, const std::string& reason, const std::string& error = {});
   // Gives `s` a state: the kept or parked one sharing the longest prefix with its
   // prompt, or a copy of a running sequence's if that shares more (rolled back to

@@ -62,10 +62,11 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceF
   json tokens = json::array(), token_lps = json::array(), tops = json::array(), offsets = json::array();
   for (const TokenLogprob& t : lps) {
     tokens.push_back(token_text(piece(t.id)));
-    token_lps.push_back(t.logprob);
+    const bool none = std::isnan(t.logprob);
+    token_lps.push_back(none ? json(nullptr) : json(t.logprob));
     json top = json::object();
     for (const auto& [id, lp] : t.top) top[token_text(piece(id)).get<std::string>()] = lp;
-    tops.push_back(top);
+    tops.push_back(none ? json(nullptr) : top);
     offsets.push_back(t.offset);
   }
   return json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
@@ -150,7 +151,7 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
     g->model = it->get<std::string>();
   }
   std::optional<int64_t> mt;
-  API_TRY(integer(j, "max_tokens", 1, 1 << 30, &mt));
+  API_TRY(integer(j, "max_tokens", chat ? 1 : 0, 1 << 30, &mt));  // completions: 0 with echo
   if (chat) API_TRY(integer(j, "max_completion_tokens", 1, 1 << 30, &mt));
   if (mt) g->max_tokens = int(*mt);
   SamplingParams& sp = g->sampling;
@@ -339,9 +340,11 @@ std::optional<ApiError> parse_completion_request(const std::string& body, int64_
     return bad("prompt", "'prompt' must be a non-empty string, an array of one string, or an array of token ids "
                          "(several prompts in one request are not supported)");
   }
-  bool echo = false;
-  API_TRY(boolean(j, "echo", &echo));
-  if (echo) return bad("echo", "'echo' is not supported");
+  GenParams& g = out->gen;
+  API_TRY(boolean(j, "echo", &g.echo));
+  if (*g.max_tokens == 0 && !g.echo)
+    return bad("max_tokens", "'max_tokens' is 0 but must be at least 1 (0 only with 'echo': the prompt's logprobs)");
+  if (g.echo && g.n > 1) return bad("echo", "'echo' is supported with one choice only (n = 1)");
   if (auto s = j.find("suffix"); s != j.end() && !s->is_null()) return bad("suffix", "'suffix' is not supported");
   std::optional<int64_t> best_of;
   API_TRY(integer(j, "best_of", 1, 1 << 30, &best_of));

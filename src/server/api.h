@@ -38,6 +38,7 @@ struct GenParams {
   std::string model;           // as given ("" if absent)
   int n = 1;                   // choices (completions of the same prompt)
   int logprobs = -1;           // >= 0: report logprobs with this many alternatives per token
+  bool echo = false;           // completions: the prompt's text (and logprobs) before the completion
 };
 
 struct ChatRequest {
@@ -68,7 +69,8 @@ json usage_json(int n_prompt, int n_generated, int n_cached);
 using PieceFn = std::function<std::string(int32_t)>;
 // A choice's "logprobs" for these tokens: chat {"content": [{token, logprob, bytes,
 // top_logprobs}], "refusal": null}; completions {tokens, token_logprobs, top_logprobs
-// (token -> logprob), text_offset (bytes into the generated text)}. A token's text is
+// (token -> logprob), text_offset (bytes into the text)}; a NaN logprob (a prompt's
+// first token: nothing predicts it) is null, and so are its top_logprobs. A token's text is
 // its bytes as UTF-8, U+FFFD for bytes that are only part of a character ("bytes"
 // has them exactly).
 json chat_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceFn& piece);

@@ -58,6 +58,8 @@ struct Replies {
     GenUpdate last;                // the final update, once done
     std::string reasoning, content;  // all of it (non-streaming responses)
     std::vector<TokenLogprob> lps;   // logprobs: all (non-streaming) or those not sent yet
+    bool echoed = false;             // streaming echo: the prompt's chunk is out
+    bool prompt_in = false;          // the prompt's logprobs arrived (first in lps)
     void add(const SplitText& t) {
       reasoning += t.reasoning;
       content += t.content;
@@ -66,6 +68,10 @@ struct Replies {
   std::vector<std::shared_ptr<GenHandle>> hs;
   std::vector<Choice> choices;
   std::string id;
+  // echo: the prompt's text (as the detokenizer gives it) and where each of its tokens
+  // starts; the completion's offsets come after it.
+  std::string echo_text;
+  std::vector<size_t> echo_offsets;
   int64_t created = std::time(nullptr);
 
   Replies(std::vector<std::shared_ptr<GenHandle>> handles, bool think, bool think_open, std::string rid)
@@ -88,8 +94,16 @@ struct Replies {
       if (c.done) continue;
       GenUpdate u = c.h->wait(std::chrono::milliseconds(0));
       if (u.done) c.done = true, c.last = u;
-      c.lps.insert(c.lps.end(), u.logprobs.begin(), u.logprobs.end());
-      if (!u.text.empty() || u.done) f(int(i), c, u);
+      for (size_t k = 0; k < u.prompt_logprobs.size(); ++k) {
+        c.lps.push_back(u.prompt_logprobs[k]);
+        c.lps.back().offset = k < echo_offsets.size() ? echo_offsets[k] : echo_text.size();
+      }
+      if (!u.prompt_logprobs.empty()) c.prompt_in = true;
+      for (const TokenLogprob& t : u.logprobs) {
+        c.lps.push_back(t);
+        c.lps.back().offset += echo_text.size();
+      }
+      if (!u.text.empty() || u.done || !u.prompt_logprobs.empty()) f(int(i), c, u);
     }
   }
   // The prompt counts once (OpenAI's usage for n choices); completions add up.
@@ -142,6 +156,17 @@ struct Server::Impl {
     r.stop = g.stop;
     r.ignore_eos = g.ignore_eos;
     r.logprobs = g.logprobs;
+    r.prompt_logprobs = g.echo && g.logprobs >= 0;
+    std::string echo_text;
+    std::vector<size_t> echo_offsets;
+    if (g.echo) {
+      StreamDecoder dec(tok);
+      for (int32_t id : r.prompt) {
+        echo_offsets.push_back(echo_text.size());
+        echo_text += dec.push(id);
+      }
+      echo_text += dec.flush();
+    }
     SubmitError err;
     std::string msg;
     std::vector<std::shared_ptr<GenHandle>> hs = sched.submit_choices(std::move(r), g.n, &err, &msg);
@@ -152,16 +177,22 @@ struct Server::Impl {
       return;
     }
     auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
+    ctx->echo_text = std::move(echo_text);
+    ctx->echo_offsets = std::move(echo_offsets);
+    const bool echo = g.echo;
     const std::string model = opts.model_id;
     const auto heartbeat = opts.heartbeat;
     // A choice's logprobs not sent yet as JSON (null when the request wants none),
     // then forgotten.
     const bool want_lps = g.logprobs >= 0;
-    auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c) -> json {
+    // (the first n of them: the prompt's, for the echo chunk).
+    auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c, size_t n = SIZE_MAX) -> json {
       if (!want_lps) return nullptr;
       PieceFn piece = [t](int32_t id) { return t->piece(id, false); };
-      json j = kind == Kind::Chat ? chat_logprobs_json(c.lps, piece) : completion_logprobs_json(c.lps, piece);
-      c.lps.clear();
+      n = std::min(n, c.lps.size());
+      const std::vector<TokenLogprob> some(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
+      json j = kind == Kind::Chat ? chat_logprobs_json(some, piece) : completion_logprobs_json(some, piece);
+      c.lps.erase(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
       return j;
     };
     auto release = [ctx](bool ok) {
@@ -178,7 +209,7 @@ struct Server::Impl {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [ctx, kind, head, heartbeat, usage, take_lps](size_t, httplib::DataSink& sink) {
+          [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps](size_t, httplib::DataSink& sink) {
             const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
             auto write = [&](const std::string& s) {
               if (sink.write(s.data(), s.size())) return true;
@@ -216,6 +247,11 @@ struct Server::Impl {
             for (;;) {
               std::string out, failed;
               ctx->next(heartbeat, [&](int i, Replies::Choice& c, const GenUpdate& u) {
+                // echo: the prompt's text first, with its logprobs once they are in.
+                if (echo && !c.echoed && (!want_lps || c.prompt_in || u.done)) {
+                  c.echoed = true;
+                  out += chunk(i, ctx->echo_text, nullptr, take_lps(c, c.prompt_in ? ctx->echo_offsets.size() : 0));
+                }
                 out += text_chunks(i, c, c.split.push(u.text));
                 if (!u.done) return;
                 out += text_chunks(i, c, c.split.finish());
@@ -285,7 +321,7 @@ struct Server::Impl {
                   if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
                   choice["message"] = msg;
                 } else {
-                  choice["text"] = c.reasoning + c.content;
+                  choice["text"] = ctx->echo_text + c.reasoning + c.content;
                 }
                 choice["logprobs"] = take_lps(c);
                 choice["finish_reason"] = openai_finish_reason(c.last.finish_reason);

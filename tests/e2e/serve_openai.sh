@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deltafin serve with the official `openai` npm client (pinned version, installed into
 # the build directory at test time; skipped when npm or the registry is unavailable):
-# chat completions streaming and not, completions, logprobs, the model list, and the client's
+# chat completions streaming and not, completions, logprobs (and echo's prompt logprobs), the model list, and the client's
 # typed errors for a wrong key (401) and an unknown model (404).
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -96,6 +96,28 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
   check("completion logprobs: tokens, their logprobs, three alternatives, offsets",
         L.tokens.length === 5 && L.token_logprobs.length === 5 && L.top_logprobs.every((o) => Object.keys(o).length >= 1) &&
         L.text_offset[0] === 0 && L.text_offset.every((o, i) => i === 0 || o >= L.text_offset[i - 1]));
+  // echo as an eval harness scores text: the prompt's tokens with their logprobs (the
+  // first has none), then the completion's; streamed, the same.
+  const prompt = "The capital of France is";
+  const ec = await client.completions.create({ model: id, prompt, max_tokens: 1, temperature: 0, logprobs: 1,
+                                              echo: true });
+  const E = ec.choices[0].logprobs;
+  check("echo: the prompt's text, then the completion's",
+        ec.choices[0].text.startsWith(prompt) && ec.choices[0].text.length > prompt.length);
+  check("echo: a logprob per prompt token (the first null) and per generated token",
+        E.tokens.length === ec.usage.prompt_tokens + 1 && E.token_logprobs[0] === null && E.top_logprobs[0] === null &&
+        E.token_logprobs.slice(1).every((v) => typeof v === "number" && v <= 0));
+  check("echo: the completion's logprob is the one without echo", E.token_logprobs[E.tokens.length - 1] === L.token_logprobs[0]);
+  const es = await client.completions.create({ model: id, prompt, max_tokens: 1, temperature: 0, logprobs: 1,
+                                              echo: true, stream: true });
+  let etext = "";
+  const etoks = [];
+  for await (const chunk of es) for (const ch of chunk.choices) {
+    etext += ch.text;
+    if (ch.logprobs) etoks.push(...ch.logprobs.token_logprobs);
+  }
+  check("echo stream equals non-streaming", etext === ec.choices[0].text && JSON.stringify(etoks) === JSON.stringify(E.token_logprobs));
+
   try {
     await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, top_logprobs: 2 });
     check("top_logprobs without logprobs rejected", false);

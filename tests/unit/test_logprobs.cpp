@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "runtime/scheduler.h"
@@ -61,12 +62,22 @@ TEST(Logprobs, RequestFields) {
     ASSERT_TRUE(e) << body;
     EXPECT_EQ(e->param, param) << body;
   }
-  for (const char* body : {R"({"prompt":"a","logprobs":-1})", R"({"prompt":"a","logprobs":21})",
-                           R"({"prompt":"a","logprobs":true})"}) {
+  ASSERT_FALSE(parse_completion_request(R"({"prompt":"a","logprobs":1,"echo":true,"max_tokens":0})", 100, &p));
+  EXPECT_TRUE(p.gen.echo);
+  EXPECT_EQ(*p.gen.max_tokens, 0);
+  const std::pair<const char*, const char*> completion_bad[] = {
+      {R"({"prompt":"a","logprobs":-1})", "logprobs"},
+      {R"({"prompt":"a","logprobs":21})", "logprobs"},
+      {R"({"prompt":"a","logprobs":true})", "logprobs"},
+      {R"({"prompt":"a","max_tokens":0})", "max_tokens"},
+      {R"({"prompt":"a","echo":true,"n":2})", "echo"},
+      {R"({"prompt":"a","echo":1})", "echo"},
+  };
+  for (auto& [body, param] : completion_bad) {
     CompletionRequest r;
     auto e = parse_completion_request(body, 100, &r);
     ASSERT_TRUE(e) << body;
-    EXPECT_EQ(e->param, "logprobs") << body;
+    EXPECT_EQ(e->param, param) << body;
   }
 }
 
@@ -91,13 +102,20 @@ TEST(Logprobs, ResponseJson) {
   EXPECT_FLOAT_EQ(cmp["token_logprobs"][1].get<float>(), -2.0f);
   EXPECT_FLOAT_EQ(cmp["top_logprobs"][0][" c"].get<float>(), -1.5f);
   EXPECT_EQ(cmp["text_offset"], json::array({0, 2}));
+  // A prompt's first token: nothing predicts it.
+  TokenLogprob first{0, std::numeric_limits<float>::quiet_NaN(), {}, 0};
+  const json echo = completion_logprobs_json({first, b}, piece);
+  EXPECT_TRUE(echo["token_logprobs"][0].is_null());
+  EXPECT_TRUE(echo["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(echo["token_logprobs"][1].get<float>(), -2.0f);
 }
 
 namespace {
 struct Reply {
   std::string text;
-  std::vector<TokenLogprob> lps;
+  std::vector<TokenLogprob> lps, prompt_lps;
   std::string finish;
+  int n_cached = 0;
 };
 
 Reply run_one(Scheduler& sched, GenRequest r) {
@@ -112,8 +130,10 @@ Reply run_one(Scheduler& sched, GenRequest r) {
     u = h->wait(std::chrono::milliseconds(100));
     out.text += u.text;
     out.lps.insert(out.lps.end(), u.logprobs.begin(), u.logprobs.end());
+    out.prompt_lps.insert(out.prompt_lps.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
   } while (!u.done);
   out.finish = u.finish_reason;
+  out.n_cached = u.n_cached;
   return out;
 }
 }  // namespace
@@ -218,4 +238,66 @@ TEST(Logprobs, StopStringCutsTheTokensWithTheText) {
   // Without logprobs asked for, none come.
   r.logprobs = -1;
   EXPECT_TRUE(run_one(sched, r).lps.empty());
+}
+
+// A prompt's logprobs (the completions endpoint's echo): every prompt token's after
+// the first, as one pass over the whole prompt with every position's logits gives
+// them, over steps of kPromptLogprobRows tokens next to another request; the prompt
+// cache is not used for them (it holds no logits), and max_tokens 0 stops after the
+// prompt.
+TEST(Logprobs, PromptTokensAsOnePassGivesThem) {
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
+  Model& m = engine->model();
+  const int64_t V = m.info().n_vocab;
+  std::vector<int32_t> prompt = tok->encode("one two three four five six seven eight nine ten", true, true);
+  while (prompt.size() < size_t(2 * kPromptLogprobRows + 5)) prompt.push_back(prompt[prompt.size() % 7 + 1]);
+  const int n = int(prompt.size());
+  std::vector<float> all(size_t(n) * size_t(V));
+  auto st = m.new_state(256);
+  ASSERT_TRUE(m.forward(*st, prompt.data(), n, all.data(), true).ok());
+
+  SchedulerOptions so;
+  so.n_ctx = 256;
+  so.prefill_chunk = 48;
+  Scheduler sched(m, *tok, so);
+  GenRequest plain = greedy_request(prompt, 6);
+  plain.logprobs = 2;
+  const Reply want = run_one(sched, plain);  // also leaves its state in the prompt cache
+  GenRequest echo = plain;
+  echo.prompt_logprobs = true;
+  SubmitError err;
+  std::string msg;
+  auto other = sched.submit(greedy_request(tok->encode("another request", true, true), 20), &err, &msg);
+  ASSERT_TRUE(other) << msg;
+  const Reply got = run_one(sched, echo);
+  std::string other_text;
+  wait_done(*other, &other_text);
+  EXPECT_EQ(got.n_cached, 0) << "the prompt cache holds no logits";
+  ASSERT_EQ(got.prompt_lps.size(), size_t(n));
+  EXPECT_EQ(got.prompt_lps[0].id, prompt[0]);
+  EXPECT_TRUE(std::isnan(got.prompt_lps[0].logprob));
+  for (int k = 1; k < n; ++k) {
+    const TokenLogprob w = token_logprob(&all[size_t(k - 1) * size_t(V)], V, prompt[size_t(k)], 2);
+    EXPECT_EQ(got.prompt_lps[size_t(k)].id, prompt[size_t(k)]);
+    EXPECT_EQ(got.prompt_lps[size_t(k)].logprob, w.logprob) << "prompt token " << k;
+    EXPECT_EQ(got.prompt_lps[size_t(k)].top, w.top) << "prompt token " << k;
+  }
+  // The completion after it is the same as without echo.
+  EXPECT_EQ(got.text, want.text);
+  ASSERT_EQ(got.lps.size(), want.lps.size());
+  for (size_t k = 0; k < got.lps.size(); ++k) EXPECT_EQ(got.lps[k].logprob, want.lps[k].logprob);
+  EXPECT_TRUE(want.prompt_lps.empty());
+  // The prompt alone.
+  echo.max_tokens = 0;
+  const Reply only = run_one(sched, echo);
+  EXPECT_EQ(only.finish, "length");
+  EXPECT_TRUE(only.text.empty() && only.lps.empty());
+  EXPECT_EQ(only.prompt_lps.size(), size_t(n));
+  // One choice only, and logprobs asked for.
+  EXPECT_TRUE(sched.submit_choices(echo, 2, &err, &msg).empty());
+  echo.logprobs = -1;
+  EXPECT_FALSE(sched.submit(echo, &err, &msg));
+  EXPECT_EQ(err, SubmitError::Invalid);
 }

@@ -88,7 +88,7 @@ TEST(ServerApi, CompletionPrompts) {
   ASSERT_FALSE(parse_completion_request(R"({"prompt":[1,2,3],"max_tokens":4})", 100, &t));
   EXPECT_EQ(t.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
   for (const char* bad : {R"({})", R"({"prompt":""})", R"({"prompt":[1,200]})", R"({"prompt":["a","b"]})",
-                          R"({"prompt":"a","echo":true})"}) {
+                          R"({"prompt":"a","suffix":"b"})"}) {
     CompletionRequest x;
     auto e = parse_completion_request(bad, 100, &x);
     ASSERT_TRUE(e) << bad;
