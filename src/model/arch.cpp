@@ -2,6 +2,32 @@
 
 namespace deltafin {
 
+void KvState::save_to(StateWriter& w) const {
+  w.pod(int32_t(n_past));
+  w.pod(uint32_t(kv.size()));
+  for (const KVLayer& l : kv) {
+    w.pod(l.k_row);
+    w.pod(l.v_row);
+    w.span(l.k.data(), size_t(n_past) * size_t(l.k_row));
+    w.span(l.v.data(), size_t(n_past) * size_t(l.v_row));
+  }
+}
+
+bool KvState::load_from(StateReader& r) {
+  int32_t np = 0;
+  uint32_t nl = 0;
+  if (!r.pod(&np) || !r.pod(&nl) || np < 0 || np > n_ctx || nl != kv.size()) return false;
+  for (KVLayer& l : kv) {
+    int64_t k_row = 0, v_row = 0;
+    if (!r.pod(&k_row) || !r.pod(&v_row) || k_row != l.k_row || v_row != l.v_row) return false;
+    if (l.k_row > 0 && l.capacity() < np) return false;
+    if (!r.span(l.k.data(), size_t(np) * size_t(k_row)) || !r.span(l.v.data(), size_t(np) * size_t(v_row)))
+      return false;
+  }
+  n_past = np;
+  return true;
+}
+
 std::unique_ptr<SeqState> new_kv_state(int n_ctx, int n_layer, int64_t k_row, int64_t v_row) {
   auto s = std::make_unique<KvState>();
   s->n_ctx = n_ctx;

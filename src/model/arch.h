@@ -74,6 +74,11 @@ class KvState : public SeqState {
       if (l.k_row > 0) return l.capacity();
     return n_ctx;
   }
+
+ protected:
+  // n_past, then each layer's row widths and its first n_past rows.
+  void save_to(StateWriter& w) const override;
+  bool load_from(StateReader& r) override;
 };
 
 // A KvState with n_layer caches of n_ctx rows, each k_row / v_row values wide.

@@ -70,6 +70,25 @@ class Ds2State final : public KvState {
   }
   std::unique_ptr<SeqState> clone() const override { return std::make_unique<Ds2State>(*this); }
   uint64_t memory_bytes() const override { return KvState::memory_bytes() + h.capacity() * sizeof(float); }
+
+ protected:
+  void save_to(StateWriter& w) const override {
+    KvState::save_to(w);
+    w.pod(n_embd);
+    w.pod(int32_t(h_pos0));
+    w.pod(int32_t(mtp_len));
+    w.vec(h);
+  }
+  bool load_from(StateReader& r) override {
+    int64_t e = 0;
+    int32_t pos0 = 0, len = 0;
+    if (!KvState::load_from(r) || !r.pod(&e) || e != n_embd || !r.pod(&pos0) || !r.pod(&len) ||
+        !r.vec(&h, size_t(n_ctx) * size_t(n_embd)) || h.size() % size_t(n_embd) != 0)
+      return false;
+    h_pos0 = pos0;
+    mtp_len = len;
+    return true;
+  }
 };
 
 class DeepSeek2 final : public ArchModel {

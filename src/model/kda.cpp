@@ -110,6 +110,33 @@ uint64_t KdaState::memory_bytes() const {
   return (3 * (conv_.size() + rec_.size()) + log_.size()) * sizeof(float);
 }
 
+void KdaState::save(StateWriter& w) const {
+  w.pod(int32_t(pos_));
+  w.pod(int32_t(window_));
+  w.pod(int32_t(base_pos_));
+  w.pod(int32_t(pin_pos_));
+  for (const auto* v : {&conv_, &rec_, &base_conv_, &base_rec_, &pin_conv_, &pin_rec_, &log_}) w.vec(*v);
+}
+
+bool KdaState::load(StateReader& r) {
+  int32_t pos = 0, window = 0, base = 0, pin = 0;
+  if (!r.pod(&pos) || !r.pod(&window) || !r.pod(&base) || !r.pod(&pin) || window != window_ || pos < base ||
+      base < 0 || (window_ > 0 && pos - base > window_) || pin < -1)
+    return false;
+  const size_t nc = conv_.size(), nr = rec_.size(), nl = log_.size();
+  // Each vector as init() sized it (the pinned copies: that, or empty when none).
+  if (!r.vec(&conv_, nc) || conv_.size() != nc || !r.vec(&rec_, nr) || rec_.size() != nr ||
+      !r.vec(&base_conv_, nc) || base_conv_.size() != nc || !r.vec(&base_rec_, nr) || base_rec_.size() != nr ||
+      !r.vec(&pin_conv_, nc) || !r.vec(&pin_rec_, nr) || !r.vec(&log_, nl) || log_.size() != nl)
+    return false;
+  if (pin >= 0 ? pin_conv_.size() != nc || pin_rec_.size() != nr : !pin_conv_.empty() || !pin_rec_.empty())
+    return false;
+  pos_ = pos;
+  base_pos_ = base;
+  pin_pos_ = pin;
+  return true;
+}
+
 void KdaState::pin() {
   pin_pos_ = pos_;
   pin_conv_ = conv_;

@@ -23,6 +23,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "model/state_io.h"
 #include "model/tensor.h"
 
 namespace deltafin {
@@ -78,6 +79,10 @@ class KdaState {
   // The most memory the state takes: the state, its rollback base and a pinned copy
   // (conv + recurrent each) and the rollback log.
   uint64_t memory_bytes() const;
+  // All of it as bytes, and back into a state init() gave the same shape and window
+  // (false when the bytes do not fit it).
+  void save(StateWriter& w) const;
+  bool load(StateReader& r);
 
  private:
   friend void kda_forward_batch(ThreadPool*, const KdaShape&, const KdaWeights&, std::span<const KdaSeq>,

@@ -86,6 +86,20 @@ class State final : public KvState {
     for (int il : kda_layers) b += kda[size_t(il)].memory_bytes();
     return b;
   }
+
+ protected:
+  void save_to(StateWriter& w) const override {
+    KvState::save_to(w);
+    w.pod(uint32_t(kda_layers.size()));
+    for (int il : kda_layers) kda[size_t(il)].save(w);
+  }
+  bool load_from(StateReader& r) override {
+    uint32_t n = 0;
+    if (!KvState::load_from(r) || !r.pod(&n) || n != kda_layers.size()) return false;
+    for (int il : kda_layers)
+      if (!kda[size_t(il)].load(r)) return false;
+    return true;
+  }
 };
 
 // RMSNorm(x) . w (no norm weight), summed in double as ggml_sum_rows does.

@@ -22,6 +22,21 @@ const std::vector<ArchEntry>& arch_table() {
 }
 }  // namespace
 
+std::string SeqState::save() const {
+  std::string out;
+  StateWriter w(&out);
+  save_to(w);
+  return out;
+}
+
+Status SeqState::load(std::string_view bytes) {
+  StateReader r(bytes);
+  if (!load_from(r) || !r.done())
+    return make_error("a saved sequence state ({} bytes) does not fit this model's states: another model, "
+                      "another deltafin version, or damaged", bytes.size());
+  return {};
+}
+
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> v;
   for (auto& a : arch_table()) v.push_back(a.name);

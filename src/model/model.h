@@ -11,6 +11,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
+#include "model/state_io.h"
 #include "format/model_file.h"
 #include "store/expert_store.h"
 
@@ -64,6 +65,15 @@ class SeqState {
   virtual void fit(int rows) = 0;
   // Positions the caches have room for now (n_ctx unless fitted smaller).
   virtual int fitted_rows() const { return n_ctx; }
+  // What the state holds as bytes (the positions < n_past and any recurrent state),
+  // and back: load() fills a state new_state() made for the same model (any n_ctx that
+  // holds n_past), an error naming the mismatch when the bytes do not fit it.
+  std::string save() const;
+  Status load(std::string_view bytes);
+
+ protected:
+  virtual void save_to(StateWriter& w) const = 0;
+  virtual bool load_from(StateReader& r) = 0;  // false: the bytes do not fit
 };
 
 // One sequence's part of a batched forward pass: `n` tokens evaluated at positions

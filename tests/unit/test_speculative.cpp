@@ -136,17 +136,26 @@ TEST(SpeculativeSampler, VerifyPreservesTheDistribution) {
   EXPECT_TRUE(acc);
 }
 
+namespace {
+// A state for drafters that do not look at it.
+struct NoState final : SeqState {
+  Status truncate(int) override { return {}; }
+  std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
+  uint64_t memory_bytes() const override { return 0; }
+  void fit(int) override {}
+
+ protected:
+  void save_to(StateWriter&) const override {}
+  bool load_from(StateReader&) override { return true; }
+};
+}  // namespace
+
 TEST(SpeculativeDrafter, NgramProposesTheContinuationOfTheLatestMatch) {
   auto d = make_ngram_drafter(2, 4);
   std::vector<int32_t> out;
   // Suffix [7 8] occurred twice; the latest is followed by 1 2.
   std::vector<int32_t> seq = {7, 8, 9, 9, 7, 8, 1, 2, 5, 7, 8};
-  struct NoState : SeqState {
-    Status truncate(int) override { return {}; }
-    std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
-    uint64_t memory_bytes() const override { return 0; }
-    void fit(int) override {}
-  } st;
+  NoState st;
   ASSERT_TRUE(d->propose(seq, st, 3, &out).ok());
   EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 5}));
   // A loop of period 3 continues past the end of what was seen.
@@ -396,13 +405,6 @@ class CountingDrafter final : public Drafter {
  private:
   int* asked_;
   std::chrono::microseconds cost_;
-};
-
-struct NoState final : SeqState {
-  Status truncate(int) override { return {}; }
-  std::unique_ptr<SeqState> clone() const override { return std::make_unique<NoState>(*this); }
-  uint64_t memory_bytes() const override { return 0; }
-  void fit(int) override {}
 };
 
 // Drives the adaptive speculator for `passes` passes of a simulated model: a plain
