@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "core/log.h"
 #include "runtime/engine.h"
+#include "runtime/prompt_disk_cache.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
 #include "server/server.h"
@@ -24,6 +25,7 @@ namespace deltafin::tools {
 Command add_serve(CLI::App& app) {
   struct Opts {
     std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M", prompt_cache_mem;
+    std::string prompt_cache_dir, prompt_cache_disk = "8G";
     int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
     std::string spec = "auto";
     double drain_timeout = 30;
@@ -61,6 +63,14 @@ Command add_serve(CLI::App& app) {
                   "RAM for finished conversations' states beyond the --parallel batch places, shrunk to what "
                   "they hold, so that many users' next turns skip their history (default: a tenth of the "
                   "expert cache with --mem, else 1G; 0: off). Taken from --mem");
+  sub->add_option("--prompt-cache-dir", o->prompt_cache_dir,
+                  "Directory for a disk tier of the prompt cache: conversations' states the RAM tier drops, "
+                  "and at exit all of them, are written there, so that their next turns (also after a "
+                  "restart) skip their history (default: none)");
+  sub->add_option("--prompt-cache-disk", o->prompt_cache_disk,
+                  "Disk the prompt cache's disk tier may take for this model (least recently used removed "
+                  "first)")
+      ->capture_default_str();
   sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -154,6 +164,25 @@ Command add_serve(CLI::App& app) {
             so.prompt_cache = !o->no_prompt_cache;
             so.prompt_cache_bytes = prompt_cache_mem;
             so.store = engine->streaming_store();
+            std::unique_ptr<PromptDiskCache> disk;
+            if (!o->prompt_cache_dir.empty() && !o->no_prompt_cache) {
+              uint64_t disk_bytes = 0;
+              if (!parse_size(o->prompt_cache_disk, &disk_bytes)) {
+                fmt::print(stderr, "error: bad --prompt-cache-disk '{}' (expected a size such as 8G)\n",
+                           o->prompt_cache_disk);
+                return 2;
+              }
+              // States belong to one model file: its name and size say which.
+              const std::string id = fmt::format("{}-{:x}", std::filesystem::path(o->model).filename().string(),
+                                                 engine->file().total_bytes());
+              auto d = PromptDiskCache::open(o->prompt_cache_dir, id, disk_bytes);
+              if (!d.ok()) {
+                fmt::print(stderr, "error: --prompt-cache-dir: {}\n", d.error().message);
+                return 1;
+              }
+              disk = std::move(*d);
+              so.disk = disk.get();
+            }
             Scheduler sched(model, tok, so);
 
             server::ServerOptions sv;
@@ -170,6 +199,11 @@ Command add_serve(CLI::App& app) {
                        "states {:.1f} MiB, prompt cache {:.1f} MiB{})\n",
                        o->host, port, sv.model_id, o->parallel, o->ctx, double(*reserved * n_states) / 1048576.0,
                        prompt_cache_mem / 1048576.0, engine->streaming_store() ? ", both of --mem" : "");
+            if (disk) {
+              const PromptDiskStats ds = disk->stats();
+              fmt::print("deltafin serve: prompt cache on disk: {} ({} states, {:.1f} MiB of {})\n", disk->dir(),
+                         ds.entries, double(ds.bytes) / 1048576.0, o->prompt_cache_disk);
+            }
             std::fflush(stdout);
 
             std::atomic<bool> exiting{false};

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "runtime/output_text.h"
+#include "runtime/prompt_disk_cache.h"
 #include "store/streaming_store.h"
 
 namespace deltafin {
@@ -133,6 +134,11 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions&
     : model_(model), tok_(tok), opts_(opts) {
   opts_.n_parallel = std::max(1, opts_.n_parallel);
   opts_.prefill_chunk = std::max(1, opts_.prefill_chunk);
+  if (opts_.disk) {
+    const PromptDiskStats ds = opts_.disk->stats();
+    stats_.disk_states = ds.entries;
+    stats_.disk_bytes = ds.bytes;
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -326,6 +332,9 @@ void Scheduler::loop() {
   }
   n_active_ = 0;
   return_lent();
+  // What the prompt cache holds outlives the process on disk.
+  for (const Kept& k : kept_) to_disk(k);
+  for (const Kept& k : parked_) to_disk(k);
   std::lock_guard<std::mutex> lk(mu_);
   stats_.active = 0;
   stats_.queued = 0;
@@ -351,7 +360,7 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   // The longest: a kept state, else (longer) a parked one, else (longer, kMinCopy
   // tokens at least: a copy costs about what a new state's zeroing does) a copy of
   // a running sequence's state (the same system prompt, say).
-  enum class From { None, Kept, Parked, Copy } from = From::None;
+  enum class From { None, Kept, Parked, Disk, Copy } from = From::None;
   size_t best = 0, best_len = 0;
   // Every prompt position's logits wanted: nothing is taken from the cache.
   const bool reuse = !s.req.prompt_logprobs;
@@ -361,6 +370,22 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   for (size_t i = 0; reuse && i < parked_.size(); ++i)
     if (const size_t len = usable(*parked_[i].state, parked_[i].tokens); len > best_len)
       from = From::Parked, best = i, best_len = len;
+  // The disk tier: its best entry is read (and checked) only when it would beat the
+  // states in RAM.
+  Kept from_disk;
+  if (reuse && opts_.disk) {
+    size_t len = 0;
+    const int i = opts_.disk->best(prompt, most, &len);
+    if (i >= 0 && len > best_len) {
+      from_disk.state = model_.new_state(opts_.n_ctx);
+      if (Status ls = opts_.disk->load(i, *from_disk.state, &from_disk.tokens); !ls.ok()) {
+        DF_LOG_WARN("prompt cache: {}", ls.error().message);
+        from_disk.state.reset();
+      } else if (const size_t got = usable(*from_disk.state, from_disk.tokens); got > best_len) {
+        from = From::Disk, best_len = got;
+      }
+    }
+  }
   const Seq* source = nullptr;
   for (auto& a : active) {
     if (!opts_.prompt_cache || !reuse || a.get() == &s || !a->state || a->held.empty()) continue;
@@ -387,6 +412,8 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
     if (from == From::Parked) parked_bytes_ -= k.bytes;
     k.state->fit(opts_.n_ctx);
     note_parked();
+  } else if (from == From::Disk) {
+    k = std::move(from_disk);
   } else if (from == From::Copy) {
     k.state = source->state->clone();
   }
@@ -410,6 +437,7 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
       std::lock_guard<std::mutex> lk(mu_);
       stats_.cached_prompt_tokens += best_len;
       ++stats_.prompt_cache_hits;
+      if (from == From::Disk) ++stats_.prompt_cache_disk_hits;
       return;
     }
     DF_LOG_DEBUG("prompt cache: not reused ({})", ts.error().message);
@@ -419,13 +447,24 @@ void Scheduler::assign_state(Seq& s, const std::vector<std::unique_ptr<Seq>>& ac
   s.held.clear();
 }
 
+void Scheduler::to_disk(const Kept& k) {
+  if (!opts_.disk || !k.state) return;
+  if (Status st = opts_.disk->put(k.tokens, *k.state); !st.ok()) DF_LOG_WARN("prompt cache: {}", st.error().message);
+  const PromptDiskStats ds = opts_.disk->stats();
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.disk_states = ds.entries;
+  stats_.disk_bytes = ds.bytes;
+}
+
 void Scheduler::park(Kept k) {
-  if (opts_.prompt_cache_bytes == 0 || !k.state) return;
+  if (!k.state) return;
+  if (opts_.prompt_cache_bytes == 0) return to_disk(k);
   k.state->fit(k.state->n_past);
   k.bytes = k.state->memory_bytes();
-  if (k.bytes > opts_.prompt_cache_bytes) return;
+  if (k.bytes > opts_.prompt_cache_bytes) return to_disk(k);
   while (!parked_.empty() && parked_bytes_ + k.bytes > opts_.prompt_cache_bytes) {
     parked_bytes_ -= parked_.front().bytes;
+    to_disk(parked_.front());
     parked_.pop_front();
   }
   parked_bytes_ += k.bytes;

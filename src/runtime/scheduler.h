@@ -33,6 +33,7 @@
 namespace deltafin {
 
 class StreamingExpertStore;
+class PromptDiskCache;
 
 struct SchedulerOptions {
   int n_parallel = 4;       // sequences in the batch at most; more wait in the queue
@@ -50,6 +51,11 @@ struct SchedulerOptions {
   // positions they hold (SeqState::fit) and parked in RAM, up to this many bytes
   // (the oldest dropped first); one taken back is fitted to n_ctx again. 0: none.
   uint64_t prompt_cache_bytes = 0;
+  // Below the parked states, on disk: a state the RAM tier drops, and at shutdown every
+  // kept and parked one, is written here; a request takes the longest usable prefix
+  // among kept, parked and disk states (so a restarted server resumes its
+  // conversations). Not owned; null: none.
+  PromptDiskCache* disk = nullptr;
   // With streamed experts: while no sequence decodes (nobody waits on a step), the
   // prompts in the batch go in larger steps, as many tokens as the expert cache lends
   // memory for (StreamingExpertStore::lend_memory), since every step reads the experts
@@ -142,6 +148,9 @@ struct SchedulerStats {
   uint64_t prompt_cache_hits = 0;     // requests that took a kept state
   int parked = 0;                     // prompt cache states parked in RAM beyond the batch places
   uint64_t parked_bytes = 0;          // and their memory
+  uint64_t prompt_cache_disk_hits = 0;  // requests that took a state from the disk tier
+  int disk_states = 0;                  // states in the disk tier
+  uint64_t disk_bytes = 0;              // and their bytes
   uint64_t batch_rows = 0;  // rows evaluated over all steps
   double prefill_s = 0, decode_s = 0;  // step time split by each step's share of rows
   double recent_tokens_per_s = 0;      // generated tokens/s over the last few seconds
@@ -221,6 +230,7 @@ class Scheduler {
   // ones to stay within prompt_cache_bytes), or drops it.
   void park(Kept k);
   void note_parked();  // the parked states' count and bytes into stats_
+  void to_disk(const Kept& k);  // writes a state being dropped to the disk tier, if any
 
   Model& model_;
   const Tokenizer& tok_;

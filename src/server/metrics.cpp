@@ -31,6 +31,11 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
   metric(o, "deltafin_prompt_cache_parked_states", "gauge",
          "Finished requests' states parked in RAM beyond the batch places (--prompt-cache-mem).", double(s.parked));
   metric(o, "deltafin_prompt_cache_parked_bytes", "gauge", "Memory of the parked states.", double(s.parked_bytes));
+  metric(o, "deltafin_prompt_cache_disk_states", "gauge", "States in the prompt cache's disk tier (--prompt-cache-dir).",
+         double(s.disk_states));
+  metric(o, "deltafin_prompt_cache_disk_bytes", "gauge", "Bytes of the disk tier's states.", double(s.disk_bytes));
+  metric(o, "deltafin_prompt_cache_disk_hits_total", "counter", "Requests that resumed from a state on disk.",
+         double(s.prompt_cache_disk_hits));
   metric(o, "deltafin_prefill_lent_bytes", "gauge",
          "Expert cache memory lent now to the prompts' steps (while no sequence decodes).",
          double(s.prefill_lent_bytes));

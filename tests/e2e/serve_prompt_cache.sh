@@ -7,6 +7,8 @@
 # the whole prompt (cached_tokens 0). And with one batch place, two users chatting in
 # turn: each user's second turn finds its first turn's state parked in RAM
 # (--prompt-cache-mem), not with --prompt-cache-mem 0, and the replies are the same.
+# With --prompt-cache-dir, both users' second turns on a restarted server resume
+# their first turns' states from disk.
 # usage: serve_prompt_cache.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3
@@ -17,10 +19,11 @@ command -v python3 >/dev/null || { echo "skip: needs python3"; exit 77; }
 fail=0
 source "$src/tests/e2e/serve/server.sh"
 
-conversation() { # writes $dir/turns-$1.json: both turns' replies and usage (users: 1 or 2, in turn)
-  python3 - "$port" "$dir/turns-$1.json" "${2:-1}" <<'PY'
+conversation() { # NAME [USERS [PHASE]]: writes $dir/turns-NAME.json: both turns' replies and usage (users: 1 or 2,
+                 # in turn); PHASE first: turn 1 only, second: turn 2 of what first wrote (another server)
+  python3 - "$port" "$dir/turns-$1.json" "${2:-1}" "${3:-both}" <<'PY'
 import http.client, json, sys
-port, out, users = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+port, out, users, phase = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 def chat(messages, stream):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     body = {"messages": messages, "max_tokens": 24, "temperature": 0, "stream": stream}
@@ -44,11 +47,16 @@ chats = [[{"role": "system", "content": "You answer in the words of the King Jam
          [{"role": "system", "content": "Thou art a scribe of the tribe of Levi."},
           {"role": "user", "content": "Who led the children of Israel out of Egypt?"}]][:users]
 res = [{} for _ in chats]
-for i, m in enumerate(chats):
-    res[i]["r1"], res[i]["u1"] = chat(m, False)
-for i, m in enumerate(chats):
-    m += [{"role": "assistant", "content": res[i]["r1"]}, {"role": "user", "content": "And what was upon the face of the deep?"}]
-    res[i]["r2"], res[i]["u2"] = chat(m, True)
+if phase == "second":
+    res = json.load(open(out))
+    res = [res] if users == 1 else res
+else:
+    for i, m in enumerate(chats):
+        res[i]["r1"], res[i]["u1"] = chat(m, False)
+if phase != "first":
+    for i, m in enumerate(chats):
+        m += [{"role": "assistant", "content": res[i]["r1"]}, {"role": "user", "content": "And what was upon the face of the deep?"}]
+        res[i]["r2"], res[i]["u2"] = chat(m, True)
 json.dump(res[0] if users == 1 else res, open(out, "w"))
 PY
 }
@@ -66,6 +74,21 @@ curl -s "$base/metrics" >"$dir/metrics-parked"
 stop_server
 start_server --parallel 1 -c 512 -t 2 --profile none --prompt-cache-mem 0
 conversation unparked 2
+stop_server
+# A directory that cannot be made: refused at start, naming the option.
+timeout 60 "$bin" serve -m "$model" --port 0 --prompt-cache-dir /proc/deltafin-no-such-dir >/dev/null 2>"$dir/bad-dir.err"
+rc=$?
+check "an unusable --prompt-cache-dir is refused at start" \
+  sh -c "test $rc -eq 1 && grep -q 'prompt-cache-dir' '$dir/bad-dir.err'"
+# The disk tier: turn 1 on one server, turn 2 on the next one over the same directory.
+rm -rf "$dir/pcache"
+start_server --parallel 1 -c 512 -t 2 --profile none --prompt-cache-dir "$dir/pcache"
+conversation restart 2 first
+stop_server
+start_server --parallel 1 -c 512 -t 2 --profile none --prompt-cache-dir "$dir/pcache"
+grep -q "prompt cache on disk: .* (2 states" "$dir/serve.out" || { echo "FAIL the restarted server does not list 2 states:"; cat "$dir/serve.out"; fail=1; }
+conversation restart 2 second
+curl -s "$base/metrics" >"$dir/metrics-restart"
 stop_server
 
 python3 - "$dir" <<'PY' || fail=1
@@ -100,6 +123,14 @@ for u in range(2):
     check(f"user {u + 1}: without parking, turn 2 does not", cached(un[u], 2) < un[u]["u1"]["prompt_tokens"])
     check(f"user {u + 1}: the same replies", all(pk[u][k] == un[u][k] for k in ("r1", "r2")))
 check("user 1's replies equal the two-place server's", pk[0]["r1"] == on["r1"] and pk[0]["r2"] == on["r2"])
+rs = json.load(open(f"{d}/turns-restart.json"))
+for u in range(2):
+    check(f"user {u + 1}: after a restart, turn 2 resumes turn 1's state from disk",
+          cached(rs[u], 2) >= rs[u]["u1"]["prompt_tokens"])
+    check(f"user {u + 1}: the same replies after the restart", all(rs[u][k] == un[u][k] for k in ("r1", "r2")))
+mr = metrics("metrics-restart")
+check("/metrics counts the disk hits", mr.get("deltafin_prompt_cache_disk_hits_total") == 2 and
+      mr.get("deltafin_prompt_cache_disk_states", 0) >= 2)
 mp = metrics("metrics-parked")
 check("/metrics shows a parked state", mp.get("deltafin_prompt_cache_parked_states", 0) >= 1 and
       0 < mp.get("deltafin_prompt_cache_parked_bytes", 0) <= 16 << 20)

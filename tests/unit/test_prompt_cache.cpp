@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "runtime/engine.h"
 #include "runtime/generate.h"
+#include "runtime/prompt_disk_cache.h"
 #include "runtime/scheduler.h"
 #include "synth/synth.h"
 #include "gen_wait.h"
@@ -257,6 +260,71 @@ TEST_P(PromptCache, ParkedStatesServeMoreConversationsThanBatchPlaces) {
     }
     EXPECT_LE(sched.stats().parked_bytes, budget);
   }
+}
+
+// The disk tier: with no RAM for parked states, a conversation's state the batch
+// place is needed for goes to disk, the others at shutdown; a new scheduler over a
+// new index of the same directory (a restarted server) resumes both conversations
+// from there, with the text a fresh state gives. A damaged file costs only its
+// prompt evaluation, and another model's files are not used.
+TEST_P(PromptCache, DiskTierResumesConversationsAfterARestart) {
+  const std::string dir = test_dir("prompt_disk") + "/" + GetParam();
+  std::filesystem::remove_all(dir);
+  std::vector<int32_t> a1 = encode("System: be kind. one two three four five six", true);
+  std::vector<int32_t> b1 = encode("Zebra quartz lamp river stone cloud tree", true);
+  std::vector<int32_t> a2 = a1, b2 = b1;
+  for (int32_t id : encode(" nine ten eleven", false)) a2.push_back(id);
+  for (int32_t id : encode(" apple pear", false)) b2.push_back(id);
+  const std::string want_a2 = alone(a2, 6), want_b2 = alone(b2, 6);
+  SchedulerOptions so;
+  so.n_parallel = 1;
+  so.n_ctx = kCtx;
+  so.spec_max = 0;
+  so.prompt_cache_bytes = 0;
+  {
+    auto disk = PromptDiskCache::open(dir, "tiny", 64 << 20);
+    ASSERT_TRUE(disk.ok()) << disk.error().message;
+    so.disk = disk->get();
+    Scheduler sched(engine_->model(), *tok_, so);
+    ask(sched, a1, 6);
+    ask(sched, b1, 6);  // a's state leaves its place: to disk
+    EXPECT_EQ(sched.stats().disk_states, 1);
+    sched.shutdown(true, std::chrono::milliseconds(1000));  // b's too
+    EXPECT_EQ((*disk)->stats().entries, 2);
+  }
+  auto disk = PromptDiskCache::open(dir, "tiny", 64 << 20);
+  ASSERT_TRUE(disk.ok()) << disk.error().message;
+  EXPECT_EQ((*disk)->stats().entries, 2) << "the entries outlive the process's index";
+  so.disk = disk->get();
+  {
+    Scheduler sched(engine_->model(), *tok_, so);
+    auto [ta2, ca2] = ask(sched, a2, 6);
+    auto [tb2, cb2] = ask(sched, b2, 6);
+    EXPECT_EQ(ta2, want_a2);
+    EXPECT_EQ(tb2, want_b2);
+    EXPECT_GE(ca2, int(a1.size())) << "a resumed from disk";
+    EXPECT_GE(cb2, int(b1.size())) << "b resumed from disk";
+    EXPECT_EQ(sched.stats().prompt_cache_disk_hits, 2u);
+  }
+  // Damage every entry: the next request evaluates its prompt, the files go.
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(std::streamoff(std::filesystem::file_size(f.path()) / 2));
+    io.put('\x5a');
+  }
+  auto again = PromptDiskCache::open(dir, "tiny", 64 << 20);
+  ASSERT_TRUE(again.ok());
+  so.disk = again->get();
+  {
+    Scheduler sched(engine_->model(), *tok_, so);
+    auto [ta2, ca2] = ask(sched, a2, 6);
+    EXPECT_EQ(ta2, want_a2);
+    EXPECT_EQ(ca2, 0) << "a damaged entry is not used";
+    EXPECT_GE((*again)->stats().failures, 1u);
+  }
+  auto other = PromptDiskCache::open(dir, "another model", 64 << 20);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->stats().entries, 0) << "another model's states are not offered";
 }
 
 // n choices: the others continue from a copy of the first's state (SeqState::clone):
