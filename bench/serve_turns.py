@@ -13,8 +13,10 @@ the turn (from /metrics), medians over the users and repetitions.
 The side without the cache gets --no-prompt-cache, or --off-arg (repeat) instead:
 e.g. `--users 4 --parallel 1 --off-arg=--prompt-cache-mem --off-arg=0` compares the
 RAM tier of the prompt cache (kept states parked beyond the batch places) with none.
+With --restart every turn goes to a newly started server: the disk tier
+(--prompt-cache-dir) against the RAM tiers alone, which a restart empties.
 """
-import argparse, http.client, json, re, statistics, subprocess, sys, time
+import argparse, http.client, json, re, shutil, statistics, subprocess, sys, tempfile, time
 
 from serve_bench import sse_chunks
 
@@ -52,18 +54,33 @@ def turn(host, port, messages, tokens):
     return text, usage, ttft or (time.time() - t0)
 
 
+def start(cmd):
+    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"http://([\d.]+):(\d+)", srv.stdout.readline())
+    if not m: sys.exit("server did not start")
+    return srv, m.group(1), int(m.group(2))
+
+
+def stop(srv):
+    srv.terminate()
+    srv.wait(120)
+
+
 def conversation(a, cache):
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "--parallel", str(a.parallel), "-c", str(a.ctx),
            "--profile", "none"]
     if a.mem: cmd += ["--mem", a.mem]
     if a.threads: cmd += ["-t", str(a.threads)]
-    if not cache: cmd += a.off_arg or ["--no-prompt-cache"]
-    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    tmp = None
+    if a.restart:  # both sides keep their RAM prompt cache; the cache side gets a disk tier too
+        if cache:
+            tmp = tempfile.mkdtemp(prefix="serve-turns-")
+            cmd += ["--prompt-cache-dir", tmp]
+    elif not cache:
+        cmd += a.off_arg or ["--no-prompt-cache"]
+    srv, host, port = start(cmd)
     rows = [[] for _ in range(a.turns)]  # rows[turn][user]
     try:
-        m = re.search(r"http://([\d.]+):(\d+)", srv.stdout.readline())
-        if not m: sys.exit("server did not start")
-        host, port = m.group(1), int(m.group(2))
         words = open(a.context_file).read().split()
         chats = []
         for u in range(a.users):
@@ -71,6 +88,9 @@ def conversation(a, cache):
             chats.append([{"role": "system", "content": "You are a careful reader."},
                           {"role": "user", "content": " ".join(part) + "\n\n" + QUESTIONS[0]}])
         for t in range(a.turns):
+            if a.restart and t > 0:
+                stop(srv)
+                srv, host, port = start(cmd)
             for messages in chats:
                 b0 = metric(host, port, "deltafin_expert_read_bytes_total")
                 text, usage, ttft = turn(host, port, messages, a.tokens)
@@ -81,8 +101,8 @@ def conversation(a, cache):
                 messages += [{"role": "assistant", "content": text},
                              {"role": "user", "content": QUESTIONS[(t + 1) % len(QUESTIONS)]}]
     finally:
-        srv.terminate()
-        srv.wait(60)
+        stop(srv)
+        if tmp: shutil.rmtree(tmp, ignore_errors=True)
     return rows
 
 
@@ -102,6 +122,9 @@ def main():
     ap.add_argument("--parallel", type=int, default=2, help="the server's --parallel")
     ap.add_argument("--off-arg", action="append", default=[],
                     help="what the side without the cache gets instead of --no-prompt-cache (repeat)")
+    ap.add_argument("--restart", action="store_true",
+                    help="restart the server before every turn: the side with the cache gets a disk tier "
+                         "(--prompt-cache-dir, a fresh directory per run), the other only the RAM tiers")
     a = ap.parse_args()
     on, off = [], []
     for _ in range(a.reps):

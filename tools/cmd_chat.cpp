@@ -92,6 +92,11 @@ Command add_chat(CLI::App& app) {
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            // The conversation's state comes out of --mem like everything else.
+            if (auto r = engine->reserve_states(o->ctx, 1); !r.ok()) {
+              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
+              return 1;
+            }
             DF_ASSIGN_OR_EXIT(auto chat, ChatSession::create(engine->model(), tok, tmpl, o->ctx));
             chat->set_system(system);
             // A template that cannot render a plain conversation fails now, not at the first message.

@@ -74,6 +74,11 @@ Command add_run(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
+            // The sequence's state comes out of --mem like everything else.
+            if (auto r = engine->reserve_states(o->ctx, 1); !r.ok()) {
+              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
+              return 1;
+            }
             auto state = engine->model().new_state(o->ctx);
             SpecOptions so;
             so.max_draft = o->spec_max;

@@ -115,9 +115,12 @@ Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states) {
   const uint64_t all = one * uint64_t(n_states);
   auto r = streaming_->reserve_memory(all);
   if (!r.ok())
-    return make_error("{} sequence states of {} positions take {:.1f} MiB ({:.2f} MiB each): {}", n_states, n_ctx,
-                      all / 1048576.0, one / 1048576.0, r.error().message);
-  DF_LOG_INFO("{} sequence states of {} positions: {:.1f} MiB taken from the expert cache", n_states, n_ctx,
+    return make_error("{} of {} positions take{} {:.1f} MiB{}: {}",
+                      n_states == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n_states),
+                      n_ctx, n_states == 1 ? "s" : "", all / 1048576.0,
+                      n_states == 1 ? std::string() : fmt::format(" ({:.2f} MiB each)", one / 1048576.0),
+                      r.error().message);
+  DF_LOG_DEBUG("{} sequence states of {} positions: {:.1f} MiB taken from the expert cache", n_states, n_ctx,
               r.value() / 1048576.0);
   return one;
 }

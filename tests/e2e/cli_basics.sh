@@ -36,6 +36,9 @@ check "inspect keeps the engine's reserve (64M + 3%) out of the expert cache" gr
 "$bin" inspect "$m" --mem 8M >"$dir/inspect-small" 2>&1
 check "inspect: a budget the reserve takes" grep -q "leave no room for an expert" "$dir/inspect-small"
 
+"$bin" run -m "$m" -p hi -n 2 --mem 70M -c 200000 >/dev/null 2>"$dir/e-ctx"; rc=$?
+check "run: a context whose state does not fit --mem is refused, saying what to lower" \
+  sh -c "test $rc -eq 1 && grep -q 'sequence state of 200000 positions' '$dir/e-ctx' && grep -q 'lower -c' '$dir/e-ctx'"
 "$bin" run -m "$dir/does-not-exist.gguf" -p hi >/dev/null 2>"$dir/e1"; rc=$?
 check "missing model: non-zero exit" test $rc -ne 0
 check "missing model: says it does not exist" grep -q "does not exist" "$dir/e1"
