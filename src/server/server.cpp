@@ -10,6 +10,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace deltafin::server {
@@ -48,12 +49,27 @@ bool same_key(const std::string& a, const std::string& b) {
 
 std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
+// OpenAI's tool_calls: [{id, type, function: {name, arguments}}], with the index of
+// each in a stream's delta.
+json tool_calls_json(const std::vector<ToolCall>& calls, bool delta) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c{{"id", make_id("call")}, {"type", "function"},
+           {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (delta) c["index"] = int(i);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // The replies of one request (its n choices) while they are generated.
 struct Replies {
   struct Choice {
-    Choice(std::shared_ptr<GenHandle> handle, ReasoningSplitter s) : h(std::move(handle)), split(std::move(s)) {}
+    Choice(std::shared_ptr<GenHandle> handle, ReasoningSplitter s, ToolFormat f)
+        : h(std::move(handle)), split(std::move(s)), tools(f) {}
     std::shared_ptr<GenHandle> h;
     ReasoningSplitter split;
+    ToolCallStream tools;  // streaming: holds a tool call's text until it is whole
     bool done = false;
     GenUpdate last;                // the final update, once done
     std::string reasoning, content;  // all of it (non-streaming responses)
@@ -72,11 +88,12 @@ struct Replies {
   // starts; the completion's offsets come after it.
   std::string echo_text;
   std::vector<size_t> echo_offsets;
+  ToolFormat tool_format = ToolFormat::None;  // the request has tools and the template teaches this format
   int64_t created = std::time(nullptr);
 
-  Replies(std::vector<std::shared_ptr<GenHandle>> handles, bool think, bool think_open, std::string rid)
-      : hs(std::move(handles)), id(std::move(rid)) {
-    for (auto& h : hs) choices.emplace_back(h, ReasoningSplitter(think, think_open));
+  Replies(std::vector<std::shared_ptr<GenHandle>> handles, bool think, bool think_open, ToolFormat f, std::string rid)
+      : hs(std::move(handles)), id(std::move(rid)), tool_format(f) {
+    for (auto& h : hs) choices.emplace_back(h, ReasoningSplitter(think, think_open), f);
   }
   void cancel() {
     for (auto& h : hs) h->cancel();
@@ -124,6 +141,7 @@ struct Server::Impl {
   ServerOptions opts;
   std::unique_ptr<ChatTemplate> tmpl;
   bool template_thinks = false;
+  ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
   Metrics metrics;
   httplib::Server http;
   std::atomic<bool> stopping{false};
@@ -139,7 +157,7 @@ struct Server::Impl {
   // Validated prompt + parameters -> queued request (g.n choices), answered by a
   // content provider.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
-                bool think, bool think_open, const std::string& prompt_param) {
+                bool think, bool think_open, const std::string& prompt_param, ToolFormat tools = ToolFormat::None) {
     const int n_ctx = sched.options().n_ctx;
     if (int64_t(prompt.size()) > n_ctx) {
       send_error(res, error(400,
@@ -176,7 +194,8 @@ struct Server::Impl {
                             busy ? "" : (g.n > 1 ? "n" : prompt_param)));
       return;
     }
-    auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
+    auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, tools,
+                                         make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
     ctx->echo_text = std::move(echo_text);
     ctx->echo_offsets = std::move(echo_offsets);
     const bool echo = g.echo;
@@ -232,7 +251,8 @@ struct Server::Impl {
               if (kind == Kind::Chat) {
                 if (!t.reasoning.empty())
                   out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
-                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
+                const std::string content = c.tools.push(t.content);
+                if (!content.empty()) out += chunk(index, json{{"content", content}}, nullptr, take_lps(c));
               } else if (!t.content.empty() || !t.reasoning.empty()) {
                 out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
               }
@@ -255,9 +275,19 @@ struct Server::Impl {
                 out += text_chunks(i, c, c.split.push(u.text));
                 if (!u.done) return;
                 out += text_chunks(i, c, c.split.finish());
+                std::string finish = openai_finish_reason(u.finish_reason);
+                if (kind == Kind::Chat) {
+                  std::string rest;
+                  const std::vector<ToolCall> calls = c.tools.finish(&rest);
+                  if (!rest.empty()) out += chunk(i, json{{"content", rest}}, nullptr, take_lps(c));
+                  if (!calls.empty()) {
+                    out += chunk(i, json{{"tool_calls", tool_calls_json(calls, true)}}, nullptr, take_lps(c));
+                    finish = "tool_calls";
+                  }
+                }
                 if (u.finish_reason == "error") failed = u.error;
                 else
-                  out += chunk(i, kind == Kind::Chat ? json::object() : json(""), openai_finish_reason(u.finish_reason),
+                  out += chunk(i, kind == Kind::Chat ? json::object() : json(""), finish,
                                c.lps.empty() ? json(nullptr) : take_lps(c));
               });
               if (!failed.empty()) {
@@ -316,15 +346,23 @@ struct Server::Impl {
               for (size_t i = 0; i < ctx->choices.size(); ++i) {
                 Replies::Choice& c = ctx->choices[i];
                 json choice{{"index", int(i)}};
+                std::string finish = openai_finish_reason(c.last.finish_reason);
                 if (kind == Kind::Chat) {
                   json msg{{"role", "assistant"}, {"content", c.content}};
+                  std::string before;
+                  std::vector<ToolCall> calls;
+                  if (parse_tool_calls(ctx->tool_format, c.content, &before, &calls)) {
+                    msg["content"] = before.empty() ? json(nullptr) : json(before);
+                    msg["tool_calls"] = tool_calls_json(calls, false);
+                    finish = "tool_calls";
+                  }
                   if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
                   choice["message"] = msg;
                 } else {
                   choice["text"] = ctx->echo_text + c.reasoning + c.content;
                 }
                 choice["logprobs"] = take_lps(c);
-                choice["finish_reason"] = openai_finish_reason(c.last.finish_reason);
+                choice["finish_reason"] = finish;
                 choices.push_back(choice);
               }
               body = head(kind == Kind::Chat ? "chat.completion" : "text_completion");
@@ -366,7 +404,8 @@ struct Server::Impl {
     std::vector<int32_t> rest = tok.encode(prompt, false, true);
     ids.insert(ids.end(), rest.begin(), rest.end());
     const bool think = opts.reasoning && template_thinks;
-    generate(res, Kind::Chat, std::move(ids), cr.gen, think, think && prompt_opens_think(prompt), "messages");
+    generate(res, Kind::Chat, std::move(ids), cr.gen, think, think && prompt_opens_think(prompt), "messages",
+             cr.tools.is_array() && !cr.tools.empty() ? tool_format : ToolFormat::None);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
@@ -479,6 +518,7 @@ Result<int> Server::bind() {
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
   s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
   s.template_thinks = src.find("<think>") != std::string::npos;
+  s.tool_format = tool_format_of(src);
   s.routes();
   int port = s.opts.port;
   if (port == 0) {
