@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "cache/fs.h"
+
 namespace deltafin {
 
 namespace {
@@ -40,18 +42,6 @@ class Fd {
   int fd_;
 };
 
-bool pread_all(int fd, char* dst, uint64_t n, uint64_t off) {
-  while (n > 0) {
-    ssize_t r = ::pread(fd, dst, n, off_t(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    dst += r;
-    n -= uint64_t(r);
-    off += uint64_t(r);
-  }
-  return true;
-}
-
 EntryRead corrupt(std::string why) { return {EntryState::Corrupt, std::move(why)}; }
 
 // Opens and checks the header; fills h.
@@ -64,7 +54,7 @@ EntryRead open_checked(const std::string& path, RawHeader* h, int* fd_out) {
   *fd_out = fd;
   struct stat st;
   if (::fstat(fd, &st) != 0) return corrupt("cannot stat");
-  if (!pread_all(fd, reinterpret_cast<char*>(h), sizeof *h, 0)) return corrupt("shorter than its header");
+  if (!pread_full(fd, reinterpret_cast<char*>(h), sizeof *h, 0)) return corrupt("shorter than its header");
   if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return corrupt("bad magic");
   if (XXH3_64bits(h, kHashedHeader) != h->header_hash) return corrupt("header checksum mismatch");
   uint64_t total = kEntryHeaderBytes;
@@ -88,7 +78,7 @@ EntryRead read_payload(int fd, const RawHeader& h, char* const dst[kExpertParts]
       scratch.resize(h.bytes[p]);
       d = scratch.data();
     }
-    ok = pread_all(fd, d, h.bytes[p], pos);
+    ok = pread_full(fd, d, h.bytes[p], pos);
     if (ok) XXH3_64bits_update(s, d, h.bytes[p]);
     pos += h.bytes[p];
   }

@@ -89,6 +89,19 @@ Status write_file_atomic(const std::string& path, const std::string& tmp_dir,
   return {};
 }
 
+bool pread_full(int fd, void* dst, uint64_t n, uint64_t off) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, off_t(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= uint64_t(r);
+    off += uint64_t(r);
+  }
+  return true;
+}
+
 Result<std::string> read_small_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return make_error("cannot open '{}': {}", path, std::strerror(errno));

@@ -29,6 +29,9 @@ std::string temp_path(const std::string& tmp_dir);
 int remove_stale_temps(const std::string& tmp_dir);
 
 Result<std::string> read_small_file(const std::string& path);  // whole file (metadata)
+// Reads exactly n bytes at `off` (retrying short reads and EINTR); false on an error
+// or end of file first.
+bool pread_full(int fd, void* dst, uint64_t n, uint64_t off);
 
 // An flock(2) on a lock file, released by the destructor (or when the process dies).
 class FileLock {

@@ -29,20 +29,6 @@ void put_pod(std::string& s, const T& v) {
 
 int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 
-// Reads exactly n bytes at `off`.
-bool read_at(int fd, uint64_t off, void* dst, size_t n) {
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, off_t(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-    off += uint64_t(r);
-  }
-  return true;
-}
-
 // The header of an entry file: its model identity and tokens. False when the file
 // is not an entry of this format.
 bool read_header(const std::string& path, std::string* id, std::vector<int32_t>* tokens) {
@@ -51,15 +37,15 @@ bool read_header(const std::string& path, std::string* id, std::vector<int32_t>*
   char magic[8];
   uint32_t version = 0, id_len = 0;
   uint64_t n = 0;
-  bool ok = read_at(fd, 0, magic, 8) && std::memcmp(magic, kMagic, 8) == 0 && read_at(fd, 8, &version, 4) &&
-            version == kVersion && read_at(fd, 12, &id_len, 4) && id_len <= 4096;
+  bool ok = pread_full(fd, magic, 8, 0) && std::memcmp(magic, kMagic, 8) == 0 && pread_full(fd, &version, 4, 8) &&
+            version == kVersion && pread_full(fd, &id_len, 4, 12) && id_len <= 4096;
   if (ok) {
     id->resize(id_len);
-    ok = read_at(fd, 16, id->data(), id_len) && read_at(fd, 16 + id_len, &n, 8) && n > 0 && n <= kMaxTokens;
+    ok = pread_full(fd, id->data(), id_len, 16) && pread_full(fd, &n, 8, 16 + id_len) && n > 0 && n <= kMaxTokens;
   }
   if (ok) {
     tokens->resize(size_t(n));
-    ok = read_at(fd, 24 + id_len, tokens->data(), size_t(n) * sizeof(int32_t));
+    ok = pread_full(fd, tokens->data(), size_t(n) * sizeof(int32_t), 24 + id_len);
   }
   ::close(fd);
   return ok;

@@ -136,15 +136,19 @@ Reply run_one(Scheduler& sched, GenRequest r) {
   out.n_cached = u.n_cached;
   return out;
 }
+
+class LogprobsOnTiny : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok)); }
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+};
 }  // namespace
 
 // Each reported logprob is the log-softmax of the logits the model gives for that
 // position when the prompt and the tokens before it are evaluated alone, whether the
 // scheduler guessed the tokens (speculation) or not; the tokens spell the text.
-TEST(Logprobs, SchedulerReportsTheModelsLogits) {
-  std::unique_ptr<Engine> engine;
-  std::optional<Tokenizer> tok;
-  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
+TEST_F(LogprobsOnTiny, SchedulerReportsTheModelsLogits) {
   Model& m = engine->model();
   const int64_t V = m.info().n_vocab;
   const std::vector<int32_t> prompt = tok->encode("one two three one two three one two", true, true);
@@ -203,10 +207,7 @@ TEST(Logprobs, SchedulerReportsTheModelsLogits) {
 
 // A stop string ends the text and the logprobs: the last token reported is the one
 // whose text the cut falls in, none after it.
-TEST(Logprobs, StopStringCutsTheTokensWithTheText) {
-  std::unique_ptr<Engine> engine;
-  std::optional<Tokenizer> tok;
-  ASSERT_NO_FATAL_FAILURE(open_tiny(1, &engine, &tok));
+TEST_F(LogprobsOnTiny, StopStringCutsTheTokensWithTheText) {
   SchedulerOptions so;
   so.n_ctx = 128;
   Scheduler sched(engine->model(), *tok, so);
@@ -245,10 +246,7 @@ TEST(Logprobs, StopStringCutsTheTokensWithTheText) {
 // them, over steps of kPromptLogprobRows tokens next to another request; the prompt
 // cache is not used for them (it holds no logits), and max_tokens 0 stops after the
 // prompt.
-TEST(Logprobs, PromptTokensAsOnePassGivesThem) {
-  std::unique_ptr<Engine> engine;
-  std::optional<Tokenizer> tok;
-  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &engine, &tok));
+TEST_F(LogprobsOnTiny, PromptTokensAsOnePassGivesThem) {
   Model& m = engine->model();
   const int64_t V = m.info().n_vocab;
   std::vector<int32_t> prompt = tok->encode("one two three four five six seven eight nine ten", true, true);
