@@ -87,7 +87,7 @@ class Ds2State final : public KvState {
       return false;
     h_pos0 = pos0;
     mtp_len = len;
-    return true;
+    return pos0 >= 0 && len >= 0 && len <= n_past && pos0 + rows() <= n_past;
   }
 };
 

@@ -97,7 +97,7 @@ class State final : public KvState {
     uint32_t n = 0;
     if (!KvState::load_from(r) || !r.pod(&n) || n != kda_layers.size()) return false;
     for (int il : kda_layers)
-      if (!kda[size_t(il)].load(r)) return false;
+      if (!kda[size_t(il)].load(r) || kda[size_t(il)].pos() != n_past) return false;  // every layer at n_past
     return true;
   }
 };

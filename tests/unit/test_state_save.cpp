@@ -104,6 +104,36 @@ TEST_P(StateSave, BytesThatDoNotFitAreAnError) {
   EXPECT_FALSE(model.new_state(16)->load(bytes).ok()) << "20 positions into a context of 16";
 }
 
+// Damaged bytes (a disk entry's checksum is what catches those; this is the next
+// line of defence): a load either fails or gives a state the model can run on.
+TEST_P(StateSave, DamagedBytesNeverBreakTheModel) {
+  auto engine = open_arch(GetParam());
+  ASSERT_TRUE(engine);
+  Model& model = engine->model();
+  std::vector<int32_t> ids(12, 5);
+  std::vector<float> logits(size_t(model.info().n_vocab));
+  auto st = model.new_state(32);
+  ASSERT_TRUE(model.forward(*st, ids.data(), 12, logits.data(), false).ok());
+  st->pin();
+  const std::string bytes = st->save();
+  uint64_t x = 88172645463325252ull;
+  int loaded = 0;
+  for (int i = 0; i < 300; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::string bad = bytes;
+    // Mostly the leading counts and lengths, where a bad value could do harm.
+    const size_t at = i % 2 ? size_t(x % std::min<size_t>(bad.size(), 64)) : size_t(x % bad.size());
+    bad[at] = char(uint8_t(bad[at]) ^ uint8_t(1u << (x >> 60 & 7)));
+    auto fresh = model.new_state(32);
+    if (!fresh->load(bad).ok()) continue;
+    ++loaded;
+    ASSERT_LE(fresh->n_past, 32);
+    const int32_t tok = 3;
+    if (fresh->n_past < 32) EXPECT_TRUE(model.forward(*fresh, &tok, 1, logits.data(), false).ok());
+  }
+  EXPECT_GT(loaded, 0) << "flipped float bits load (and run)";
+}
+
 // Another architecture's state does not load.
 TEST(StateSaveAcross, AnotherArchitecturesStateIsRefused) {
   auto q = open_arch({"qwen3moe", 0});
