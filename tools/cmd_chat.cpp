@@ -93,7 +93,8 @@ Command add_chat(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             // The conversation's state comes out of --mem like everything else.
-            if (auto r = engine->reserve_states(o->ctx, 1); !r.ok()) {
+            // (Half the reserve holds it; a longer context takes the rest from the expert cache.)
+            if (auto r = engine->reserve_states(o->ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
               fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
               return 1;
             }

@@ -75,7 +75,8 @@ Command add_run(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
             // The sequence's state comes out of --mem like everything else.
-            if (auto r = engine->reserve_states(o->ctx, 1); !r.ok()) {
+            // (Half the reserve holds it; a longer context takes the rest from the expert cache.)
+            if (auto r = engine->reserve_states(o->ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
               fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
               return 1;
             }

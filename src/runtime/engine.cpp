@@ -15,6 +15,12 @@ constexpr double kReserveShare = 0.03;
 
 uint64_t default_reserve_bytes(uint64_t mem) { return kReserveBase + uint64_t(double(mem) * kReserveShare); }
 
+uint64_t effective_reserve_bytes(const EngineOptions& opts) {
+  if (opts.reserve_bytes) return opts.reserve_bytes;
+  return default_reserve_bytes(opts.mem_bytes == EngineOptions::kMemAuto || opts.mem_bytes == 0 ? default_mem_budget()
+                                                                                                : opts.mem_bytes);
+}
+
 namespace {
 
 // The store for a memory budget: null (resident) when auto and the model fits,
@@ -109,11 +115,12 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   return e;
 }
 
-Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states) {
+Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states, uint64_t covered) {
   const uint64_t one = model_->state_bytes(n_ctx);
   if (streaming_ == nullptr || n_states <= 0) return one;
   const uint64_t all = one * uint64_t(n_states);
-  auto r = streaming_->reserve_memory(all);
+  if (all <= covered) return one;
+  auto r = streaming_->reserve_memory(all - covered);
   if (!r.ok())
     return make_error("{} of {} positions take{} {:.1f} MiB{}: {}",
                       n_states == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n_states),

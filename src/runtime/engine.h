@@ -43,6 +43,9 @@ struct EngineOptions {
 // The part of a --mem budget kept out of the expert cache for the KV cache,
 // activations and the program when EngineOptions::reserve_bytes is 0: 64 MiB + 3%.
 uint64_t default_reserve_bytes(uint64_t mem);
+// The reserve `opts` gives the engine: reserve_bytes, else the default for its budget
+// (for kMemAuto, the budget default_mem_budget() picks).
+uint64_t effective_reserve_bytes(const EngineOptions& opts);
 
 class Engine {
  public:
@@ -61,7 +64,9 @@ class Engine {
   // cache (StreamingExpertStore::reserve_memory), so that the budget bounds a
   // server's batch as well; an error naming the sizes when the cache is too small.
   // Returns what one state takes (nothing is taken when the experts are resident).
-  Result<uint64_t> reserve_states(int n_ctx, int n_states);
+  // covered: bytes of them the reserve already holds (a single command's state fits
+  // in it unless its context is long); only the rest is taken.
+  Result<uint64_t> reserve_states(int n_ctx, int n_states, uint64_t covered = 0);
 
  private:
   std::unique_ptr<ThreadPool> pool_;
