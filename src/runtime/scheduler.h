@@ -231,6 +231,7 @@ class Scheduler {
   void park(Kept k);
   void note_parked();  // the parked states' count and bytes into stats_
   void to_disk(const Kept& k);  // writes a state being dropped to the disk tier, if any
+  void note_disk();  // the disk tier's count and bytes into stats_
 
   Model& model_;
   const Tokenizer& tok_;
