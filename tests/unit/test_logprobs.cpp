@@ -167,7 +167,9 @@ TEST_F(LogprobsOnTiny, SchedulerReportsTheModelsLogits) {
       r.logprobs = 4;
       replies.push_back(run_one(sched, r));
     }
-    if (spec_max > 0) EXPECT_GT(sched.stats().drafted, 0u);
+    if (spec_max > 0) {
+      EXPECT_GT(sched.stats().drafted, 0u);
+    }
   }
   for (size_t i = 0; i < replies.size(); ++i) {
     const Reply& rep = replies[i];
@@ -194,7 +196,9 @@ TEST_F(LogprobsOnTiny, SchedulerReportsTheModelsLogits) {
       EXPECT_EQ(got.logprob, want.logprob) << "reply " << i << " token " << k;
       EXPECT_EQ(got.top, want.top) << "reply " << i << " token " << k;
       EXPECT_EQ(got.offset, offsets[k]) << "reply " << i << " token " << k;
-      if (i % 2 == 0) EXPECT_EQ(got.top[0].first, got.id) << "greedy takes the most likely token";
+      if (i % 2 == 0) {
+        EXPECT_EQ(got.top[0].first, got.id) << "greedy takes the most likely token";
+      }
       ASSERT_TRUE(m.forward(*st, &ids[k], 1, logits.data(), false).ok());
     }
   }

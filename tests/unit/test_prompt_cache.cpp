@@ -120,7 +120,9 @@ TEST_P(PromptCache, ContinuedDivergedAndRepeatedPromptsMatchAFreshState) {
     ASSERT_NE(p3[2], p1[2]);
     auto [t3, c3] = ask(sched, p3, 8);
     EXPECT_EQ(t3, alone(p3, 8));
-    if (kda) EXPECT_EQ(c3, 0) << "a KDA state cannot roll back past its window";
+    if (kda) {
+      EXPECT_EQ(c3, 0) << "a KDA state cannot roll back past its window";
+    }
     else EXPECT_EQ(c3, 2);
 
     // The same prompt again: all but its last token (whose logits are needed).
@@ -206,7 +208,9 @@ TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
   EXPECT_EQ(text_a, want_a) << "the copy leaves the running sequence as it was";
   const int shared = int(system.size());  // the suffixes' first tokens differ
   ASSERT_NE(pa[system.size()], pb[system.size()]);
-  if (kda) EXPECT_TRUE(cached_b == shared || cached_b == 0) << cached_b;
+  if (kda) {
+    EXPECT_TRUE(cached_b == shared || cached_b == 0) << cached_b;
+  }
   else EXPECT_EQ(cached_b, shared);
 }
 

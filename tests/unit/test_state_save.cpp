@@ -129,7 +129,9 @@ TEST_P(StateSave, DamagedBytesNeverBreakTheModel) {
     ++loaded;
     ASSERT_LE(fresh->n_past, 32);
     const int32_t tok = 3;
-    if (fresh->n_past < 32) EXPECT_TRUE(model.forward(*fresh, &tok, 1, logits.data(), false).ok());
+    if (fresh->n_past < 32) {
+      EXPECT_TRUE(model.forward(*fresh, &tok, 1, logits.data(), false).ok());
+    }
   }
   EXPECT_GT(loaded, 0) << "flipped float bits load (and run)";
 }

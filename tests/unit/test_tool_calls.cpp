@@ -94,7 +94,7 @@ TEST(ToolCalls, VariantsAndMalformedReplies) {
   EXPECT_EQ(calls[1].name, "g");
   EXPECT_EQ(calls[1].arguments, "{}");
   // Not calls: no tag, bad JSON, no name, text after a call, another format.
-  for (const std::string bad : {std::string("just text"), std::string("<tool_call>{\"name\": </tool_call>"),
+  for (const std::string& bad : {std::string("just text"), std::string("<tool_call>{\"name\": </tool_call>"),
                                 std::string("<tool_call>{\"arguments\": {}}</tool_call>"),
                                 std::string("<tool_call>{\"name\": \"f\"}</tool_call> and more"),
                                 std::string("<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>")}) {
