@@ -245,12 +245,16 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("matmul16/" + n + "/mt").c_str(), bm_matmul, t, 16, true, all)->UseRealTime();
   }
   // A decode step's routed expert serves 1-4 rows (one per sequence that chose it): the
-  // cost per row by rows, weights in L2 (GFLOP/s equal across n: no sharing).
+  // cost per row by rows (GFLOP/s equal across n: no sharing), weights in L2 and from
+  // memory (256 MiB or more, as an expert just read into the RAM cache).
   for (DType t : {DType::Q8_0, DType::Q4_K})
     for (int64_t n = 1; n <= 4; ++n) {
       const int64_t in_l2 = int64_t((size_t(256) << 10) / dtype_row_bytes(t, kCols));
       benchmark::RegisterBenchmark(("rows_l2/" + std::string(dtype_name(t)) + "/n" + std::to_string(n) + "/1t").c_str(),
                                    bm_matmul, t, n, false, in_l2)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("rows_mem/" + std::string(dtype_name(t)) + "/n" + std::to_string(n) + "/1t").c_str(),
+                                   bm_matmul, t, n, false, int64_t(64) << 10)
           ->UseRealTime();
     }
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::F16})
