@@ -201,10 +201,9 @@ struct Server::Impl {
     const bool echo = g.echo;
     const std::string model = opts.model_id;
     const auto heartbeat = opts.heartbeat;
-    // A choice's logprobs not sent yet as JSON (null when the request wants none),
-    // then forgotten.
     const bool want_lps = g.logprobs >= 0;
-    // (the first n of them: the prompt's, for the echo chunk).
+    // A choice's logprobs not sent yet (or the first n: the prompt's, for the echo
+    // chunk) as JSON, then forgotten; null when the request wants none.
     auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c, size_t n = SIZE_MAX) -> json {
       if (!want_lps) return nullptr;
       PieceFn piece = [t](int32_t id) { return t->piece(id, false); };
