@@ -5,14 +5,14 @@ namespace deltafin::server {
 namespace {
 const std::string kOpen = "<think>", kClose = "</think>";
 
-// Length of the longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_tag(const std::string& s, const std::string& tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.compare(s.size() - n, n, tag, 0, n) == 0) return n;
-  return 0;
-}
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 }  // namespace
+
+size_t partial_tag(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  return 0;
+}
 
 bool prompt_opens_think(const std::string& prompt) {
   const size_t open = prompt.rfind(kOpen);

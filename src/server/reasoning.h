@@ -8,6 +8,7 @@
 // chat template opened it), at the first generated character. Single-threaded.
 #pragma once
 #include <string>
+#include <string_view>
 
 namespace deltafin::server {
 
@@ -29,6 +30,10 @@ class ReasoningSplitter {
   bool trim_content_ = false;  // drop whitespace at the start of the answer
   std::string buf_;
 };
+
+// Length of the longest suffix of `s` that is a proper prefix of `tag`: what a
+// streamed piece must hold back because a tag may begin there.
+size_t partial_tag(std::string_view s, std::string_view tag);
 
 // True when `prompt` ends inside an unclosed <think> (after its last </think>, if any).
 bool prompt_opens_think(const std::string& prompt);

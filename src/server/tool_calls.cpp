@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
+#include "server/reasoning.h"
 
 namespace deltafin::server {
 
@@ -74,12 +74,7 @@ std::string ToolCallStream::push(const std::string& content) {
     return out;
   }
   // Hold back a tail that could be the start of the tag.
-  size_t keep = 0;
-  for (size_t n = std::min(held_.size(), kOpen.size() - 1); n > 0; --n)
-    if (std::string_view(held_).substr(held_.size() - n) == kOpen.substr(0, n)) {
-      keep = n;
-      break;
-    }
+  const size_t keep = partial_tag(held_, kOpen);
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;
