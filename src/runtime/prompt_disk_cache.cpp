@@ -29,26 +29,32 @@ void put_pod(std::string& s, const T& v) {
 
 int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 
-// The header of an entry file: its model identity and tokens. False when the file
-// is not an entry of this format.
-bool read_header(const std::string& path, std::string* id, std::vector<int32_t>* tokens) {
+// What read_header found.
+enum class Header { Ok, Foreign, Damaged };
+
+// The header of an entry file: its model identity and tokens. Foreign: not an entry
+// of this format version (another deltafin's; left alone); Damaged: one of ours that
+// cannot be read.
+Header read_header(const std::string& path, std::string* id, std::vector<int32_t>* tokens) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) return Header::Foreign;
   char magic[8];
   uint32_t version = 0, id_len = 0;
   uint64_t n = 0;
-  bool ok = pread_full(fd, magic, 8, 0) && std::memcmp(magic, kMagic, 8) == 0 && pread_full(fd, &version, 4, 8) &&
-            version == kVersion && pread_full(fd, &id_len, 4, 12) && id_len <= 4096;
-  if (ok) {
-    id->resize(id_len);
-    ok = pread_full(fd, id->data(), id_len, 16) && pread_full(fd, &n, 8, 16 + id_len) && n > 0 && n <= kMaxTokens;
-  }
-  if (ok) {
-    tokens->resize(size_t(n));
-    ok = pread_full(fd, tokens->data(), size_t(n) * sizeof(int32_t), 24 + id_len);
+  Header h = Header::Foreign;
+  if (pread_full(fd, magic, 8, 0) && std::memcmp(magic, kMagic, 8) == 0 && pread_full(fd, &version, 4, 8) &&
+      version == kVersion) {
+    h = Header::Damaged;
+    if (pread_full(fd, &id_len, 4, 12) && id_len <= 4096) {
+      id->resize(id_len);
+      if (pread_full(fd, id->data(), id_len, 16) && pread_full(fd, &n, 8, 16 + id_len) && n > 0 && n <= kMaxTokens) {
+        tokens->resize(size_t(n));
+        if (pread_full(fd, tokens->data(), size_t(n) * sizeof(int32_t), 24 + id_len)) h = Header::Ok;
+      }
+    }
   }
   ::close(fd);
-  return ok;
+  return h;
 }
 
 std::string entry_name(const std::string& model_id, const std::vector<int32_t>& tokens) {
@@ -78,11 +84,14 @@ Result<std::unique_ptr<PromptDiskCache>> PromptDiskCache::open(const std::string
     en.path = dir + "/" + name;
     std::string id;
     struct stat st {};
-    if (::stat(en.path.c_str(), &st) != 0 || !read_header(en.path, &id, &en.tokens)) {
-      DF_LOG_WARN("prompt cache: '{}' is not a readable entry; removing it", en.path);
+    if (::stat(en.path.c_str(), &st) != 0) continue;
+    const Header h = read_header(en.path, &id, &en.tokens);
+    if (h == Header::Damaged) {
+      DF_LOG_WARN("prompt cache: '{}' is a damaged entry; removing it", en.path);
       ::unlink(en.path.c_str());
       continue;
     }
+    if (h == Header::Foreign) continue;  // another format version's: not ours to remove
     if (id != model_id) continue;  // another model's
     en.bytes = uint64_t(st.st_size);
     en.used_ns = mtime_ns(st);

@@ -329,6 +329,15 @@ TEST_P(PromptCache, DiskTierResumesConversationsAfterARestart) {
   auto other = PromptDiskCache::open(dir, "another model", 64 << 20);
   ASSERT_TRUE(other.ok());
   EXPECT_EQ((*other)->stats().entries, 0) << "another model's states are not offered";
+  // A file of another format version (a newer deltafin's) is neither used nor removed;
+  // one of ours cut inside its header is removed.
+  const std::string foreign = dir + "/0000000000000001.dfpc", cut = dir + "/0000000000000002.dfpc";
+  std::ofstream(foreign, std::ios::binary) << std::string("DFPCACHE\x02\x00\x00\x00", 12) << "later format";
+  std::ofstream(cut, std::ios::binary) << std::string("DFPCACHE\x01\x00\x00\x00\x04\x00", 14);
+  auto mixed = PromptDiskCache::open(dir, "tiny", 64 << 20);
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_TRUE(std::filesystem::exists(foreign));
+  EXPECT_FALSE(std::filesystem::exists(cut));
 }
 
 // n choices: the others continue from a copy of the first's state (SeqState::clone):
