@@ -4,7 +4,8 @@
 
 namespace deltafin {
 
-OutputText::OutputText(const Tokenizer& tok, std::vector<std::string> stop) : dec_(tok), stop_(std::move(stop)) {
+OutputText::OutputText(const Tokenizer& tok, std::vector<std::string> stop, std::vector<int32_t> shown)
+    : dec_(tok, false, std::move(shown)), stop_(std::move(stop)) {
   std::erase_if(stop_, [](const std::string& s) { return s.empty(); });
   for (const auto& s : stop_) max_stop_ = std::max(max_stop_, s.size());
 }

@@ -15,7 +15,8 @@ namespace deltafin {
 
 class OutputText {
  public:
-  OutputText(const Tokenizer& tok, std::vector<std::string> stop);
+  // shown: control tokens whose text is shown (StreamDecoder).
+  OutputText(const Tokenizer& tok, std::vector<std::string> stop, std::vector<int32_t> shown = {});
   // Adds a generated token; returns the text that can be shown now (maybe empty).
   // After a stop string appears, stopped() is true and the text before it has been
   // returned.

@@ -262,7 +262,7 @@ void Scheduler::loop() {
       if (!s->sampler) {
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
         for (int32_t id : s->req.prompt) s->sampler->accept(id);
-        s->out = std::make_unique<OutputText>(tok_, s->req.stop);
+        s->out = std::make_unique<OutputText>(tok_, s->req.stop, s->req.shown_tokens);
         s->logits.resize(size_t(model_.info().n_vocab));
         if (opts_.spec_max > 0) {
           std::vector<std::unique_ptr<Drafter>> d;

@@ -91,6 +91,9 @@ struct GenRequest {
   // once the prompt is in. The whole prompt is then evaluated (the prompt cache is not
   // used) in steps of at most kPromptLogprobRows tokens, and it takes one choice.
   bool prompt_logprobs = false;
+  // Control tokens whose text the reply shows (normally hidden): the markers a chat
+  // format's reply parser reads, such as <|tool_call_begin|> or Kimi K3's <|open|>.
+  std::vector<int32_t> shown_tokens;
 };
 
 // What arrived for a request since the last wait().

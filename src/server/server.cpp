@@ -10,6 +10,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/reasoning.h"
+#include "server/reply_parser.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
@@ -47,6 +48,12 @@ bool same_key(const std::string& a, const std::string& b) {
   return d == 0;
 }
 
+std::string trim_space(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \n\t\r");
+  if (a == std::string::npos) return {};
+  return s.substr(a, s.find_last_not_of(" \n\t\r") - a + 1);
+}
+
 std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
 // OpenAI's tool_calls: [{id, type, function: {name, arguments}}], with the index of
@@ -65,20 +72,20 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool delta) {
 // The replies of one request (its n choices) while they are generated.
 struct Replies {
   struct Choice {
-    Choice(std::shared_ptr<GenHandle> handle, ReasoningSplitter s, ToolFormat f)
-        : h(std::move(handle)), split(std::move(s)), tools(f) {}
+    Choice(std::shared_ptr<GenHandle> handle, const ReplyFormat& f) : h(std::move(handle)), reply(f) {}
     std::shared_ptr<GenHandle> h;
-    ReasoningSplitter split;
-    ToolCallStream tools;  // streaming: holds a tool call's text until it is whole
+    ReplyParser reply;  // the model's text -> reasoning, content, tool calls
     bool done = false;
     GenUpdate last;                // the final update, once done
     std::string reasoning, content;  // all of it (non-streaming responses)
+    std::vector<ToolCall> calls;
     std::vector<TokenLogprob> lps;   // logprobs: all (non-streaming) or those not sent yet
     bool echoed = false;             // streaming echo: the prompt's chunk is out
     bool prompt_in = false;          // the prompt's logprobs arrived (first in lps)
-    void add(const SplitText& t) {
+    void add(const ReplyPiece& t) {
       reasoning += t.reasoning;
       content += t.content;
+      calls.insert(calls.end(), t.calls.begin(), t.calls.end());
     }
   };
   std::vector<std::shared_ptr<GenHandle>> hs;
@@ -88,12 +95,11 @@ struct Replies {
   // starts; the completion's offsets come after it.
   std::string echo_text;
   std::vector<size_t> echo_offsets;
-  ToolFormat tool_format = ToolFormat::None;  // the request has tools and the template teaches this format
   int64_t created = std::time(nullptr);
 
-  Replies(std::vector<std::shared_ptr<GenHandle>> handles, bool think, bool think_open, ToolFormat f, std::string rid)
-      : hs(std::move(handles)), id(std::move(rid)), tool_format(f) {
-    for (auto& h : hs) choices.emplace_back(h, ReasoningSplitter(think, think_open), f);
+  Replies(std::vector<std::shared_ptr<GenHandle>> handles, const ReplyFormat& f, std::string rid)
+      : hs(std::move(handles)), id(std::move(rid)) {
+    for (auto& h : hs) choices.emplace_back(h, f);
   }
   void cancel() {
     for (auto& h : hs) h->cancel();
@@ -152,12 +158,24 @@ struct Server::Impl {
 
   // --- generation -------------------------------------------------------------
 
+  // The marker tokens a reply of this format is read by, where the vocabulary has
+  // them (control tokens are otherwise not shown).
+  std::vector<int32_t> shown_tokens(const ReplyFormat& f) const {
+    std::vector<std::string_view> texts;
+    if (f.think) texts = {"<think>", "</think>"};
+    for (std::string_view m : tool_markers(f.xtml ? ToolFormat::Xtml : f.tools)) texts.push_back(m);
+    std::vector<int32_t> ids;
+    for (std::string_view t : texts)
+      if (int32_t id = tok.vocab().find(t); id >= 0) ids.push_back(id);
+    return ids;
+  }
+
   enum class Kind { Chat, Completion };
 
   // Validated prompt + parameters -> queued request (g.n choices), answered by a
   // content provider.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
-                bool think, bool think_open, const std::string& prompt_param, ToolFormat tools = ToolFormat::None) {
+                const std::string& prompt_param, const ReplyFormat& format = {}) {
     const int n_ctx = sched.options().n_ctx;
     if (int64_t(prompt.size()) > n_ctx) {
       send_error(res, error(400,
@@ -175,6 +193,7 @@ struct Server::Impl {
     r.ignore_eos = g.ignore_eos;
     r.logprobs = g.logprobs;
     r.prompt_logprobs = g.echo && g.logprobs >= 0;
+    r.shown_tokens = shown_tokens(format);
     std::string echo_text;
     std::vector<size_t> echo_offsets;
     if (g.echo) {
@@ -194,8 +213,7 @@ struct Server::Impl {
                             busy ? "" : (g.n > 1 ? "n" : prompt_param)));
       return;
     }
-    auto ctx = std::make_shared<Replies>(std::move(hs), think, think_open, tools,
-                                         make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
+    auto ctx = std::make_shared<Replies>(std::move(hs), format, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
     ctx->echo_text = std::move(echo_text);
     ctx->echo_offsets = std::move(echo_offsets);
     const bool echo = g.echo;
@@ -245,13 +263,12 @@ struct Server::Impl {
               return sse(c);
             };
             // The choice's logprobs so far go with its first chunk of text.
-            auto text_chunks = [&](int index, Replies::Choice& c, const SplitText& t) {
+            auto text_chunks = [&](int index, Replies::Choice& c, const ReplyPiece& t) {
               std::string out;
               if (kind == Kind::Chat) {
                 if (!t.reasoning.empty())
                   out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
-                const std::string content = c.tools.push(t.content);
-                if (!content.empty()) out += chunk(index, json{{"content", content}}, nullptr, take_lps(c));
+                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
               } else if (!t.content.empty() || !t.reasoning.empty()) {
                 out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
               }
@@ -271,18 +288,14 @@ struct Server::Impl {
                   c.echoed = true;
                   out += chunk(i, ctx->echo_text, nullptr, take_lps(c, c.prompt_in ? ctx->echo_offsets.size() : 0));
                 }
-                out += text_chunks(i, c, c.split.push(u.text));
+                out += text_chunks(i, c, c.reply.push(u.text));
                 if (!u.done) return;
-                out += text_chunks(i, c, c.split.finish());
+                const ReplyPiece end = c.reply.finish();
+                out += text_chunks(i, c, end);
                 std::string finish = openai_finish_reason(u.finish_reason);
-                if (kind == Kind::Chat) {
-                  std::string rest;
-                  const std::vector<ToolCall> calls = c.tools.finish(&rest);
-                  if (!rest.empty()) out += chunk(i, json{{"content", rest}}, nullptr, take_lps(c));
-                  if (!calls.empty()) {
-                    out += chunk(i, json{{"tool_calls", tool_calls_json(calls, true)}}, nullptr, take_lps(c));
-                    finish = "tool_calls";
-                  }
+                if (kind == Kind::Chat && !end.calls.empty()) {
+                  out += chunk(i, json{{"tool_calls", tool_calls_json(end.calls, true)}}, nullptr, take_lps(c));
+                  finish = "tool_calls";
                 }
                 if (u.finish_reason == "error") failed = u.error;
                 else
@@ -318,9 +331,9 @@ struct Server::Impl {
           std::string failed;
           for (;;) {
             ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
-              c.add(c.split.push(u.text));
+              c.add(c.reply.push(u.text));
               if (!u.done) return;
-              c.add(c.split.finish());
+              c.add(c.reply.finish());
               if (u.finish_reason == "error") failed = u.error;
             });
             if (failed.empty() && !ctx->all_done()) {
@@ -348,11 +361,10 @@ struct Server::Impl {
                 std::string finish = openai_finish_reason(c.last.finish_reason);
                 if (kind == Kind::Chat) {
                   json msg{{"role", "assistant"}, {"content", c.content}};
-                  std::string before;
-                  std::vector<ToolCall> calls;
-                  if (parse_tool_calls(ctx->tool_format, c.content, &before, &calls)) {
+                  if (!c.calls.empty()) {
+                    const std::string before = trim_space(c.content);
                     msg["content"] = before.empty() ? json(nullptr) : json(before);
-                    msg["tool_calls"] = tool_calls_json(calls, false);
+                    msg["tool_calls"] = tool_calls_json(c.calls, false);
                     finish = "tool_calls";
                   }
                   if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
@@ -402,9 +414,18 @@ struct Server::Impl {
     if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());
     std::vector<int32_t> rest = tok.encode(prompt, false, true);
     ids.insert(ids.end(), rest.begin(), rest.end());
-    const bool think = opts.reasoning && template_thinks;
-    generate(res, Kind::Chat, std::move(ids), cr.gen, think, think && prompt_opens_think(prompt), "messages",
-             cr.tools.is_array() && !cr.tools.empty() ? tool_format : ToolFormat::None);
+    ReplyFormat f;
+    const bool has_tools = cr.tools.is_array() && !cr.tools.empty();
+    if (tool_format == ToolFormat::Xtml) {  // Kimi K3: the structure carries everything
+      f.xtml = true;
+      f.think = opts.reasoning;
+      f.xtml_open = xtml_open_tags(prompt);
+    } else {
+      f.think = opts.reasoning && template_thinks;
+      f.think_open = f.think && prompt_opens_think(prompt);
+      if (has_tools) f.tools = tool_format;
+    }
+    generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
@@ -413,7 +434,7 @@ struct Server::Impl {
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids = cr.prompt_tokens.empty() ? tok.encode(cr.prompt, true, true) : cr.prompt_tokens;
     if (ids.empty()) return send_error(res, error(400, "the prompt has no tokens", "invalid_request_error", "prompt"));
-    generate(res, Kind::Completion, std::move(ids), cr.gen, false, false, "prompt");
+    generate(res, Kind::Completion, std::move(ids), cr.gen, "prompt");
   }
 
   json model_json() const {

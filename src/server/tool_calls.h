@@ -1,21 +1,35 @@
-// Tool calls in a model's reply, turned into OpenAI's message.tool_calls: the Hermes
-// format that Qwen2.5/Qwen3 (and QwQ, Hermes 2/3) templates teach the model,
+// Tool calls in a model's reply, turned into OpenAI's message.tool_calls. The formats
+// the chat templates teach:
 //
-//   [content]<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>...
+//   Hermes (Qwen2.5/Qwen3, QwQ, Hermes 2/3):
+//     <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+//   Kimi K2:
+//     <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+//     <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+//   DeepSeek V3.1:
+//     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+//   DeepSeek V3.2/V4 (DSML, plain text):
+//     <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n
+//     <｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>
 //
-// A reply whose calls are not all well-formed (JSON with a string name) stays plain
-// content, as the model wrote it. Formats whose markers are control tokens the
-// detokenizer does not show (Kimi K2/K3, DeepSeek) are not recognised yet.
+// Calls follow the content, separated by whitespace only; a reply whose calls are not
+// all well-formed stays plain content, as the model wrote it. Markers that are control
+// tokens (Kimi K2's, DeepSeek's) must be shown by the detokenizer for this to see
+// them: tool_markers() lists them. Kimi K3's XTML replies are parsed by XtmlReply.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace deltafin::server {
 
-enum class ToolFormat { None, Hermes };
+enum class ToolFormat { None, Hermes, KimiK2, DeepSeek, Dsml, Xtml };
 
 // The format a chat template teaches (None: calls are not parsed).
 ToolFormat tool_format_of(const std::string& template_source);
+
+// The marker texts of a format (to show if they are control tokens).
+std::vector<std::string_view> tool_markers(ToolFormat f);
 
 struct ToolCall {
   std::string name;
@@ -23,11 +37,11 @@ struct ToolCall {
 };
 
 // Splits a whole reply into the content before the first call and the calls. False
-// (nothing set) when the reply has no call or one is not well-formed.
+// (nothing set) when the reply has no call or one is not well-formed. Not for Xtml.
 bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* content, std::vector<ToolCall>* calls);
 
 // The same on a streamed reply: content passes through until a call may begin (a
-// tag split across pieces is held back), everything from there is held until the
+// marker split across pieces is held back), everything from there is held until the
 // end, where it becomes the calls, or content again if they are not well-formed.
 class ToolCallStream {
  public:

@@ -427,7 +427,8 @@ const std::string& Tokenizer::text(int32_t id) const {
 const Vocab& Tokenizer::vocab() const { return *impl_->vocab; }
 
 std::string StreamDecoder::push(int32_t id) {
-  pending_ += tok_->piece(id, special_);
+  const bool show = special_ || std::find(shown_.begin(), shown_.end(), id) != shown_.end();
+  pending_ += tok_->piece(id, show);
   const size_t n = unicode::complete_utf8_prefix(pending_);
   std::string out = unicode::sanitize_utf8(std::string_view(pending_).substr(0, n));
   pending_.erase(0, n);

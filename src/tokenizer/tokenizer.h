@@ -81,10 +81,13 @@ class Tokenizer {
 // the text that is complete so far. It never returns part of a UTF-8 sequence:
 // an unfinished sequence at the end is held back until the next token completes
 // it, and bytes that can never form valid UTF-8 come out as U+FFFD. Pieces are
-// concatenated as they are (no clean-up of spaces).
+// concatenated as they are (no clean-up of spaces). Control tokens show as their text
+// when `special`, or when listed in `shown` (the markers a reply parser needs, such as
+// Kimi K3's <|open|>).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool special = false) : tok_(&tok), special_(special) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool special = false, std::vector<int32_t> shown = {})
+      : tok_(&tok), special_(special), shown_(std::move(shown)) {}
   std::string push(int32_t id);
   // The held-back rest (U+FFFD if it was an unfinished sequence); resets.
   std::string flush();
@@ -92,6 +95,7 @@ class StreamDecoder {
  private:
   const Tokenizer* tok_;
   bool special_;
+  std::vector<int32_t> shown_;
   std::string pending_;
 };
 

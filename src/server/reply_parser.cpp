@@ -1,0 +1,32 @@
+#include "server/reply_parser.h"
+
+namespace deltafin::server {
+
+ReplyParser::ReplyParser(const ReplyFormat& f)
+    : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools) {
+  if (f.xtml) xtml_.emplace(f.xtml_open, f.think);
+}
+
+ReplyPiece ReplyParser::push(const std::string& text) {
+  if (xtml_) {
+    SplitText t = xtml_->push(text);
+    return ReplyPiece{std::move(t.reasoning), std::move(t.content), {}};
+  }
+  SplitText t = split_.push(text);
+  return ReplyPiece{std::move(t.reasoning), tools_.push(t.content), {}};
+}
+
+ReplyPiece ReplyParser::finish() {
+  if (xtml_) {
+    SplitText t = xtml_->finish();
+    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->calls()};
+  }
+  SplitText t = split_.finish();
+  ReplyPiece out{std::move(t.reasoning), tools_.push(t.content), {}};
+  std::string rest;
+  out.calls = tools_.finish(&rest);
+  out.content += rest;
+  return out;
+}
+
+}  // namespace deltafin::server

@@ -1,0 +1,44 @@
+// One choice's reply as a chat client sees it: reasoning, content and tool calls, read
+// from the model's streamed text (with the format's marker tokens shown). The chat
+// template decides the format: <think> tags and tool calls in one of the ToolFormats,
+// or Kimi K3's XTML, where the structure carries all three.
+//
+// Streaming and whole responses use the same pieces: a non-streamed reply is what
+// the pieces add up to. Single-threaded.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/reasoning.h"
+#include "server/tool_calls.h"
+#include "server/xtml.h"
+
+namespace deltafin::server {
+
+struct ReplyFormat {
+  bool think = false;       // keep reasoning apart from content
+  bool think_open = false;  // the prompt ends inside <think>
+  ToolFormat tools = ToolFormat::None;  // calls to read (None: the request has no tools)
+  bool xtml = false;                    // Kimi K3: the reply is XTML
+  std::vector<std::string> xtml_open;   // xtml: the tags open at the prompt's end
+};
+
+struct ReplyPiece {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;  // only from finish()
+};
+
+class ReplyParser {
+ public:
+  explicit ReplyParser(const ReplyFormat& f);
+  ReplyPiece push(const std::string& text);  // what can be sent now
+  ReplyPiece finish();                       // the rest, and the calls
+
+ private:
+  std::optional<XtmlReply> xtml_;
+  ReasoningSplitter split_;
+  ToolCallStream tools_;
+};
+
+}  // namespace deltafin::server

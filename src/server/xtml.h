@@ -1,0 +1,58 @@
+// Kimi K3's replies (XTML): the structure is marked with the control tokens <|open|>,
+// <|close|> and <|sep|> (which the detokenizer must show for this to see them):
+//
+//   <|open|>think<|sep|>reasoning<|close|>think<|sep|>
+//   <|open|>response<|sep|>answer<|close|>response<|sep|>
+//   <|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|>
+//     <|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>
+//     (or the whole object: <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>)
+//   <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
+//
+// XtmlReply routes a streamed reply: text in `think` is reasoning, text elsewhere
+// (normally in `response`) is content, the markers are dropped, and each `call`
+// becomes a ToolCall (arguments typed by their `type`: string values stay text, others
+// are JSON). A call the reply leaves unfinished, or one without a tool name, comes
+// back as content at the end, markers and all. Single-threaded.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/reasoning.h"
+#include "server/tool_calls.h"
+
+namespace deltafin::server {
+
+// The tags open at the end of `text` (a rendered prompt), outermost first: where the
+// reply starts, e.g. {"message", "think"}.
+std::vector<std::string> xtml_open_tags(std::string_view text);
+
+class XtmlReply {
+ public:
+  // open: xtml_open_tags() of the prompt. reasoning = false: thinking is content too.
+  XtmlReply(std::vector<std::string> open, bool reasoning);
+  SplitText push(const std::string& text);
+  // At the end: what was held back, and an unfinished call as content.
+  SplitText finish();
+  const std::vector<ToolCall>& calls() const { return calls_; }
+
+ private:
+  void text(std::string_view s, SplitText* out);
+  void pop();
+
+  std::vector<std::string> stack_;
+  bool reasoning_;
+  std::string buf_;
+  // The call being read: its raw text (for an unfinished one), name, arguments, and the
+  // value being read (an argument's or a json block's).
+  bool in_call_ = false;
+  std::string call_raw_, call_name_;
+  nlohmann::ordered_json args_;
+  std::string value_, arg_key_, arg_type_;
+  std::vector<ToolCall> calls_;
+  std::string unnamed_;  // calls without a tool name, as written: content at the end
+};
+
+}  // namespace deltafin::server

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# deltafin serve with Kimi K3's chat template (XTML replies): the thinking the prompt
+# opens comes back as reasoning_content, with `thinking: false` the reply is content;
+# a conversation with tool calls and their results renders; streamed equals whole.
+# (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
+# the tiny model writes no calls.)
+# usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1; src=$2; build=$3; name=serve-formats
+command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skip: needs curl and python3"; exit 77; }
+source "$src/tests/e2e/serve/common.sh"
+tmpl=$shared/templates/Kimi-K3.jinja
+[ -f "$tmpl" ] || { echo "skip: $tmpl missing"; exit 77; }
+start_server --parallel 2 -c 2048
+
+req() { curl -s -o "$dir/body" -w '%{http_code}' -X POST "$base$1" -H 'Content-Type: application/json' -d "$2"; }
+py() { python3 -c "import json,sys; j=json.load(open('$dir/body')); sys.exit(0 if ($1) else 1)"; }
+msgs='[{"role":"user","content":"Hello there"}]'
+
+check "thinking (the template's default): 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":12,\"temperature\":0}")" = 200
+check "thinking: the text is reasoning_content" py "len(j['choices'][0]['message']['reasoning_content']) > 0 and not j['choices'][0]['message']['content']"
+cp "$dir/body" "$dir/whole.json"
+check "no XTML marker in it" py "'<|' not in j['choices'][0]['message']['reasoning_content']"
+
+check "thinking false: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":12,\"temperature\":0,\"chat_template_kwargs\":{\"thinking\":false}}")" = 200
+check "thinking false: the text is content" py "len(j['choices'][0]['message']['content']) > 0 and 'reasoning_content' not in j['choices'][0]['message']"
+
+body="{\"messages\":$msgs,\"max_tokens\":12,\"temperature\":0,\"stream\":true}"
+curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" >"$dir/stream"
+check "streamed reasoning equals the whole reply's" python3 -c "
+import json,sys
+r=''; c=''
+for l in open('$dir/stream'):
+    if l.startswith('data: {'):
+        d=json.loads(l[6:])['choices'][0]['delta']
+        r+=d.get('reasoning_content') or ''; c+=d.get('content') or ''
+whole=json.load(open('$dir/whole.json'))['choices'][0]['message']['reasoning_content']
+sys.exit(0 if r == whole and c == '' else 1)"
+
+tools='[{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]'
+history='[{"role":"user","content":"Weather in Paris?"},
+ {"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
+ {"role":"tool","tool_call_id":"c1","content":"sunny, 21 C"}]'
+check "a conversation with a tool call and its result: 200" test "$(req /v1/chat/completions "{\"messages\":$history,\"tools\":$tools,\"max_tokens\":6,\"temperature\":0}")" = 200
+check "  answered in the chat shape" py "j['choices'][0]['message']['role'] == 'assistant' and j['usage']['prompt_tokens'] > 100"
+
+stop_server
+exit $fail

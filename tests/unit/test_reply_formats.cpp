@@ -1,0 +1,223 @@
+// Replies in the chat formats of Kimi K2, Kimi K3 (XTML) and DeepSeek V3.1/V3.2: what
+// each real template renders from an assistant message (reasoning, content, tool
+// calls) reads back into the same message, whole and streamed in pieces cut at every
+// position; with the detokenizer showing the markers' control tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "format/gguf.h"
+#include "gen_wait.h"
+#include "io/byte_source.h"
+#include "server/reply_parser.h"
+#include "tiny_engine.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace deltafin;
+using namespace deltafin::server;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string read_template(const std::string& name) {
+  std::ifstream f(std::filesystem::path(DELTAFIN_SHARED_DIR) / "templates" / name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const json kCalls = json::parse(R"([
+    {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris \"Nord\" & Sud", "days": 2, "hourly": true}}},
+    {"id": "b", "type": "function", "function": {"name": "now", "arguments": {}}}])");
+const json kTools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {}}},
+                                   {"type": "function", "function": {"name": "now", "parameters": {}}}])");
+
+struct Rendered {
+  std::string prompt;  // up to the generation prompt
+  std::string reply;   // what the model writes after it
+};
+
+// The conversation up to the assistant's turn (with the generation prompt), and the
+// text the template renders for `assistant` after it, up to `end_of_turn`. Where the
+// template renders a past turn unlike the generation prompt (DeepSeek V3.2 closes the
+// think block there), the reply starts after the last `opens` instead.
+Rendered render(const std::string& name, const json& assistant, const json& extra, const std::string& end_of_turn,
+                const std::string& opens = {}) {
+  auto t = ChatTemplate::parse(read_template(name));
+  EXPECT_TRUE(t.ok()) << t.error().message;
+  const json user = json{{"role", "user"}, {"content", "Weather in Paris?"}};
+  auto prompt = t->apply(json::array({user}), kTools, true, extra);
+  auto full = t->apply(json::array({user, assistant}), kTools, false, extra);
+  EXPECT_TRUE(prompt.ok() && full.ok());
+  Rendered r{*prompt, *full};
+  if (!opens.empty()) {
+    r.reply.erase(0, r.reply.rfind(opens) + opens.size());
+  } else {
+    EXPECT_EQ(r.reply.compare(0, r.prompt.size(), r.prompt), 0) << name << ": the history does not extend the prompt\n"
+                                                                 << r.prompt << "\n---\n" << r.reply;
+    r.reply.erase(0, r.prompt.size());
+  }
+  const size_t end = r.reply.rfind(end_of_turn);
+  if (end != std::string::npos) r.reply.resize(end);
+  return r;
+}
+
+// Feeds `text` in pieces of `every` bytes.
+ReplyPiece read(const ReplyFormat& f, const std::string& text, size_t every) {
+  ReplyParser p(f);
+  ReplyPiece all;
+  auto add = [&](const ReplyPiece& t) {
+    all.reasoning += t.reasoning;
+    all.content += t.content;
+    all.calls.insert(all.calls.end(), t.calls.begin(), t.calls.end());
+  };
+  for (size_t i = 0; i < text.size(); i += every) add(p.push(text.substr(i, every)));
+  add(p.finish());
+  return all;
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \n");
+  return a == std::string::npos ? "" : s.substr(a, s.find_last_not_of(" \n") - a + 1);
+}
+
+// The reply read back at every cut gives `reasoning`, `content` and kCalls.
+void expect_reads_back(const ReplyFormat& f, const std::string& reply, const std::string& reasoning,
+                       const std::string& content) {
+  for (size_t every = 1; every <= reply.size(); ++every) {
+    const ReplyPiece got = read(f, reply, every);
+    ASSERT_EQ(got.calls.size(), 2u) << "pieces of " << every << "\n" << reply;
+    EXPECT_EQ(got.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(got.calls[0].arguments), kCalls[0]["function"]["arguments"]) << got.calls[0].arguments;
+    EXPECT_EQ(got.calls[1].name, "now");
+    EXPECT_EQ(got.calls[1].arguments, "{}");
+    EXPECT_EQ(trim(got.reasoning), reasoning) << "pieces of " << every;
+    EXPECT_EQ(trim(got.content), content) << "pieces of " << every;
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+}  // namespace
+
+TEST(ReplyFormats, FormatOfTheTemplate) {
+  EXPECT_EQ(tool_format_of(read_template("Kimi-K3.jinja")), ToolFormat::Xtml);
+  EXPECT_EQ(tool_format_of(read_template("Kimi-K2-Instruct.jinja")), ToolFormat::KimiK2);
+  EXPECT_EQ(tool_format_of(read_template("Kimi-K2-Thinking.jinja")), ToolFormat::KimiK2);
+  EXPECT_EQ(tool_format_of(read_template("moonshotai-Kimi-K2.jinja")), ToolFormat::KimiK2);
+  EXPECT_EQ(tool_format_of(read_template("deepseek-ai-DeepSeek-V3.1.jinja")), ToolFormat::DeepSeek);
+  EXPECT_EQ(tool_format_of(read_template("deepseek-ai-DeepSeek-V3.2.jinja")), ToolFormat::Dsml);
+  EXPECT_EQ(tool_format_of(read_template("deepseek-ai-DeepSeek-V4.jinja")), ToolFormat::Dsml);
+  EXPECT_EQ(tool_format_of(read_template("Qwen-Qwen3-0.6B.jinja")), ToolFormat::Hermes);
+}
+
+TEST(ReplyFormats, KimiK3ThinkingContentAndCalls) {
+  const json assistant{{"role", "assistant"}, {"reasoning_content", "The user wants weather."},
+                       {"content", "Let me look."}, {"tool_calls", kCalls}};
+  const Rendered r = render("Kimi-K3.jinja", assistant, json{{"thinking", true}}, "<|end_of_msg|>");
+  ReplyFormat f;
+  f.xtml = true;
+  f.think = true;
+  f.xtml_open = xtml_open_tags(r.prompt);
+  ASSERT_EQ(f.xtml_open, (std::vector<std::string>{"message", "think"})) << r.prompt;
+  expect_reads_back(f, r.reply, "The user wants weather.", "Let me look.");
+  // Without reasoning kept apart, the thinking is content.
+  f.think = false;
+  const ReplyPiece all = read(f, r.reply, r.reply.size());
+  EXPECT_EQ(all.reasoning, "");
+  EXPECT_NE(all.content.find("The user wants weather."), std::string::npos);
+}
+
+TEST(ReplyFormats, KimiK3WithoutThinking) {
+  const json assistant{{"role", "assistant"}, {"content", "Sunny."}};
+  const Rendered r = render("Kimi-K3.jinja", assistant, json{{"thinking", false}}, "<|end_of_msg|>");
+  ReplyFormat f;
+  f.xtml = true;
+  f.think = true;
+  f.xtml_open = xtml_open_tags(r.prompt);
+  ASSERT_EQ(f.xtml_open, (std::vector<std::string>{"message", "response"})) << r.prompt;
+  for (size_t every = 1; every <= r.reply.size(); ++every) {
+    const ReplyPiece got = read(f, r.reply, every);
+    EXPECT_EQ(got.content, "Sunny.") << r.reply;
+    EXPECT_EQ(got.reasoning, "");
+    EXPECT_TRUE(got.calls.empty());
+  }
+}
+
+TEST(ReplyFormats, KimiK2Calls) {
+  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
+  // (Kimi-K2-Instruct.jinja renders no tool calls: it calls list.append, which
+  // @huggingface/jinja, our reference, does not have.)
+  const Rendered r = render("moonshotai-Kimi-K2.jinja", assistant, json::object(), "<|im_end|>");
+  ReplyFormat f;
+  f.tools = ToolFormat::KimiK2;
+  expect_reads_back(f, r.reply, "", "Let me look.");
+}
+
+TEST(ReplyFormats, DeepSeekV31Calls) {
+  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
+  const Rendered r = render("deepseek-ai-DeepSeek-V3.1.jinja", assistant, json::object(), "<｜end▁of▁sentence｜>");
+  ReplyFormat f;
+  f.tools = ToolFormat::DeepSeek;
+  expect_reads_back(f, r.reply, "", "Let me look.");
+}
+
+TEST(ReplyFormats, DeepSeekV32DsmlCalls) {
+  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
+  const Rendered r =
+      render("deepseek-ai-DeepSeek-V3.2.jinja", assistant, json::object(), "<｜end▁of▁sentence｜>", "</think>");
+  ReplyFormat f;
+  f.tools = ToolFormat::Dsml;
+  expect_reads_back(f, r.reply, "", "Let me look.");
+}
+
+// The markers reach the parser only if the detokenizer shows their control tokens.
+TEST(ReplyFormats, DecoderShowsTheListedControlTokens) {
+  auto src = open_file_source(std::string(DELTAFIN_SHARED_DIR) + "/vocab/ggml-vocab-qwen2.gguf");
+  ASSERT_TRUE(src.ok());
+  auto file = parse_gguf(**src);
+  ASSERT_TRUE(file.ok());
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  const int32_t start = tok->vocab().find("<|im_start|>"), end = tok->vocab().find("<|im_end|>");
+  ASSERT_TRUE(tok->is_control(start) && tok->is_control(end));
+  const std::vector<int32_t> ids = tok->encode("<|im_start|>hi<|im_end|>", false, true);
+  ASSERT_EQ(ids.front(), start);
+  auto decode = [&](std::vector<int32_t> shown) {
+    StreamDecoder d(*tok, false, std::move(shown));
+    std::string out;
+    for (int32_t id : ids) out += d.push(id);
+    return out + d.flush();
+  };
+  EXPECT_EQ(decode({}), "hi");
+  EXPECT_EQ(decode({start}), "<|im_start|>hi");
+  EXPECT_EQ(decode({start, end}), "<|im_start|>hi<|im_end|>");
+}
+
+// GenRequest::shown_tokens reaches the reply's text (the tiny model's only control
+// token is its end of text, forced here with a logit bias).
+TEST(ReplyFormats, SchedulerShowsTheRequestsMarkers) {
+  std::unique_ptr<Engine> engine;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(1, &engine, &tok));
+  const int32_t eos = tok->eos();
+  ASSERT_TRUE(tok->is_control(eos));
+  SchedulerOptions so;
+  so.n_ctx = 64;
+  Scheduler sched(engine->model(), *tok, so);
+  std::string texts[2];
+  for (int shown = 0; shown < 2; ++shown) {
+    GenRequest r = greedy_request(tok->encode("one two", true, true), 3);
+    r.sampling.logit_bias[eos] = 100.0f;
+    if (shown) r.shown_tokens = {eos};
+    SubmitError err;
+    std::string why;
+    auto h = sched.submit(std::move(r), &err, &why);
+    ASSERT_TRUE(h) << why;
+    wait_done(*h, &texts[shown]);
+  }
+  EXPECT_EQ(texts[0], "");
+  EXPECT_EQ(texts[1], tok->text(eos) + tok->text(eos) + tok->text(eos));
+}
