@@ -1,6 +1,8 @@
 // Tests (`is ...`), methods of strings and mappings, and the globals of a render,
 // with the reference's behaviour: e.g. str.strip() ignores its argument (JS trim),
-// title() only uppercases word starts, lists have no methods (append is undefined).
+// title() only uppercases word starts. Beyond the reference, which has no list
+// methods and fails on them, lists have Python's append() and pop(): Kimi K2's
+// templates call them (Python jinja2, which transformers renders with, has them).
 #include <algorithm>
 #include <cmath>
 
@@ -337,6 +339,22 @@ Value Interpreter::builtin_member(const Value& object, const std::string& name) 
     case Kind::Object: return object_member(object, name);
     case Kind::Array:
       if (name == "length") return Value::integer(static_cast<double>(object.arr().items.size()));
+      if (object.is_tuple()) return Value::undefined();
+      if (name == "append") return method(name, [object](Args& a) {
+          if (a.size() != 1) fail("append() takes exactly one argument");
+          object.arr().items.push_back(a[0]);
+          return Value::null();
+        });
+      if (name == "pop") return method(name, [object](Args& a) {
+          auto& items = object.arr().items;
+          if (items.empty()) fail("pop from empty list");
+          double i = a.empty() ? -1 : a[0].is(Kind::Int) ? a[0].num() : (fail("pop() index must be an integer"), 0);
+          if (i < 0) i += double(items.size());
+          if (i < 0 || i >= double(items.size())) fail("pop index out of range");
+          Value v = items[size_t(i)];
+          items.erase(items.begin() + std::ptrdiff_t(i));
+          return v;
+        });
       return Value::undefined();
     default: return Value::undefined();
   }

@@ -148,12 +148,13 @@ TEST(ReplyFormats, KimiK3WithoutThinking) {
 
 TEST(ReplyFormats, KimiK2Calls) {
   const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
-  // (Kimi-K2-Instruct.jinja renders no tool calls: it calls list.append, which
-  // @huggingface/jinja, our reference, does not have.)
-  const Rendered r = render("moonshotai-Kimi-K2.jinja", assistant, json::object(), "<|im_end|>");
-  ReplyFormat f;
-  f.tools = ToolFormat::KimiK2;
-  expect_reads_back(f, r.reply, "", "Let me look.");
+  for (const char* name : {"Kimi-K2-Instruct.jinja", "moonshotai-Kimi-K2.jinja"}) {
+    SCOPED_TRACE(name);
+    const Rendered r = render(name, assistant, json::object(), "<|im_end|>");
+    ReplyFormat f;
+    f.tools = ToolFormat::KimiK2;
+    expect_reads_back(f, r.reply, "", "Let me look.");
+  }
 }
 
 TEST(ReplyFormats, DeepSeekV31Calls) {
