@@ -9,9 +9,9 @@
 #include "core/log.h"
 #include "server/api.h"
 #include "server/metrics.h"
-#include "server/reasoning.h"
-#include "server/reply_parser.h"
-#include "server/tool_calls.h"
+#include "runtime/reasoning.h"
+#include "runtime/reply_parser.h"
+#include "runtime/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace deltafin::server {

@@ -11,13 +11,12 @@
 #include "format/gguf.h"
 #include "gen_wait.h"
 #include "io/byte_source.h"
-#include "server/reply_parser.h"
+#include "runtime/reply_parser.h"
 #include "tiny_engine.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace deltafin;
-using namespace deltafin::server;
 using json = nlohmann::ordered_json;
 
 namespace {

@@ -8,11 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "server/tool_calls.h"
+#include "runtime/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 using namespace deltafin;
-using namespace deltafin::server;
 using json = nlohmann::ordered_json;
 
 namespace {

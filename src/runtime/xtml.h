@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "server/reasoning.h"
-#include "server/tool_calls.h"
+#include "runtime/reasoning.h"
+#include "runtime/tool_calls.h"
 
-namespace deltafin::server {
+namespace deltafin {
 
 // The tags open at the end of `text` (a rendered prompt), outermost first: where the
 // reply starts, e.g. {"message", "think"}.
@@ -55,4 +55,4 @@ class XtmlReply {
   std::string unnamed_;  // calls without a tool name, as written: content at the end
 };
 
-}  // namespace deltafin::server
+}  // namespace deltafin

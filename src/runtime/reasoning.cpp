@@ -1,6 +1,6 @@
-#include "server/reasoning.h"
+#include "runtime/reasoning.h"
 
-namespace deltafin::server {
+namespace deltafin {
 
 namespace {
 const std::string kOpen = "<think>", kClose = "</think>";
@@ -77,4 +77,4 @@ SplitText ReasoningSplitter::finish() {
   return out;
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace deltafin::server {
+namespace deltafin {
 
 struct SplitText {
   std::string reasoning, content;
@@ -38,4 +38,4 @@ size_t partial_tag(std::string_view s, std::string_view tag);
 // True when `prompt` ends inside an unclosed <think> (after its last </think>, if any).
 bool prompt_opens_think(const std::string& prompt);
 
-}  // namespace deltafin::server
+}  // namespace deltafin

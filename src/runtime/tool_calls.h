@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace deltafin::server {
+namespace deltafin {
 
 enum class ToolFormat { None, Hermes, KimiK2, DeepSeek, Dsml, Xtml };
 
@@ -56,4 +56,4 @@ class ToolCallStream {
   bool in_call_ = false;
 };
 
-}  // namespace deltafin::server
+}  // namespace deltafin

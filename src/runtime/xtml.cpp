@@ -1,8 +1,8 @@
-#include "server/xtml.h"
+#include "runtime/xtml.h"
 
 #include <algorithm>
 
-namespace deltafin::server {
+namespace deltafin {
 
 namespace {
 using json = nlohmann::ordered_json;
@@ -198,4 +198,4 @@ void XtmlReply::pop() {
   }
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin

@@ -1,6 +1,6 @@
-#include "server/reply_parser.h"
+#include "runtime/reply_parser.h"
 
-namespace deltafin::server {
+namespace deltafin {
 
 ReplyParser::ReplyParser(const ReplyFormat& f)
     : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools) {
@@ -29,4 +29,4 @@ ReplyPiece ReplyParser::finish() {
   return out;
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin

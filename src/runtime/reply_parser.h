@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "server/reasoning.h"
-#include "server/tool_calls.h"
-#include "server/xtml.h"
+#include "runtime/reasoning.h"
+#include "runtime/tool_calls.h"
+#include "runtime/xtml.h"
 
-namespace deltafin::server {
+namespace deltafin {
 
 struct ReplyFormat {
   bool think = false;       // keep reasoning apart from content
@@ -41,4 +41,4 @@ class ReplyParser {
   ToolCallStream tools_;
 };
 
-}  // namespace deltafin::server
+}  // namespace deltafin

@@ -1,10 +1,10 @@
-#include "server/tool_calls.h"
+#include "runtime/tool_calls.h"
 
 #include <nlohmann/json.hpp>
 
-#include "server/reasoning.h"
+#include "runtime/reasoning.h"
 
-namespace deltafin::server {
+namespace deltafin {
 
 namespace {
 using json = nlohmann::ordered_json;
@@ -239,4 +239,4 @@ std::vector<ToolCall> ToolCallStream::finish(std::string* rest) {
   return calls;
 }
 
-}  // namespace deltafin::server
+}  // namespace deltafin
