@@ -173,12 +173,31 @@ bool Repl::command(const std::string& msg) {
 
 void Repl::answer(const std::string& msg) {
   g_interrupted.store(false);
-  auto r = chat_.turn(msg, opts_.gen, [this](const std::string& text) {
-    const std::string piece = out_tty_ ? for_terminal(text) : text;
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  });
+  // A thinking model's reasoning (Kimi K3's, kept apart by the session) shows dimmed
+  // on a terminal; piped output is the answer alone.
+  bool thinking = false;
+  auto end_thinking = [&] {
+    if (thinking) std::fputs("\x1b[0m\n\n", stdout);
+    thinking = false;
+  };
+  auto r = chat_.turn(
+      msg, opts_.gen,
+      [&](const std::string& text) {
+        end_thinking();
+        const std::string piece = out_tty_ ? for_terminal(text) : text;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      },
+      [&](const std::string& text) {
+        if (!out_tty_) return;
+        if (!thinking) std::fputs("\x1b[2m", stdout);
+        thinking = true;
+        const std::string piece = for_terminal(text);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      });
+  end_thinking();
   if (!r) {
     const std::string& e = r.error().message;
     fmt::print(stderr, "error: {}\n", e);

@@ -1,30 +1,40 @@
 #include "runtime/chat.h"
 
 #include <algorithm>
+#include <optional>
+
+#include "runtime/tool_calls.h"
+#include "runtime/xtml.h"
 
 namespace deltafin {
 
-ChatSession::ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx)
-    : model_(model), tok_(tok), tmpl_(std::move(tmpl)), n_ctx_(n_ctx), state_(model.new_state(n_ctx)) {}
+ChatSession::ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml)
+    : model_(model), tok_(tok), tmpl_(std::move(tmpl)), n_ctx_(n_ctx), state_(model.new_state(n_ctx)), xtml_(xtml) {
+  if (xtml_)
+    for (std::string_view m : tool_markers(ToolFormat::Xtml))
+      if (int32_t id = tok_.vocab().find(m); id >= 0) xtml_markers_.push_back(id);
+}
 
 Result<std::unique_ptr<ChatSession>> ChatSession::create(Model& model, const Tokenizer& tok,
                                                          const std::string& template_source, int n_ctx) {
   if (n_ctx <= 0) return make_error("the context size must be positive (got {})", n_ctx);
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(template_source));
-  return std::unique_ptr<ChatSession>(new ChatSession(model, tok, std::move(t), n_ctx));
+  const bool xtml = tool_format_of(template_source) == ToolFormat::Xtml;
+  return std::unique_ptr<ChatSession>(new ChatSession(model, tok, std::move(t), n_ctx, xtml));
 }
 
 nlohmann::ordered_json ChatSession::messages_json(const std::string* pending_user) const {
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  auto add = [&](const std::string& role, const std::string& content) {
+  auto add = [&](const std::string& role, const std::string& content, const std::string& reasoning) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
     m["role"] = role;
     m["content"] = content;
+    if (!reasoning.empty()) m["reasoning_content"] = reasoning;
     msgs.push_back(std::move(m));
   };
-  if (!system_.empty()) add("system", system_);
-  for (const auto& [role, content] : messages_) add(role, content);
-  if (pending_user) add("user", *pending_user);
+  if (!system_.empty()) add("system", system_, "");
+  for (const Message& m : messages_) add(m.role, m.content, m.reasoning);
+  if (pending_user) add("user", *pending_user, "");
   return msgs;
 }
 
@@ -50,7 +60,8 @@ void ChatSession::reset() {
 }
 
 Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateParams& params,
-                                   const std::function<bool(const std::string&)>& on_text) {
+                                   const std::function<bool(const std::string&)>& on_text,
+                                   const std::function<void(const std::string&)>& on_reasoning) {
   DF_ASSIGN(std::string text, render(&user_text, true));
   std::vector<int32_t> ids = tokenize(text);
   if (ids.empty()) return make_error("the chat template rendered an empty prompt");
@@ -78,22 +89,36 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   std::vector<int32_t> suffix(ids.begin() + std::ptrdiff_t(common), ids.end());
   GenerateParams gp = params;
   gp.pin_prompt = true;
+  std::optional<XtmlReply> xtml;
+  if (xtml_) {
+    xtml.emplace(xtml_open_tags(text), true);
+    gp.shown_tokens.insert(gp.shown_tokens.end(), xtml_markers_.begin(), xtml_markers_.end());
+  }
+  // Text from the model -> the answer (and the thinking), false to stop.
+  auto deliver = [&](const SplitText& t) {
+    out.reasoning += t.reasoning;
+    if (!t.reasoning.empty() && on_reasoning) on_reasoning(t.reasoning);
+    out.answer += t.content;
+    return t.content.empty() || on_text(t.content);
+  };
   Status st = generate(model_, *state_, tok_, suffix, gp,
                        [&](const std::string& piece) {
+                         if (xtml) return deliver(xtml->push(piece));
                          out.answer += piece;
                          return on_text(piece);
                        },
                        &out.gen);
+  if (xtml) deliver(xtml->finish());
   // Whatever the outcome, record which tokens the state now holds.
   cached_.insert(cached_.end(), suffix.begin(), suffix.end());
   cached_.insert(cached_.end(), out.gen.tokens.begin(), out.gen.tokens.end());
   cached_.resize(std::min(cached_.size(), size_t(std::max(state_->n_past, 0))));
   if (!st.ok()) return st.error();
   // Stopped before a word came out: as if the message had not been sent.
-  if (out.gen.stop_reason == "cancelled" && out.answer.empty()) return out;
+  if (out.gen.stop_reason == "cancelled" && out.answer.empty() && out.reasoning.empty()) return out;
 
-  messages_.emplace_back("user", user_text);
-  messages_.emplace_back("assistant", out.answer);
+  messages_.push_back(Message{"user", user_text, ""});
+  messages_.push_back(Message{"assistant", out.answer, out.reasoning});
   return out;
 }
 

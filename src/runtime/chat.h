@@ -29,6 +29,7 @@ struct ChatTurn {
   int n_reused = 0;      // of those, already in the state from earlier turns
   bool reprefilled = false;  // the state could not be rolled back and was rebuilt
   std::string answer;    // the text streamed out (kept as the assistant message)
+  std::string reasoning;  // Kimi K3 (XTML replies): the thinking, kept apart from the answer
 };
 
 class ChatSession {
@@ -40,11 +41,15 @@ class ChatSession {
   // Adds `user_text` as a user message, generates the answer (streamed through
   // on_text, which may return false to stop it) and adds it as the assistant
   // message, also when cancelled (the partial answer stays in the conversation;
-  // a turn cancelled before any text came out leaves no messages).
+  // a turn cancelled before any text came out leaves no messages). With a template
+  // whose replies are XTML (Kimi K3), the markers are read, not shown: the thinking
+  // goes to on_reasoning (when set) and ChatTurn::reasoning, the answer to on_text,
+  // and both into the assistant message (reasoning_content, content).
   // On an error (template, context too small) the user message is dropped again and
   // the conversation is as before.
   Result<ChatTurn> turn(const std::string& user_text, const GenerateParams& params,
-                        const std::function<bool(const std::string&)>& on_text);
+                        const std::function<bool(const std::string&)>& on_text,
+                        const std::function<void(const std::string&)>& on_reasoning = nullptr);
 
   // Forgets the messages (keeps the system message) and empties the state.
   void reset();
@@ -63,7 +68,7 @@ class ChatSession {
   size_t n_messages() const { return messages_.size(); }
 
  private:
-  ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx);
+  ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml);
   nlohmann::ordered_json messages_json(const std::string* pending_user) const;
 
   Model& model_;
@@ -73,7 +78,12 @@ class ChatSession {
   std::unique_ptr<SeqState> state_;
   std::vector<int32_t> cached_;  // the tokens held by state_, in order (size == n_past)
   std::string system_;
-  std::vector<std::pair<std::string, std::string>> messages_;  // (role, content), no system
+  struct Message {
+    std::string role, content, reasoning;
+  };
+  std::vector<Message> messages_;  // no system
+  bool xtml_;                      // replies are XTML (Kimi K3)
+  std::vector<int32_t> xtml_markers_;  // the marker tokens, shown to the parser
 };
 
 }  // namespace deltafin

@@ -80,7 +80,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   st.prefill_bytes_read = bytes0 - prefill_bytes0;
   const double cpu0 = process_cpu_s();
 
-  StreamDecoder dec(tok);
+  StreamDecoder dec(tok, false, params.shown_tokens);
   std::string held;  // text not yet emitted because it may be the start of a stop string
   size_t max_stop = 0;
   for (auto& s : params.stop) max_stop = std::max(max_stop, s.size());

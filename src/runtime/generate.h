@@ -28,6 +28,9 @@ struct GenerateParams {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings (not emitted)
   bool ignore_eos = false;
+  // Control tokens whose text the output shows (normally hidden): the markers of a
+  // reply format (Kimi K3's <|open|> ...).
+  std::vector<int32_t> shown_tokens;
   // Pins the state at the prompt's end (SeqState::pin), so a later prompt that shares
   // it can roll back there however long the answer (a chat's next turn).
   bool pin_prompt = false;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include "runtime/chat.h"
 #include "runtime/engine.h"
@@ -208,4 +210,52 @@ TEST(ChatKimiK3, NextTurnAfterARewrittenLongAnswerGoesBackToThePromptsEnd) {
   EXPECT_FALSE(t2->reprefilled);
   EXPECT_GE(t2->n_reused, t1->n_prompt) << "back to the first prompt's end";
   EXPECT_EQ(t2->gen.tokens, ref.tokens);
+}
+
+// With Kimi K3's own template (XTML replies; thinking is its default), the reply the
+// prompt's open `think` receives is reasoning, not answer: it goes to on_reasoning and
+// ChatTurn::reasoning, and the next turn renders it as the past message's thinking.
+TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "kimi-k3", &s));
+  std::string why;
+  const std::string path = synth_once("chat", "tiny-kimi-k3", s, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto e = Engine::open(path, EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto tok = Tokenizer::from_gguf((*e)->file().meta());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  std::ifstream f(std::string(DELTAFIN_SHARED_DIR) + "/templates/Kimi-K3.jinja");
+  const std::string tmpl((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(tmpl.empty());
+  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  GenerateParams gp;
+  gp.n_predict = 12;
+  gp.sampling.temperature = 0;
+  gp.ignore_eos = true;
+  // What the model writes after the prompt, as plain text.
+  const std::string u1 = "hello";
+  auto prompt = (*chat)->render(&u1, true);
+  ASSERT_TRUE(prompt.ok()) << prompt.error().message;
+  ASSERT_NE(prompt->find("<|open|>think<|sep|>"), std::string::npos) << *prompt;
+  std::string raw;
+  auto fresh = (*e)->model().new_state(512);
+  GenerateStats ref;
+  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
+                       [&](const std::string& t) { raw += t; return true; }, &ref).ok());
+  ASSERT_FALSE(raw.empty());
+  std::string shown, thought;
+  auto t1 = (*chat)->turn(
+      u1, gp, [&](const std::string& t) { shown += t; return true; }, [&](const std::string& t) { thought += t; });
+  ASSERT_TRUE(t1.ok()) << t1.error().message;
+  EXPECT_EQ(t1->gen.tokens, ref.tokens);
+  EXPECT_EQ(thought, raw);
+  EXPECT_EQ(t1->reasoning, raw);
+  EXPECT_EQ(shown, "");
+  EXPECT_EQ(t1->answer, "");
+  const std::string u2 = "and then";
+  auto next = (*chat)->render(&u2, true);
+  ASSERT_TRUE(next.ok()) << next.error().message;
+  EXPECT_NE(next->find("<|open|>think<|sep|>" + raw), std::string::npos) << *next;
 }
