@@ -307,6 +307,29 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
       if (!(*t)[i].is_object()) return bad("tools", fmt::format("tools[{}] must be an object", i));
     if (!t->empty()) out->tools = *t;
   }
+  out->tool_choice = nullptr;
+  if (auto c = j.find("tool_choice"); c != j.end() && !c->is_null()) {
+    const bool named = c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+                       (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+                       (*c)["function"]["name"].is_string();
+    if (!named && !(c->is_string() && (*c == "none" || *c == "auto" || *c == "required")))
+      return bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    if (*c != "none" && out->tools.is_null())
+      return bad("tool_choice", "'tool_choice' needs 'tools' (there are no tools to choose from)");
+    if (named) {
+      const json& name = (*c)["function"]["name"];
+      const bool known = std::any_of(out->tools.begin(), out->tools.end(), [&](const json& t) {
+        return t.contains("function") && t["function"].is_object() && t["function"].value("name", json()) == name;
+      });
+      if (!known)
+        return bad("tool_choice", fmt::format("tool_choice names the function '{}', which is not in 'tools'",
+                                              name.get<std::string>()));
+    }
+    out->tool_choice = *c;
+  }
+  if (auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null() && !p->is_boolean())
+    return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
   out->template_kwargs = nullptr;
   if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
     if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");

@@ -46,6 +46,11 @@ struct ChatRequest {
   json messages;              // normalized: content always a string (or null)
   json tools;                 // null when absent
   json template_kwargs;       // chat_template_kwargs (object or null)
+  // tool_choice: null (absent), "none", "auto", "required", or {"type": "function",
+  // "function": {"name": ...}} naming one of the tools. Passed to the template (Kimi
+  // K3's tells the model); "none" also leaves calls unparsed. Not enforced by
+  // constrained decoding.
+  json tool_choice;
 };
 
 struct CompletionRequest {

@@ -403,6 +403,7 @@ struct Server::Impl {
     json extra = json::object();
     if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
     if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
+    if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
@@ -415,7 +416,7 @@ struct Server::Impl {
     std::vector<int32_t> rest = tok.encode(prompt, false, true);
     ids.insert(ids.end(), rest.begin(), rest.end());
     ReplyFormat f;
-    const bool has_tools = cr.tools.is_array() && !cr.tools.empty();
+    const bool has_tools = cr.tools.is_array() && !cr.tools.empty() && cr.tool_choice != "none";
     if (tool_format == ToolFormat::Xtml) {  // Kimi K3: the structure carries everything
       f.xtml = true;
       f.think = opts.reasoning;

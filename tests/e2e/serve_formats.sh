@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deltafin serve with Kimi K3's chat template (XTML replies): the thinking the prompt
 # opens comes back as reasoning_content, with `thinking: false` the reply is content;
-# a conversation with tool calls and their results renders; streamed equals whole.
+# a conversation with tool calls and their results renders; streamed equals whole;
+# tool_choice reaches the template.
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -43,6 +44,14 @@ history='[{"role":"user","content":"Weather in Paris?"},
  {"role":"tool","tool_call_id":"c1","content":"sunny, 21 C"}]'
 check "a conversation with a tool call and its result: 200" test "$(req /v1/chat/completions "{\"messages\":$history,\"tools\":$tools,\"max_tokens\":6,\"temperature\":0}")" = 200
 check "  answered in the chat shape" py "j['choices'][0]['message']['role'] == 'assistant' and j['usage']['prompt_tokens'] > 100"
+
+# tool_choice reaches the template: K3's adds a system note for "required".
+ptoks() { python3 -c "import json; print(json.load(open('$dir/body'))['usage']['prompt_tokens'])"; }
+req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"auto\",\"max_tokens\":1}" >/dev/null; auto=$(ptoks)
+check "tool_choice required: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"required\",\"max_tokens\":1}")" = 200
+check "  the template told the model (more prompt tokens than auto: $(ptoks) > $auto)" test "$(ptoks)" -gt "$auto"
+check "tool_choice naming an unknown function: 400" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}")" = 400
+check "  names the param" py "j['error']['param'] == 'tool_choice' and 'nope' in j['error']['message']"
 
 stop_server
 exit $fail

@@ -42,6 +42,20 @@ TEST(ServerApi, ChatRequestParses) {
   EXPECT_TRUE(r.tools.is_array());
 }
 
+TEST(ServerApi, ToolChoice) {
+  const std::string head = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],)";
+  for (const char* choice : {R"("none")", R"("auto")", R"("required")", R"({"type":"function","function":{"name":"f"}})"}) {
+    ChatRequest r;
+    auto e = parse_chat_request(head + R"("parallel_tool_calls":false,"tool_choice":)" + choice + "}", 100, &r);
+    ASSERT_FALSE(e) << choice << ": " << e->message;
+    EXPECT_EQ(r.tool_choice, json::parse(choice));
+  }
+  ChatRequest r;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"none"})", 100, &r));
+  ASSERT_FALSE(parse_chat_request(head + R"("stream":false})", 100, &r));
+  EXPECT_TRUE(r.tool_choice.is_null());
+}
+
 TEST(ServerApi, BadFieldsNameTheParam) {
   const std::pair<const char*, const char*> cases[] = {
       {"", ""},
@@ -65,6 +79,11 @@ TEST(ServerApi, BadFieldsNameTheParam) {
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {R"({"messages":[{"role":"user","content":"x"}],"model":5})", "model"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":{}})", "tools"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"always"})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function"}})", "tool_choice"},
+      {R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":"yes"})", "parallel_tool_calls"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
   };
   for (auto& [body, param] : cases) {
