@@ -330,6 +330,12 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
   }
   if (auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null() && !p->is_boolean())
     return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  out->reasoning_effort = nullptr;
+  if (auto r = j.find("reasoning_effort"); r != j.end() && !r->is_null()) {
+    if (!r->is_string() || r->get<std::string>().empty())
+      return bad("reasoning_effort", "'reasoning_effort' must be a string such as \"low\", \"medium\" or \"high\"");
+    out->reasoning_effort = *r;
+  }
   out->template_kwargs = nullptr;
   if (auto k = j.find("chat_template_kwargs"); k != j.end() && !k->is_null()) {
     if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");

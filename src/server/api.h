@@ -51,6 +51,9 @@ struct ChatRequest {
   // K3's tells the model); "none" also leaves calls unparsed. Not enforced by
   // constrained decoding.
   json tool_choice;
+  // reasoning_effort (a string or null), passed to the template as it is: gpt-oss's
+  // and DeepSeek V4's read it (Kimi K3's thinking_effort goes in chat_template_kwargs).
+  json reasoning_effort;
 };
 
 struct CompletionRequest {

@@ -404,6 +404,7 @@ struct Server::Impl {
     if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
     if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
     if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
+    if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);

@@ -2,7 +2,7 @@
 # deltafin serve with Kimi K3's chat template (XTML replies): the thinking the prompt
 # opens comes back as reasoning_content, with `thinking: false` the reply is content;
 # a conversation with tool calls and their results renders; streamed equals whole;
-# tool_choice reaches the template.
+# tool_choice and reasoning_effort reach the template.
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -54,4 +54,14 @@ check "tool_choice naming an unknown function: 400" test "$(req /v1/chat/complet
 check "  names the param" py "j['error']['param'] == 'tool_choice' and 'nope' in j['error']['message']"
 
 stop_server
+
+# reasoning_effort reaches the template (gpt-oss's writes "Reasoning: <effort>").
+tmpl=$shared/templates/openai-gpt-oss-120b.jinja
+if [ -f "$tmpl" ]; then
+  start_server -c 2048
+  req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":1}" >/dev/null; plain=$(ptoks)
+  check "reasoning_effort: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":1,\"reasoning_effort\":\"very very very high\"}")" = 200
+  check "  in the prompt ($(ptoks) > $plain tokens)" test "$(ptoks)" -gt "$plain"
+  stop_server
+fi
 exit $fail

@@ -54,6 +54,9 @@ TEST(ServerApi, ToolChoice) {
   ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"none"})", 100, &r));
   ASSERT_FALSE(parse_chat_request(head + R"("stream":false})", 100, &r));
   EXPECT_TRUE(r.tool_choice.is_null());
+  EXPECT_TRUE(r.reasoning_effort.is_null());
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"high"})", 100, &r));
+  EXPECT_EQ(r.reasoning_effort, "high");
 }
 
 TEST(ServerApi, BadFieldsNameTheParam) {
@@ -84,6 +87,7 @@ TEST(ServerApi, BadFieldsNameTheParam) {
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", "tool_choice"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function"}})", "tool_choice"},
       {R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":"yes"})", "parallel_tool_calls"},
+      {R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":3})", "reasoning_effort"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
   };
   for (auto& [body, param] : cases) {
