@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 
 #include "runtime/chat.h"
 #include "runtime/engine.h"
 #include "synth/synth.h"
+#include "shared_files.h"
 #include "synth_once.h"
 
 using namespace deltafin;
@@ -225,8 +224,7 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   auto tok = Tokenizer::from_gguf((*e)->file().meta());
   ASSERT_TRUE(tok.ok()) << tok.error().message;
-  std::ifstream f(std::string(DELTAFIN_SHARED_DIR) + "/templates/Kimi-K3.jinja");
-  const std::string tmpl((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string tmpl = read_template("Kimi-K3.jinja");
   ASSERT_FALSE(tmpl.empty());
   auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 512);
   ASSERT_TRUE(chat.ok()) << chat.error().message;

@@ -4,15 +4,12 @@
 // position; with the detokenizer showing the markers' control tokens.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "format/gguf.h"
 #include "gen_wait.h"
 #include "io/byte_source.h"
 #include "runtime/reply_parser.h"
 #include "tiny_engine.h"
+#include "shared_files.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,13 +17,6 @@ using namespace deltafin;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string read_template(const std::string& name) {
-  std::ifstream f(std::filesystem::path(DELTAFIN_SHARED_DIR) / "templates" / name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 const json kCalls = json::parse(R"([
     {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris \"Nord\" & Sud", "days": 2, "hourly": true}}},

@@ -4,24 +4,14 @@
 // calls; malformed calls stay content, exactly as written.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "runtime/tool_calls.h"
+#include "shared_files.h"
 #include "tokenizer/chat_template.h"
 
 using namespace deltafin;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string read_template(const std::string& name) {
-  std::ifstream f(std::filesystem::path(DELTAFIN_SHARED_DIR) / "templates" / name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Feeds `text` in pieces of `every` bytes: the content sent and the calls.
 std::pair<std::string, std::vector<ToolCall>> stream_in_pieces(const std::string& text, size_t every) {
