@@ -3,7 +3,7 @@
 namespace deltafin {
 
 ReplyParser::ReplyParser(const ReplyFormat& f)
-    : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools) {
+    : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools, f.tool_defs) {
   if (f.xtml) xtml_.emplace(f.xtml_open, f.think);
 }
 

@@ -20,6 +20,7 @@ struct ReplyFormat {
   bool think = false;       // keep reasoning apart from content
   bool think_open = false;  // the prompt ends inside <think>
   ToolFormat tools = ToolFormat::None;  // calls to read (None: the request has no tools)
+  nlohmann::ordered_json tool_defs;     // the request's tools (their parameters' types)
   bool xtml = false;                    // Kimi K3: the reply is XTML
   std::vector<std::string> xtml_open;   // xtml: the tags open at the prompt's end
 };

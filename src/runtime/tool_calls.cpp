@@ -1,5 +1,7 @@
 #include "runtime/tool_calls.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/reasoning.h"
@@ -92,6 +94,63 @@ bool parse_hermes(Reader r, std::vector<ToolCall>* out) {
   }
 }
 
+// The JSON-schema type of a tool's parameter ("" when the request does not say).
+std::string param_type(const json* tools, std::string_view fn, std::string_view key) {
+  if (!tools || !tools->is_array()) return {};
+  for (const json& t : *tools) {
+    const json* f = t.contains("function") ? &t["function"] : &t;
+    if (!f->is_object() || f->value("name", "") != fn) continue;
+    const json* p = f->contains("parameters") ? &(*f)["parameters"] : nullptr;
+    if (!p || !p->is_object() || !p->contains("properties") || !(*p)["properties"].is_object()) return {};
+    const json& props = (*p)["properties"];
+    auto it = props.find(std::string(key));
+    if (it == props.end() || !it->is_object() || !it->contains("type")) return {};
+    const json& type = (*it)["type"];
+    if (type.is_string()) return type.get<std::string>();
+    if (type.is_array() && std::find(type.begin(), type.end(), "string") != type.end()) return "string";
+    return "json";
+  }
+  return {};
+}
+
+// A Qwen3-Coder parameter's text as a JSON value: a "string" parameter as it is,
+// another typed one parsed (Python's True/False for booleans too), an untyped one
+// parsed if it is a JSON number, boolean, null, object or array.
+json qwen_value(std::string_view text, const std::string& type) {
+  if (type == "string") return json(std::string(text));
+  if (type == "boolean" && (text == "True" || text == "False")) return json(text == "True");
+  json v = json::parse(text, nullptr, false);
+  if (v.is_discarded() || (type.empty() && v.is_string())) return json(std::string(text));
+  return v;
+}
+
+// From just after <tool_call>: <function=f> with <parameter=k> values, each on lines
+// of their own; the last call may end at the end of the reply.
+bool parse_qwen_xml(Reader r, const json* tools, std::vector<ToolCall>* out) {
+  for (;;) {
+    r.ws();
+    std::string_view name;
+    if (!r.eat("<function=") || !r.until(">", &name) || name.empty()) return false;
+    json args = json::object();
+    for (;;) {
+      r.ws();
+      if (r.eat("</function>")) break;
+      std::string_view key, value;
+      if (!r.eat("<parameter=") || !r.until(">", &key) || !r.until("</parameter>", &value)) return false;
+      if (value.substr(0, 1) == "\n") value.remove_prefix(1);
+      if (value.size() >= 1 && value.back() == '\n') value.remove_suffix(1);
+      args[std::string(key)] = qwen_value(value, param_type(tools, name, key));
+    }
+    out->push_back(ToolCall{std::string(name), args.dump()});
+    r.ws();
+    if (r.end()) return true;
+    if (!r.eat(kHermesClose)) return false;
+    r.ws();
+    if (r.end()) return true;
+    if (!r.eat(kHermesOpen)) return false;
+  }
+}
+
 // Kimi K2 names a call "functions.NAME:INDEX".
 std::string kimi_k2_name(std::string_view id) {
   std::string s = trim(id);
@@ -156,7 +215,8 @@ bool parse_dsml(Reader r, std::vector<ToolCall>* out) {
 
 std::string_view begin_marker(ToolFormat f) {
   switch (f) {
-    case ToolFormat::Hermes: return kHermesOpen;
+    case ToolFormat::Hermes:
+    case ToolFormat::QwenXml: return kHermesOpen;
     case ToolFormat::KimiK2: return kKimiK2.begin;
     case ToolFormat::DeepSeek: return kDeepSeek.begin;
     case ToolFormat::Dsml: return kDsmlCalls;
@@ -171,13 +231,14 @@ ToolFormat tool_format_of(const std::string& src) {
   if (has(kKimiK2.begin)) return ToolFormat::KimiK2;
   if (has("DSML｜")) return ToolFormat::Dsml;
   if (has(kDeepSeek.begin)) return ToolFormat::DeepSeek;
-  if (has(kHermesOpen)) return ToolFormat::Hermes;
+  if (has(kHermesOpen)) return has("<function=") ? ToolFormat::QwenXml : ToolFormat::Hermes;
   return ToolFormat::None;
 }
 
 std::vector<std::string_view> tool_markers(ToolFormat f) {
   switch (f) {
-    case ToolFormat::Hermes: return {kHermesOpen, kHermesClose};
+    case ToolFormat::Hermes:
+    case ToolFormat::QwenXml: return {kHermesOpen, kHermesClose};
     case ToolFormat::KimiK2: return {kKimiK2.begin, kKimiK2.end, kKimiK2.call, kKimiK2.sep, kKimiK2.call_end};
     case ToolFormat::DeepSeek:
       return {kDeepSeek.begin, kDeepSeek.end, kDeepSeek.call, kDeepSeek.sep, kDeepSeek.call_end};
@@ -186,7 +247,8 @@ std::vector<std::string_view> tool_markers(ToolFormat f) {
   }
 }
 
-bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* content, std::vector<ToolCall>* calls) {
+bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* content, std::vector<ToolCall>* calls,
+                      const json* tools) {
   const std::string_view begin = begin_marker(f);
   if (begin.empty()) return false;
   const size_t at = text.find(begin);
@@ -196,6 +258,7 @@ bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* conten
   bool ok = false;
   switch (f) {
     case ToolFormat::Hermes: ok = parse_hermes(r, &out); break;
+    case ToolFormat::QwenXml: ok = parse_qwen_xml(r, tools, &out); break;
     case ToolFormat::KimiK2: ok = parse_sectioned(kKimiK2, true, r, &out); break;
     case ToolFormat::DeepSeek: ok = parse_sectioned(kDeepSeek, false, r, &out); break;
     case ToolFormat::Dsml: ok = parse_dsml(r, &out); break;
@@ -229,7 +292,7 @@ std::string ToolCallStream::push(const std::string& content) {
 std::vector<ToolCall> ToolCallStream::finish(std::string* rest) {
   std::vector<ToolCall> calls;
   std::string content;
-  if (in_call_ && parse_tool_calls(f_, held_, &content, &calls)) {
+  if (in_call_ && parse_tool_calls(f_, held_, &content, &calls, &tools_)) {
     *rest = content;  // empty: the text before the first call went out already
   } else {
     *rest = held_;

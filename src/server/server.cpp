@@ -425,7 +425,7 @@ struct Server::Impl {
     } else {
       f.think = opts.reasoning && template_thinks;
       f.think_open = f.think && prompt_opens_think(prompt);
-      if (has_tools) f.tools = tool_format;
+      if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
     }
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }

@@ -100,6 +100,7 @@ TEST(ReplyFormats, FormatOfTheTemplate) {
   EXPECT_EQ(tool_format_of(read_template("deepseek-ai-DeepSeek-V3.2.jinja")), ToolFormat::Dsml);
   EXPECT_EQ(tool_format_of(read_template("deepseek-ai-DeepSeek-V4.jinja")), ToolFormat::Dsml);
   EXPECT_EQ(tool_format_of(read_template("Qwen-Qwen3-0.6B.jinja")), ToolFormat::Hermes);
+  EXPECT_EQ(tool_format_of(read_template("Qwen3-Coder.jinja")), ToolFormat::QwenXml);
 }
 
 TEST(ReplyFormats, KimiK3ThinkingContentAndCalls) {
@@ -210,4 +211,36 @@ TEST(ReplyFormats, SchedulerShowsTheRequestsMarkers) {
   }
   EXPECT_EQ(texts[0], "");
   EXPECT_EQ(texts[1], tok->text(eos) + tok->text(eos) + tok->text(eos));
+}
+
+TEST(ReplyFormats, Qwen3CoderXmlCalls) {
+  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
+  const Rendered r = render("Qwen3-Coder.jinja", assistant, json::object(), "<|im_end|>");
+  ReplyFormat f;
+  f.tools = ToolFormat::QwenXml;
+  expect_reads_back(f, r.reply, "", "Let me look.");
+}
+
+// Qwen3-Coder's values are text: the tool's schema says which are strings.
+TEST(ReplyFormats, Qwen3CoderValuesTypedByTheSchema) {
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"code": {"type": "string"}, "n": {"type": "integer"}, "on": {"type": "boolean"},
+                     "tags": {"type": "array"}}}}}])");
+  const std::string reply =
+      "ok\n<tool_call>\n<function=f>\n<parameter=code>\n42\n</parameter>\n<parameter=n>\n42\n</parameter>\n"
+      "<parameter=on>\nTrue\n</parameter>\n<parameter=tags>\n[\"a\"]\n</parameter>\n<parameter=other>\n7\n</parameter>\n"
+      "<parameter=text>\ntwo\nlines\n</parameter>\n</function>\n</tool_call>";
+  std::string content;
+  std::vector<ToolCall> calls;
+  ASSERT_TRUE(parse_tool_calls(ToolFormat::QwenXml, reply, &content, &calls, &tools));
+  EXPECT_EQ(content, "ok");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(json::parse(calls[0].arguments),
+            json::parse(R"({"code": "42", "n": 42, "on": true, "tags": ["a"], "other": 7, "text": "two\nlines"})"));
+  // Without the schema, what parses as JSON is JSON.
+  ASSERT_TRUE(parse_tool_calls(ToolFormat::QwenXml, reply, &content, &calls));
+  EXPECT_EQ(json::parse(calls[0].arguments)["code"], 42);
+  // Malformed: no function, an unclosed parameter.
+  EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", &content, &calls));
+  EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1", &content, &calls));
 }
