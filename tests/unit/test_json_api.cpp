@@ -4,12 +4,9 @@
 // response_format (Kimi K3) gets it.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "runtime/json_constraint.h"
 #include "server/api.h"
+#include "shared_files.h"
 #include "tokenizer/chat_template.h"
 
 using namespace deltafin;
@@ -81,20 +78,17 @@ TEST(JsonApi, MalformedResponseFormatsAre400sNamingTheField) {
 // Kimi K3's template adds a system note for response_format, with the schema; the
 // server passes the field in the template's context.
 TEST(JsonApi, KimiTemplateReadsResponseFormat) {
-  const auto path = std::filesystem::path(DELTAFIN_SHARED_DIR) / "templates" / "Kimi-K3.jinja";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const std::string kimi = read_template("Kimi-K3.jinja");
+  ASSERT_FALSE(kimi.empty());
   const json messages = json::array({json{{"role", "user"}, {"content", "hi"}}});
-  auto plain = render_chat_template(ss.str(), messages, nullptr, true, json::object());
+  auto plain = render_chat_template(kimi, messages, nullptr, true, json::object());
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   EXPECT_EQ(plain->find("response_format"), std::string::npos);
   ChatRequest r;
   ASSERT_FALSE(parse_chat_request(
       chat_with(R"({"type":"json_schema","json_schema":{"name":"w","schema":{"type":"object","properties":{"temp":{"type":"number"}}}}})"),
       100, &r));
-  auto with = render_chat_template(ss.str(), messages, nullptr, true, json{{"response_format", r.gen.response_format}});
+  auto with = render_chat_template(kimi, messages, nullptr, true, json{{"response_format", r.gen.response_format}});
   ASSERT_TRUE(with.ok()) << with.error().message;
   EXPECT_NE(with->find("response_format=json_schema"), std::string::npos) << *with;
   EXPECT_NE(with->find("\"temp\""), std::string::npos) << *with;
