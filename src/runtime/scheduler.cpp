@@ -264,6 +264,10 @@ void Scheduler::loop() {
         for (int32_t id : s->req.prompt) s->sampler->accept(id);
         s->out = std::make_unique<OutputText>(tok_, s->req.stop, s->req.shown_tokens);
         s->logits.resize(size_t(model_.info().n_vocab));
+        if (s->req.json) {
+          if (!json_table_) json_table_ = std::make_shared<JsonTokenTable>(tok_);
+          s->json = std::make_unique<JsonConstraint>(s->req.json, json_table_);
+        }
         if (opts_.spec_max > 0) {
           std::vector<std::unique_ptr<Drafter>> d;
           if (opts_.make_drafters) d = opts_.make_drafters();
@@ -315,9 +319,18 @@ bool Scheduler::adopt_prompt(Seq& s) {
 }
 
 bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
+  if (id < 0) {  // a structured request's document cannot go on
+    if (s.json->complete()) finish(s, "stop");
+    else finish(s, "error", "no token of the vocabulary can continue the JSON document");
+    return false;
+  }
   s.sampler->accept(id);
-  if (!s.req.ignore_eos && tok_.is_eog(id)) {
+  if ((!s.req.ignore_eos || s.json) && tok_.is_eog(id)) {
     finish(s, "stop");
+    return false;
+  }
+  if (s.json && !s.json->advance(id)) {
+    finish(s, "error", fmt::format("token {} does not continue the JSON document", id));
     return false;
   }
   ++s.n_generated;
@@ -348,6 +361,10 @@ bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
 
 int32_t Scheduler::pick(Seq& s, float* row, int64_t n_vocab, int32_t draft, bool* ok) {
   if (s.req.logprobs >= 0) s.raw.assign(row, row + n_vocab);
+  if (s.json && !s.json->mask(row, n_vocab)) {
+    if (ok) *ok = false;
+    return -1;
+  }
   const int32_t id = draft >= 0 ? s.sampler->verify(row, n_vocab, draft, ok) : s.sampler->sample(row, n_vocab);
   if (s.req.logprobs >= 0) s.lp_next = token_logprob(s.raw.data(), n_vocab, id, s.req.logprobs);
   return id;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/json_constraint.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -94,6 +95,14 @@ struct GenRequest {
   // Control tokens whose text the reply shows (normally hidden): the markers a chat
   // format's reply parser reads, such as <|tool_call_begin|> or Kimi K3's <|open|>.
   std::vector<int32_t> shown_tokens;
+  // Structured output (response_format): the generated text is a document of this
+  // grammar. Before the sampler sees a row, tokens that cannot continue the document
+  // get -inf (logprobs still report the row as the model gave it); end of generation
+  // is allowed only once the document is whole and is then the only choice, and it
+  // ends the request even with ignore_eos. Speculation stays on: each guess is
+  // verified against the masked row of its position. Control tokens (shown_tokens
+  // too) are never allowed: they are no part of JSON. Null: free text.
+  std::shared_ptr<const JsonGrammar> json;
 };
 
 // What arrived for a request since the last wait().
@@ -205,7 +214,9 @@ class Scheduler {
   // pending token. n_past: tokens in the state before it. False when `s` finished.
   bool emit(Seq& s, int32_t id, int n_past, int* generated);
   // Samples `row` (or verifies `draft` there when >= 0; *ok: kept) and, when the
-  // request wants logprobs, records the token's (emit() then queues it).
+  // request wants logprobs, records the token's (emit() then queues it). A structured
+  // request's row is masked first; -1 when no token can continue its document (emit()
+  // then ends the request).
   int32_t pick(Seq& s, float* row, int64_t n_vocab, int32_t draft = -1, bool* ok = nullptr);
   // The queued logprobs whose text is out (all: every one; at a stop string the rest
   // are dropped).
@@ -250,6 +261,9 @@ class Scheduler {
   std::deque<Kept> parked_;  // beyond the batch places, oldest first (scheduler thread only)
   uint64_t parked_bytes_ = 0;
   uint64_t lent_ = 0;      // bytes the expert cache lent for prompt steps (scheduler thread only)
+  // The vocabulary as bytes for structured requests, built for the first one
+  // (scheduler thread only; shared by their constraints).
+  std::shared_ptr<const JsonTokenTable> json_table_;
   std::thread thread_;
 };
 

@@ -31,6 +31,7 @@ struct Scheduler::Seq {
   std::unique_ptr<OutputText> out;
   std::vector<float> logits;
   std::unique_ptr<Speculator> spec;  // null: speculation off
+  std::unique_ptr<JsonConstraint> json;  // req.json's document so far; null: free text
   std::vector<int32_t> hist;         // prompt and sampled tokens (the last one pending while decoding)
   std::vector<int32_t> pass;         // this step's rows while decoding: the pending token, then guesses
   std::vector<int32_t> held;         // the tokens the state holds, position by position

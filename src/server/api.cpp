@@ -144,6 +144,39 @@ Err parse_body(const std::string& body, json* out) {
   return {};
 }
 
+// response_format: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
+// "json_schema": {"name", "schema", "strict", "description"}}. The schema's subset is
+// JsonGrammar's; "strict" changes nothing (undeclared properties are never generated).
+Err response_format(const json& rf, GenParams* g) {
+  const std::string p = "response_format";
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    return bad(p, "'response_format' must be an object with a string 'type' (text, json_object or json_schema)");
+  const std::string type = rf["type"].get<std::string>();
+  if (type == "json_object") {
+    g->json_grammar = std::make_shared<const JsonGrammar>(JsonGrammar::any_object());
+  } else if (type == "json_schema") {
+    const std::string pj = p + ".json_schema", ps = pj + ".schema";
+    auto js = rf.find("json_schema");
+    if (js == rf.end() || !js->is_object())
+      return bad(pj, fmt::format("'{}' must be an object with a 'schema' (and a 'name')", pj));
+    for (const char* key : {"name", "description"})
+      if (js->contains(key) && !(*js)[key].is_string())
+        return bad(pj + "." + key, fmt::format("'{}.{}' must be a string", pj, key));
+    if (js->contains("strict") && !(*js)["strict"].is_boolean() && !(*js)["strict"].is_null())
+      return bad(pj + ".strict", fmt::format("'{}.strict' must be a boolean", pj));
+    auto schema = js->find("schema");
+    if (schema == js->end() || !(schema->is_object() || schema->is_boolean()))
+      return bad(ps, fmt::format("'{}' must be a JSON Schema object", ps));
+    Result<JsonGrammar> grammar = JsonGrammar::from_schema(*schema);
+    if (!grammar.ok()) return bad(ps, fmt::format("'{}': {}", ps, grammar.error().message));
+    g->json_grammar = std::make_shared<const JsonGrammar>(std::move(grammar).value());
+  } else if (type != "text") {
+    return bad(p, fmt::format("response_format type '{}' is not supported (text, json_object or json_schema)", type));
+  }
+  g->response_format = rf;
+  return {};
+}
+
 // Fields both endpoints take.
 Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
@@ -222,13 +255,7 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
     API_TRY(integer(j, "logprobs", 0, kMaxTopLogprobs, &top));
     if (top) g->logprobs = int(*top);
   }
-  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) {
-    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
-      return bad("response_format", "'response_format' must be an object with a string 'type'");
-    if ((*it)["type"] != "text")
-      return bad("response_format", fmt::format("response_format type '{}' is not supported (only 'text')",
-                                                (*it)["type"].get<std::string>()));
-  }
+  if (auto it = j.find("response_format"); it != j.end() && !it->is_null()) API_TRY(response_format(*it, g));
   return {};
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/json_grammar.h"
 #include "runtime/sampler.h"
 
 namespace deltafin::server {
@@ -39,6 +41,11 @@ struct GenParams {
   int n = 1;                   // choices (completions of the same prompt)
   int logprobs = -1;           // >= 0: report logprobs with this many alternatives per token
   bool echo = false;           // completions: the prompt's text (and logprobs) before the completion
+  // response_format (both endpoints; for completions an extension): json_object or
+  // json_schema -> the grammar the reply must follow (null: free text), and the field
+  // as given for the chat template (null when absent).
+  std::shared_ptr<const JsonGrammar> json_grammar;
+  json response_format;
 };
 
 struct ChatRequest {

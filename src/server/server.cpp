@@ -194,6 +194,7 @@ struct Server::Impl {
     r.logprobs = g.logprobs;
     r.prompt_logprobs = g.echo && g.logprobs >= 0;
     r.shown_tokens = shown_tokens(format);
+    r.json = g.json_grammar;
     std::string echo_text;
     std::vector<size_t> echo_offsets;
     if (g.echo) {
@@ -405,6 +406,8 @@ struct Server::Impl {
     if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
     if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
     if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
+    // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
+    if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);

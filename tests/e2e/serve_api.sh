@@ -80,6 +80,31 @@ check "metrics: prefill time" grep -q '^deltafin_prefill_seconds_total ' "$dir/m
 check "metrics: queue depth" grep -q '^deltafin_queue_depth ' "$dir/metrics"
 check "metrics: responses by status" grep -q 'deltafin_http_responses_total{endpoint="/v1/chat/completions",status="401"} 2' "$dir/metrics"
 
+# Structured output: response_format constrains the reply to JSON (json_object) or to a
+# schema (json_schema), on both endpoints, streaming or not; malformed formats and
+# unsupported schema keywords are 400s naming the field.
+schema='{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"integer"},"c":{"enum":["a","b"]}},"required":["ok","n","c"],"additionalProperties":false}'
+conforms="set(v) == {'ok','n','c'} and isinstance(v['ok'], bool) and isinstance(v['n'], int) and v['c'] in ('a','b')"
+check "json_object: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"Give JSON"}],"max_tokens":300,"temperature":0,"response_format":{"type":"json_object"}}')" = 200
+check "json_object: the content is a JSON object the model ended" py "isinstance(json.loads(j['choices'][0]['message']['content']), dict) and j['choices'][0]['finish_reason'] == 'stop'"
+check "json_schema: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"Give JSON"}],"max_tokens":300,"temperature":1,"seed":5,"n":2,"response_format":{"type":"json_schema","json_schema":{"name":"r","strict":true,"schema":'"$schema"'}}}')" = 200
+check "json_schema: both choices conform" py "all((lambda v: $conforms)(json.loads(c['message']['content'])) and c['finish_reason'] == 'stop' for c in j['choices'])"
+check "json_schema completion: 200" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"JSON:","max_tokens":300,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":'"$schema"'}}}')" = 200
+check "json_schema completion: the text conforms" py "(lambda v: $conforms)(json.loads(j['choices'][0]['text']))"
+curl -s -N "$base/v1/chat/completions" "${auth[@]}" -d '{"messages":[{"role":"user","content":"Give JSON"}],"max_tokens":300,"temperature":1,"seed":9,"stream":true,"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":'"$schema"'}}}' >"$dir/json_stream"
+check "json_schema stream: the deltas join into a conforming value" python3 - "$dir/json_stream" <<PY
+import json, sys
+chunks = [json.loads(l[6:]) for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: {")]
+v = json.loads("".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]))
+assert $conforms, v
+PY
+check "response_format without json_schema: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}}')" = 400
+check "... names the field" py "j['error']['param'] == 'response_format.json_schema'"
+check "unknown response_format type: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","response_format":{"type":"yaml"}}')" = 400
+check "... names it" py "j['error']['param'] == 'response_format' and 'yaml' in j['error']['message']"
+check "unsupported schema keyword: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"string","pattern":"^a"}}}}')" = 400
+check "... names the keyword" py "j['error']['param'] == 'response_format.json_schema.schema' and \"'pattern'\" in j['error']['message']"
+
 # A client that goes away cancels its generation.
 # (4000 tokens take the tiny model several seconds; the clients leave after one.)
 curl -s -N --max-time 1 "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Tell me","max_tokens":4000,"ignore_eos":true,"stream":true}' >/dev/null

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deltafin serve with the official `openai` npm client (pinned version, installed into
 # the build directory at test time; skipped when npm or the registry is unavailable):
-# chat completions streaming and not, completions, logprobs (and echo's prompt logprobs), the model list, and the client's
+# chat completions streaming and not, completions, logprobs (and echo's prompt logprobs), response_format
+# (json_object and json_schema), the model list, and the client's
 # typed errors for a wrong key (401) and an unknown model (404).
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -117,6 +118,35 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
     if (ch.logprobs) etoks.push(...ch.logprobs.token_logprobs);
   }
   check("echo stream equals non-streaming", etext === ec.choices[0].text && JSON.stringify(etoks) === JSON.stringify(E.token_logprobs));
+
+  // Structured output: a json_object reply is JSON a strict parser takes; a json_schema
+  // one conforms; a malformed response_format is a BadRequestError naming the field.
+  // (The random tiny model's greedy reply to this prompt closes its object; elsewhere it
+  // may write one string for hundreds of tokens.)
+  const ask = [{ role: "user", content: "Give JSON" }];
+  const jo = await client.chat.completions.create({ model: id, messages: ask, max_tokens: 300, temperature: 0,
+                                                   response_format: { type: "json_object" } });
+  let parsed = null;
+  try { parsed = JSON.parse(jo.choices[0].message.content); } catch (e) { console.log("not JSON: " + JSON.stringify(jo.choices[0])); }
+  check("json_object: JSON.parse takes the content, an object",
+        parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) && jo.choices[0].finish_reason === "stop");
+  const schema = { type: "object", properties: { ok: { type: "boolean" }, c: { enum: ["x", "y"] } },
+                   required: ["ok", "c"], additionalProperties: false };
+  const js = await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 300, temperature: 1, seed: 2,
+                                                   response_format: { type: "json_schema",
+                                                                      json_schema: { name: "r", strict: true, schema } } });
+  let sv = null;
+  try { sv = JSON.parse(js.choices[0].message.content); } catch (e) { /* null */ }
+  check("json_schema: the content conforms",
+        sv !== null && typeof sv.ok === "boolean" && ["x", "y"].includes(sv.c) && Object.keys(sv).length === 2);
+  try {
+    await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2,
+                                           response_format: { type: "json_schema", json_schema: { name: "r" } } });
+    check("response_format without a schema rejected", false);
+  } catch (e) {
+    check("response_format without a schema: 400 naming it",
+          e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "response_format.json_schema.schema");
+  }
 
   try {
     await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, top_logprobs: 2 });

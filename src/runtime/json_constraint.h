@@ -1,0 +1,140 @@
+// Constrained sampling for structured output (response_format json_object and
+// json_schema): a byte-level pushdown recognizer for JSON (RFC 8259) following a
+// JsonGrammar, and the per-step token mask built on it.
+//
+//   JsonState         where a document is, byte by byte; copyable. feed(c) is true iff
+//                     the bytes so far plus c are a prefix of some document the grammar
+//                     allows (every accepted prefix can still be completed).
+//   JsonTokenTable    a vocabulary's tokens as the bytes the detokenizer emits for them
+//                     (Tokenizer::piece(id, false)), sorted for the mask; built once per
+//                     tokenizer and shared by every request (immutable, thread-safe).
+//   JsonConstraint    one request's document: mask() sets the logits of every token that
+//                     cannot continue it to -inf (end-of-generation tokens are allowed
+//                     only once the document is complete, and then only they are), and
+//                     advance() takes the token that was emitted.
+//
+// Beyond RFC 8259, to keep a model from running on forever: documents nest at most
+// kMaxDepth containers, a run of whitespace is at most kMaxWhitespace bytes, a number
+// is at most kMaxNumberBytes bytes, and nothing (not even whitespace) follows the
+// top-level value. Strings must be valid UTF-8, and a \u escape of a surrogate must be
+// half of a pair (as strict parsers such as nlohmann::json demand).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/json_grammar.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+class JsonState {
+ public:
+  static constexpr int kMaxDepth = 64;
+  static constexpr int kMaxWhitespace = 32;
+  static constexpr int kMaxNumberBytes = 32;
+
+  // `g` must outlive the state (and its copies).
+  explicit JsonState(const JsonGrammar& g);
+
+  // Takes one byte; false when no allowed document continues with it, and then the
+  // state is unspecified (try bytes on a copy).
+  bool feed(uint8_t c);
+  bool feed(std::string_view bytes);
+  // The bytes so far are a whole document: the generation may end here.
+  bool complete() const;
+  // Between characters of a string whose content is free (no enum, not a declared
+  // key): any run of characters other than '"', '\\' and control bytes that is whole
+  // UTF-8 keeps it there.
+  bool in_free_string() const { return x_.mode == Mode::String && x_.sub == 0; }
+  // Copies `o` (same grammar), only the containers it has open: cheaper than `=`.
+  void assign(const JsonState& o);
+
+ private:
+  enum class Mode : uint8_t { None, String, Number, Literal, Done };
+  enum Phase : uint8_t { KeyOrEnd, Key, Colon, Value, CommaOrEnd, ValueOrEnd };
+  // An open object or array.
+  struct Frame {
+    uint32_t node = 0;
+    uint32_t count = 0;  // array: items so far; object: the next declared property that may come
+    uint16_t key = 0;    // object: the declared property whose value is being read
+    Phase phase = KeyOrEnd;
+    bool object = false;
+  };
+
+  bool structural(uint8_t c);
+  bool start_value(uint32_t node, uint8_t c);
+  bool string_byte(uint8_t c);
+  bool number_byte(uint8_t c, bool* ended);
+  bool literal_byte(uint8_t c, bool* ended, uint32_t* which);
+  // The value at the top ended: the enclosing container expects what follows it.
+  void value_done();
+  bool push(uint32_t node, bool object);
+  // A declared key's candidates (props count .. first required) as a mask.
+  uint64_t key_mask(const Frame& f) const;
+  const std::string& lit_text(uint32_t i) const;  // candidate i of the current Literal
+
+  // The lexer's state: what the value at the top of the stack has read so far.
+  struct Lex {
+    Mode mode = Mode::None;
+    // String: kPlain between characters, else an escape, \u digit or UTF-8
+    // continuation state (string_byte). Number: its grammar state (number_byte).
+    uint8_t sub = 0;
+    uint8_t ws = 0;          // whitespace bytes in the current run
+    uint8_t num_len = 0;     // Number: bytes so far
+    bool integer = false;    // Number: an integer only
+    bool is_key = false;     // String/Literal: an object's key
+    bool want_low = false;   // String: a high surrogate was escaped; its low half must follow
+    uint8_t need = 0;        // String: UTF-8 continuation bytes still to come
+    uint8_t lo = 0x80, hi = 0xBF;  // String: the range of the next continuation byte
+    uint16_t hex = 0;        // String: the \u escape's value so far
+    uint16_t lit_pos = 0;    // Literal: bytes matched
+    uint32_t lit_node = 0;   // Literal: the node whose literals (or declared keys) match
+    uint64_t lit_mask = 0;   // Literal: the candidates still matching
+  };
+
+  const JsonGrammar* g_;
+  int depth_ = 0;
+  Lex x_;
+  std::array<Frame, kMaxDepth> stack_;
+};
+
+class JsonTokenTable {
+ public:
+  explicit JsonTokenTable(const Tokenizer& tok);
+  int64_t n_vocab() const { return int64_t(bytes_.size()); }
+
+ private:
+  friend class JsonConstraint;
+  std::vector<std::string> bytes_;  // by id: piece(id, false)
+  std::vector<int32_t> order_;      // ids with bytes (not end-of-generation), bytes sorted
+  std::vector<uint16_t> lcp_;       // order_[i]'s bytes in common with order_[i-1]'s
+  std::vector<uint8_t> plain_;      // by id: whole UTF-8 without '"', '\\' or control bytes
+  std::vector<int32_t> eog_;
+};
+
+class JsonConstraint {
+ public:
+  // Both must stay alive as long as the constraint (shared_ptr: one per vocabulary
+  // and request, shared by every choice).
+  JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const JsonTokenTable> table);
+
+  // Sets logits[id] = -inf for every token that cannot come next (ids beyond the
+  // vocabulary included). False when no token can (the document cannot go on with
+  // this vocabulary): the logits are then all -inf.
+  bool mask(float* logits, int64_t n_vocab) const;
+  // Takes the emitted token; false when it cannot continue the document.
+  bool advance(int32_t id);
+  bool complete() const { return state_.complete(); }
+  bool allows(int32_t id) const;  // (tests) what mask() would leave
+
+ private:
+  std::shared_ptr<const JsonGrammar> grammar_;
+  std::shared_ptr<const JsonTokenTable> table_;
+  JsonState state_;
+};
+
+}  // namespace deltafin

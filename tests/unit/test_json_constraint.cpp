@@ -1,0 +1,377 @@
+// The JSON recognizer of constrained sampling (runtime/json_constraint.h) and the
+// schema subset it follows (runtime/json_grammar.h): valid documents are accepted
+// byte by byte with every prefix, invalid ones are refused at their first bad byte,
+// schemas constrain keys, values and the end; and the token mask over a real
+// vocabulary agrees with feeding each token alone (and what it costs per step).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "format/gguf.h"
+#include "io/byte_source.h"
+#include "runtime/json_constraint.h"
+
+using namespace deltafin;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// Feeds `doc`; the index of the first byte refused (npos: none) and whether the
+// bytes before it form a complete document.
+struct Fed {
+  size_t bad = std::string::npos;
+  bool complete = false;
+};
+Fed feed_all(const JsonGrammar& g, const std::string& doc, bool check_prefixes = true) {
+  JsonState s(g);
+  Fed f;
+  for (size_t i = 0; i < doc.size(); ++i) {
+    const bool was_complete = s.complete();
+    JsonState copy = s;
+    if (!s.feed(uint8_t(doc[i]))) {
+      f.bad = i;
+      f.complete = copy.complete();
+      return f;
+    }
+    // Whole before the end and yet going on: only a top-level number does that.
+    if (check_prefixes && was_complete) {
+      EXPECT_TRUE(std::isdigit(uint8_t(doc[i])) || doc[i] == '.' || doc[i] == 'e' || doc[i] == 'E')
+          << "complete early at " << i << " in " << doc;
+    }
+  }
+  f.complete = s.complete();
+  return f;
+}
+
+JsonGrammar schema(const char* text) {
+  auto g = JsonGrammar::from_schema(ojson::parse(text));
+  EXPECT_TRUE(g.ok()) << text << ": " << (g.ok() ? "" : g.error().message);
+  return g.ok() ? std::move(g).value() : JsonGrammar::any_object();
+}
+
+}  // namespace
+
+TEST(JsonConstraint, AcceptsValidObjectsWithEveryPrefix) {
+  const JsonGrammar g = JsonGrammar::any_object();
+  const char* docs[] = {
+      "{}",
+      "{\"a\":1}",
+      " {\"a\" : [1, -2.5e+10, 0.1E-2, 0, -0, 10, 1e5, true, false, null, {}, []]}",
+      "{\"s\":\"x\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u00E9\\ud83d\\ude00\\u0000\"}",
+      "{\"\xC3\xA9\":\"\xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\"}",
+      "{\"a\":{\"b\":{\"c\":[[[\"d\"]]]}},\"e\":\"\"}",
+      "{\n  \"k\": [\n    1,\n    2\n  ],\n  \"\": null\n}",
+      "{\"a\":1,\"a\":2}",  // duplicate keys are JSON (RFC 8259 only advises against them)
+  };
+  for (const char* d : docs) {
+    ojson parsed;
+    ASSERT_NO_THROW(parsed = ojson::parse(d)) << d;
+    const Fed f = feed_all(g, d);
+    EXPECT_EQ(f.bad, std::string::npos) << d;
+    EXPECT_TRUE(f.complete) << d;
+  }
+}
+
+TEST(JsonConstraint, RefusesInvalidPrefixesAtTheFirstBadByte) {
+  const JsonGrammar g = JsonGrammar::any_object();
+  const std::pair<std::string, size_t> cases[] = {
+      {"[1]", 0},                   // json_object: the top level is an object
+      {"\"a\"", 0},
+      {"{\"a\":01}", 6},            // no leading zeros
+      {"{\"a\":1,}", 7},            // no trailing comma
+      {"{\"a\" 1}", 5},             // colon missing
+      {"{,}", 1},
+      {"{\"a\":}", 5},
+      {"{'a':1}", 1},
+      {"{a:1}", 1},
+      {"{\"a\":tru}", 8},
+      {"{\"a\":nul1}", 8},
+      {"{\"a\":-}", 6},
+      {"{\"a\":1.}", 7},
+      {"{\"a\":1e}", 7},
+      {"{\"a\":1e+}", 8},
+      {"{\"a\":.5}", 5},
+      {"{\"a\":+1}", 5},
+      {"{\"a\":NaN}", 5},
+      {"{\"a\":Infinity}", 5},
+      {"{\"a\":\"\\x\"}", 7},       // unknown escape
+      {"{\"a\":\"\\u12G4\"}", 10},
+      {"{\"a\":\"b\nc\"}", 7},      // a raw control byte
+      {"{\"a\":\"\\ud800x\"}", 12}, // a high surrogate without its low half
+      {"{\"a\":\"\\ud800\\u0041\"}", 14},
+      {"{\"a\":\"\\udc00\"}", 9},   // a low surrogate alone
+      {"{\"a\":\"\xC0\x80\"}", 6},  // overlong UTF-8
+      {"{\"a\":\"\xED\xA0\x80\"}", 7},  // an encoded surrogate
+      {"{\"a\":\"\xF4\x90\x80\x80\"}", 7},  // above U+10FFFF
+      {"{\"a\":\"\x80\"}", 6},      // a stray continuation byte
+      {"{\"a\":\"\xC3\x28\"}", 7},  // a missing continuation byte
+      {"{\"a\":1}}", 7},
+      {"{\"a\":1}x", 7},           // nothing after the top-level value,
+      {"{\"a\":1} ", 7},           // not even whitespace
+      {"{\"a\":[1 2]}", 8},
+      {"{\"a\":[1,]}", 8},
+      {"{\"a\":[}", 6},
+      {"{\"a\":{]}", 6},
+  };
+  for (const auto& [doc, bad] : cases) {
+    ojson parsed;
+    // (Valid JSON, but not an object or with whitespace after it.)
+    const bool json_anyway = doc == "[1]" || doc == "\"a\"" || doc == "{\"a\":1} ";
+    if (!json_anyway) {
+      EXPECT_THROW(parsed = ojson::parse(doc), ojson::parse_error) << doc;
+    }
+    EXPECT_EQ(feed_all(g, doc).bad, bad) << doc;
+  }
+}
+
+TEST(JsonConstraint, CapsDepthWhitespaceAndNumbers) {
+  const JsonGrammar g = JsonGrammar::any_object();
+  // 64 containers deep at most: the object and 63 arrays.
+  std::string deep = "{\"a\":" + std::string(63, '[');
+  EXPECT_EQ(feed_all(g, deep).bad, std::string::npos);
+  EXPECT_EQ(feed_all(g, deep + "[").bad, deep.size());
+  EXPECT_TRUE(feed_all(g, deep + std::string(63, ']') + "}").complete);
+  // A whitespace run: kMaxWhitespace bytes, then no more.
+  const std::string ws(JsonState::kMaxWhitespace, ' ');
+  EXPECT_EQ(feed_all(g, "{" + ws + "}").bad, std::string::npos);
+  EXPECT_EQ(feed_all(g, "{" + ws + " }").bad, 1 + ws.size());
+  EXPECT_TRUE(feed_all(g, "{" + ws + "\"a\"" + ws + ":" + ws + "1" + ws + "}").complete);
+  // A number of kMaxNumberBytes bytes, with room left for the digit a '.' needs.
+  const std::string digits(JsonState::kMaxNumberBytes, '7');
+  EXPECT_TRUE(feed_all(g, "{\"a\":" + digits + "}").complete);
+  EXPECT_EQ(feed_all(g, "{\"a\":" + digits + "7}").bad, 5 + digits.size());
+  const std::string almost(JsonState::kMaxNumberBytes - 1, '7');
+  EXPECT_EQ(feed_all(g, "{\"a\":" + almost + ".").bad, 5 + almost.size());
+}
+
+// Random values as nlohmann prints them (compact and indented): all accepted.
+TEST(JsonConstraint, AcceptsWhatASerializerWrites) {
+  const JsonGrammar g = JsonGrammar::any_object();
+  std::mt19937 rng(42);
+  std::function<ojson(int)> value = [&](int depth) -> ojson {
+    switch (rng() % (depth > 3 ? 5 : 7)) {
+      case 0: return nullptr;
+      case 1: return rng() % 2 == 0;
+      case 2: return int64_t(rng()) - int64_t(1u << 31);
+      case 3: return std::ldexp(double(rng()) - 2e9, int(rng() % 40) - 20);
+      case 4: {
+        std::string s;
+        const char* parts[] = {"a", "\"", "\\", "\n", "\x01", "\xC3\xA9", "\xF0\x9F\x98\x80", " ", "/"};
+        for (unsigned n = rng() % 6; n > 0; --n) s += parts[rng() % 9];
+        return s;
+      }
+      case 5: {
+        ojson a = ojson::array();
+        for (unsigned n = rng() % 4; n > 0; --n) a.push_back(value(depth + 1));
+        return a;
+      }
+      default: {
+        ojson o = ojson::object();
+        for (unsigned n = rng() % 4; n > 0; --n) o["k" + std::to_string(rng() % 9)] = value(depth + 1);
+        return o;
+      }
+    }
+  };
+  for (int i = 0; i < 300; ++i) {
+    ojson o = ojson::object();
+    o["v"] = value(0);
+    for (int indent : {-1, 2}) {
+      const std::string d = o.dump(indent);
+      const Fed f = feed_all(g, d);
+      EXPECT_EQ(f.bad, std::string::npos) << d;
+      EXPECT_TRUE(f.complete) << d;
+    }
+  }
+}
+
+TEST(JsonConstraint, SchemaPropertiesRequiredAndOrder) {
+  const JsonGrammar g = schema(R"({"type":"object","properties":{
+      "name":{"type":"string"},"age":{"type":"integer"},
+      "tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2},
+      "ok":{"type":"boolean"}},
+    "required":["name","age"],"additionalProperties":false})");
+  const char* good[] = {
+      R"({"name":"x","age":3})",
+      R"({ "name" : "x" , "age" : -30 , "tags" : [ "a" , "b" ] })",
+      R"({"name":"","age":0,"ok":false})",
+      R"({"name":"x","age":3,"tags":[],"ok":true})",
+  };
+  for (const char* d : good) {
+    const Fed f = feed_all(g, d);
+    EXPECT_EQ(f.bad, std::string::npos) << d;
+    EXPECT_TRUE(f.complete) << d;
+  }
+  const std::pair<std::string, size_t> bad[] = {
+      {R"({"name":"x"})", 11},               // age is required: no end here,
+      {R"({})", 1},
+      {R"({"age":3,"name":"x"})", 2},         // declared order,
+      {R"({"name":"x","age":3.5})", 19},      // an integer,
+      {R"({"name":"x","age":3,"tags":["c"]})", 29},  // the enum,
+      {R"({"name":"x","age":3,"tags":["a","b","a"]})", 35},  // maxItems,
+      {R"({"name":"x","age":3,"extra":1})", 21},      // no undeclared property,
+      {R"({"name":"x","age":3,"ok":1})", 25},
+      {R"({"name":"x","age":3,"tags":["a"],"tags":["b"]})", 34},  // each property once
+      {R"({"nam":"x"})", 5},
+  };
+  for (const auto& [doc, at] : bad) EXPECT_EQ(feed_all(g, doc).bad, at) << doc;
+  // A required property missing: the document is never complete, so end of
+  // generation is not allowed.
+  JsonState s(g);
+  ASSERT_TRUE(s.feed(R"({"name":"x")"));
+  EXPECT_FALSE(s.complete());
+  EXPECT_FALSE(JsonState(s).feed('}'));
+  EXPECT_TRUE(JsonState(s).feed(','));
+}
+
+TEST(JsonConstraint, SchemaScalarsEnumsAnyOfAndArrays) {
+  struct Case {
+    const char* schema;
+    std::vector<const char*> good, bad;
+  };
+  const Case cases[] = {
+      {R"({"enum":["red",1,true,null,"re"]})", {R"("red")", "1", "true", "null", R"("re")"},
+       {R"("blue")", "12", "false", R"("r")", "1.0"}},
+      {R"({"const":"x"})", {R"("x")"}, {R"("y")", R"("xx")"}},
+      {R"({"type":["string","null"]})", {R"("a")", "null"}, {"1", "true"}},
+      {R"({"type":["integer","number"]})", {"1", "1.5", "-2e3"}, {R"("1")"}},
+      {R"({"type":"integer"})", {"0", "-12"}, {"1.0", "1e3", "01"}},
+      {R"({"type":"number"})", {"0.5", "-1E+2"}, {"-", "1."}},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+       {"[1,2]", "[1, 2, 3]"}, {"[1]", "[]", "[1,2,3,4]", "[1,\"a\"]"}},
+      {R"({"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+                    {"type":"array","items":{"type":"number"}}, {"type":"null"}]})",
+       {R"({"a":1})", "[1.5,2]", "[]", "null"}, {"{}", R"(["x"])", "1"}},
+      {R"({"anyOf":[{"type":"string"},{"enum":["a",2]}]})", {R"("zz")", "2"}, {"3"}},
+      {R"({"type":"object"})", {R"({"any":[1,{"x":null}]})", "{}"}, {"[]"}},
+      {R"({"type":"object","additionalProperties":false})", {"{}"}, {R"({"a":1})"}},
+      {R"({"type":"object","properties":{"p":{"type":"object","properties":{"q":{"type":"array",
+           "items":{"type":"object","properties":{"r":{"const":1}},"required":["r"]}}},"required":["q"]}},
+         "required":["p"]})",
+       {R"({"p":{"q":[{"r":1},{"r":1}]}})", R"({"p":{"q":[]}})"}, {R"({"p":{"q":[{}]}})", R"({"p":{}})"}},
+      {"{}", {"1", R"({"a":[true]})", R"("s")"}, {"tru"}},
+  };
+  for (const Case& c : cases) {
+    const JsonGrammar g = schema(c.schema);
+    for (const char* d : c.good) {
+      const Fed f = feed_all(g, d);
+      EXPECT_EQ(f.bad, std::string::npos) << c.schema << " " << d;
+      EXPECT_TRUE(f.complete) << c.schema << " " << d;
+    }
+    for (const char* d : c.bad) {
+      const Fed f = feed_all(g, d, false);
+      EXPECT_TRUE(f.bad != std::string::npos || !f.complete) << c.schema << " " << d;
+    }
+  }
+}
+
+TEST(JsonConstraint, UnsupportedSchemasNameTheKeyword) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type":"string","pattern":"^a"})", "'pattern'"},
+      {R"({"type":"string","format":"date"})", "'format'"},
+      {R"({"type":"object","properties":{"a":{"$ref":"#/x"}}})", "'$ref' (at /properties/a)"},
+      {R"({"oneOf":[{"type":"string"}]})", "'oneOf'"},
+      {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["b"]})", "'b'"},
+      {R"({"type":"object","additionalProperties":{"type":"string"}})", "additionalProperties"},
+      {R"({"anyOf":[{"type":"object"},{"type":"object","properties":{}}]})", "'{'"},
+      {R"({"type":"date"})", "'date'"},
+      {R"({"enum":[[1]]})", "enum"},
+      {R"({"type":"array","minItems":3,"maxItems":2})", "minItems"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto g = JsonGrammar::from_schema(ojson::parse(text));
+    ASSERT_FALSE(g.ok()) << text;
+    EXPECT_NE(g.error().message.find(want), std::string::npos) << text << ": " << g.error().message;
+  }
+}
+
+namespace {
+const Tokenizer* qwen2_tokenizer() {
+  static std::unique_ptr<Tokenizer> tok = [] {
+    std::unique_ptr<Tokenizer> t;
+    const auto path = std::filesystem::path(DELTAFIN_SHARED_DIR) / "vocab" / "ggml-vocab-qwen2.gguf";
+    if (!std::filesystem::exists(path)) return t;
+    auto src = open_file_source(path.string());
+    if (!src.ok()) return t;
+    auto meta = parse_gguf(**src);
+    if (!meta.ok()) return t;
+    auto r = Tokenizer::from_gguf(*meta);
+    if (r.ok()) t = std::make_unique<Tokenizer>(std::move(r).value());
+    return t;
+  }();
+  return tok.get();
+}
+}  // namespace
+
+// The mask over a real ~151k-token vocabulary equals feeding each token's bytes from
+// the state alone (its shortcuts change nothing), at every prefix of a document; and
+// what a mask costs per step.
+TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
+  const Tokenizer* tok = qwen2_tokenizer();
+  if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
+  auto t0 = std::chrono::steady_clock::now();
+  auto table = std::make_shared<const JsonTokenTable>(*tok);
+  const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const int64_t V = tok->n_vocab();
+  struct Doc {
+    const char* schema;  // null: json_object
+    std::string text;
+  };
+  const Doc docs[] = {
+      {nullptr, "{\"name\": \"caf\xC3\xA9 \\u00e9\\n\", \"list\": [1, -2.5e3, true, null, {\"x\": []}]}"},
+      {R"({"type":"object","properties":{"id":{"type":"integer"},"color":{"enum":["red","green"]},
+          "tags":{"type":"array","items":{"type":"string"}}},"required":["id","color"]})",
+       R"({"id": 12, "color": "green", "tags": ["a b", ""]})"},
+  };
+  // A one-byte token for each byte (a byte-level vocabulary has them all).
+  std::vector<int32_t> byte_token(256, -1);
+  for (int32_t id = 0; id < V; ++id) {
+    const std::string p = tok->piece(id, false);
+    if (p.size() == 1 && byte_token[uint8_t(p[0])] < 0 && !tok->is_eog(id)) byte_token[uint8_t(p[0])] = id;
+  }
+  double mask_ms = 0, max_ms = 0;
+  int steps = 0;
+  std::vector<float> logits(static_cast<size_t>(V));
+  for (const Doc& d : docs) {
+    auto g = std::make_shared<const JsonGrammar>(d.schema ? schema(d.schema) : JsonGrammar::any_object());
+    JsonConstraint c(g, table);
+    // Each step: the mask, checked against feeding every token alone; then the
+    // document's next byte (as a one-byte token where the vocabulary has one).
+    for (size_t i = 0; i <= d.text.size(); ++i) {
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      const auto m0 = std::chrono::steady_clock::now();
+      ASSERT_TRUE(c.mask(logits.data(), V));
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
+      mask_ms += ms;
+      max_ms = std::max(max_ms, ms);
+      ++steps;
+      int64_t allowed = 0;
+      for (int32_t id = 0; id < V; ++id) {
+        const bool ok = !std::isinf(logits[size_t(id)]);
+        allowed += ok;
+        ASSERT_EQ(ok, c.allows(id)) << "token " << id << " '" << tok->piece(id, false) << "' after '"
+                                    << d.text.substr(0, i) << "'";
+      }
+      ASSERT_GT(allowed, 0);
+      if (i == d.text.size()) {
+        // Complete: end of generation only.
+        EXPECT_TRUE(c.complete());
+        EXPECT_TRUE(std::isfinite(logits[size_t(tok->eos())]));
+        int64_t n_eog = 0;
+        for (int32_t id = 0; id < V; ++id) n_eog += tok->is_eog(id);
+        EXPECT_EQ(allowed, n_eog);
+        break;
+      }
+      EXPECT_TRUE(std::isinf(logits[size_t(tok->eos())])) << "end of generation before the document is whole";
+      const int32_t id = byte_token[uint8_t(d.text[i])];
+      ASSERT_GE(id, 0);
+      ASSERT_TRUE(std::isfinite(logits[size_t(id)])) << "the document's own next byte, at " << i;
+      ASSERT_TRUE(c.advance(id));
+    }
+  }
+  std::printf("[ json mask ] vocabulary %lld tokens: table built in %.1f ms; mask %.3f ms per step (mean of %d "
+              "steps), %.3f ms at most\n",
+              (long long)V, build_ms, mask_ms / steps, steps, max_ms);
+}
