@@ -408,6 +408,10 @@ struct Server::Impl {
     if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
     // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
     if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
+    // A JSON reply is the answer: no thinking first (the constraint holds from the first
+    // token). chat_template_kwargs may still turn it on.
+    const bool json_reply = cr.gen.json_grammar != nullptr;
+    if (json_reply) extra["thinking"] = false, extra["enable_thinking"] = false;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
@@ -430,6 +434,7 @@ struct Server::Impl {
       f.think_open = f.think && prompt_opens_think(prompt);
       if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
     }
+    if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }
 

@@ -45,6 +45,10 @@ history='[{"role":"user","content":"Weather in Paris?"},
 check "a conversation with a tool call and its result: 200" test "$(req /v1/chat/completions "{\"messages\":$history,\"tools\":$tools,\"max_tokens\":6,\"temperature\":0}")" = 200
 check "  answered in the chat shape" py "j['choices'][0]['message']['role'] == 'assistant' and j['usage']['prompt_tokens'] > 100"
 
+# A JSON reply is the answer, not thinking (the template's thinking is turned off).
+check "json_object on a thinking template: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":8,\"temperature\":0,\"response_format\":{\"type\":\"json_object\"}}")" = 200
+check "  the document is content" py "j['choices'][0]['message']['content'].lstrip().startswith('{') and 'reasoning_content' not in j['choices'][0]['message']"
+
 # tool_choice reaches the template: K3's adds a system note for "required".
 ptoks() { python3 -c "import json; print(json.load(open('$dir/body'))['usage']['prompt_tokens'])"; }
 req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"auto\",\"max_tokens\":1}" >/dev/null; auto=$(ptoks)
