@@ -37,13 +37,16 @@ JsonState::JsonState(const JsonGrammar& g) : g_(&g) {}
 
 void JsonState::assign(const JsonState& o) {
   g_ = o.g_;
+  pre_ = o.pre_;
+  post_ = o.post_;
   depth_ = o.depth_;
   x_ = o.x_;
   std::copy_n(o.stack_.begin(), depth_, stack_.begin());
 }
 
 bool JsonState::complete() const {
-  if (x_.mode == Mode::Done) return true;
+  if (x_.mode == Mode::Done) return post_ == g_->suffix.size();
+  if (!g_->suffix.empty()) return false;
   if (depth_ != 0) return false;
   if (x_.mode == Mode::Number) return accepting(x_.sub);
   if (x_.mode == Mode::Literal)
@@ -59,6 +62,8 @@ bool JsonState::feed(std::string_view bytes) {
 }
 
 bool JsonState::feed(uint8_t c) {
+  if (pre_ < g_->prefix.size()) return uint8_t(g_->prefix[pre_]) == c && ++pre_;
+  if (x_.mode == Mode::Done) return post_ < g_->suffix.size() && uint8_t(g_->suffix[post_]) == c && ++post_;
   for (;;) {
     bool ended = false;
     switch (x_.mode) {

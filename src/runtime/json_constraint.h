@@ -44,7 +44,8 @@ class JsonState {
   // state is unspecified (try bytes on a copy).
   bool feed(uint8_t c);
   bool feed(std::string_view bytes);
-  // The bytes so far are a whole document: the generation may end here.
+  // The bytes so far are a whole document (and the grammar's suffix): the generation
+  // may end here.
   bool complete() const;
   // Between characters of a string whose content is free (no enum, not a declared
   // key): any run of characters other than '"', '\\' and control bytes that is whole
@@ -97,6 +98,7 @@ class JsonState {
   };
 
   const JsonGrammar* g_;
+  uint32_t pre_ = 0, post_ = 0;  // bytes of the grammar's prefix and suffix matched
   int depth_ = 0;
   Lex x_;
   std::array<Frame, kMaxDepth> stack_;

@@ -72,6 +72,10 @@ class JsonGrammar {
   static Result<JsonGrammar> from_schema(const nlohmann::ordered_json& schema);
 
   uint32_t root() const { return root_; }
+  // Literal text around the document: bytes before it and after it (a tool call's
+  // tags, "<tool_call>\n" and "\n</tool_call>"). Empty for response_format. With a
+  // suffix the root must be an object or an array (its end is then unambiguous).
+  std::string prefix, suffix;
   const JsonNode& node(uint32_t i) const { return nodes_[i]; }
   size_t size() const { return nodes_.size(); }
 

@@ -354,6 +354,9 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
                                               name.get<std::string>()));
     }
     out->tool_choice = *c;
+    if ((*c == "required" || named) && out->gen.json_grammar)
+      return bad("tool_choice", "'tool_choice' \"required\" or a named function and a JSON 'response_format' cannot "
+                                "both decide the reply");
   }
   if (auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null() && !p->is_boolean())
     return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");

@@ -411,7 +411,11 @@ struct Server::Impl {
     // A JSON reply is the answer: no thinking first (the constraint holds from the first
     // token). chat_template_kwargs may still turn it on.
     const bool json_reply = cr.gen.json_grammar != nullptr;
-    if (json_reply) extra["thinking"] = false, extra["enable_thinking"] = false;
+    // tool_choice "required" or a named function: in the Hermes format the reply is
+    // constrained to be that call (other formats are asked through the template only).
+    const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
+                             (cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice));
+    if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);

@@ -102,6 +102,12 @@ chunks = [json.loads(l[6:]) for l in open(sys.argv[1]).read().split("\n") if l.s
 v = json.loads("".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]))
 assert $conforms, v
 PY
+# tool_choice naming a function (the Qwen3 template's Hermes format): the reply is that
+# call, its arguments following the tool's schema.
+wtools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"unit":{"enum":["c","f"]},"days":{"type":"integer"}},"required":["unit","days"]}}},{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":{}}}}]'
+check "forced tool call: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,"temperature":0,"logit_bias":{"1":7,"92":5},"tools":'"$wtools"',"tool_choice":{"type":"function","function":{"name":"get_weather"}}}')" = 200
+check "  is the named call" py "j['choices'][0]['finish_reason'] == 'tool_calls' and j['choices'][0]['message']['tool_calls'][0]['function']['name'] == 'get_weather' and (lambda a: a['unit'] in ('c','f') and isinstance(a['days'], int))(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments']))"
+check "tool_choice required with response_format json: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"tools":'"$wtools"',"tool_choice":"required","response_format":{"type":"json_object"}}')" = 400
 check "response_format without json_schema: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}}')" = 400
 check "... names the field" py "j['error']['param'] == 'response_format.json_schema'"
 check "unknown response_format type: 400" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","response_format":{"type":"yaml"}}')" = 400

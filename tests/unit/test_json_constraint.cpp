@@ -375,3 +375,26 @@ TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
               "steps), %.3f ms at most\n",
               (long long)V, build_ms, mask_ms / steps, steps, max_ms);
 }
+
+// A grammar's prefix and suffix (a tool call's tags) frame the document: both must be
+// written exactly, and the document is complete only after the suffix.
+TEST(JsonConstraint, PrefixAndSuffixFrameTheDocument) {
+  JsonGrammar g = JsonGrammar::any_object();
+  g.prefix = "<a>\n";
+  g.suffix = "\n</a>";
+  JsonState s(g);
+  EXPECT_FALSE(s.complete());
+  ASSERT_TRUE(s.feed("<a>\n{\"k\": [1]}"));
+  EXPECT_FALSE(s.complete()) << "the suffix is still to come";
+  ASSERT_TRUE(s.feed("\n</a"));
+  EXPECT_FALSE(s.complete());
+  ASSERT_TRUE(s.feed(">"));
+  EXPECT_TRUE(s.complete());
+  EXPECT_FALSE(JsonState(s).feed(" ")) << "nothing after the suffix";
+  EXPECT_FALSE(JsonState(g).feed("<b>")) << "another prefix";
+  EXPECT_FALSE(JsonState(g).feed("{}")) << "no prefix";
+  JsonState t(g);
+  ASSERT_TRUE(t.feed("<a>\n{}"));
+  EXPECT_FALSE(JsonState(t).feed("\n</b>")) << "another suffix";
+  EXPECT_FALSE(JsonState(t).feed(" ")) << "only the suffix follows the document";
+}

@@ -9,6 +9,7 @@
 
 #include "gen_wait.h"
 #include "runtime/scheduler.h"
+#include "runtime/tool_calls.h"
 #include "tiny_engine.h"
 
 using namespace deltafin;
@@ -193,4 +194,54 @@ TEST_F(JsonOnTiny, SpeculationAndLogprobsUnchanged) {
     if (p.find_first_not_of(" \t\n\r") != std::string::npos && p[p.find_first_not_of(" \t\n\r")] != '{') ++foreign;
   }
   EXPECT_GT(foreign, 0) << "the top logprobs look masked";
+}
+
+// tool_choice naming a function, in the Hermes format: every reply is that one call
+// (the tags, the name, arguments following the tool's schema), which the reply
+// parser reads back; without the grammar the same requests are no call.
+TEST_F(JsonOnTiny, ForcedToolCallsParse) {
+  const ojson tools = ojson::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+         "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit", "days"]}}},
+      {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}])");
+  const ojson named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  auto grammar = forced_call_grammar(ToolFormat::Hermes, tools, named);
+  ASSERT_TRUE(grammar);
+  EXPECT_FALSE(forced_call_grammar(ToolFormat::KimiK2, tools, named)) << "its calls are not JSON between text tags";
+  EXPECT_FALSE(forced_call_grammar(ToolFormat::Hermes, tools, "auto"));
+  SchedulerOptions so;
+  so.n_ctx = 512;
+  Scheduler sched(engine->model(), *tok, so);
+  int calls_without = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    for (bool constrained : {true, false}) {
+      GenRequest r = request(seed);
+      if (constrained) r.json = grammar;
+      const Reply rep = run(sched, std::move(r))[0];
+      std::string content;
+      std::vector<ToolCall> calls;
+      const bool ok = parse_tool_calls(ToolFormat::Hermes, rep.text, &content, &calls, &tools);
+      if (!constrained) {
+        calls_without += ok;
+        continue;
+      }
+      ASSERT_TRUE(ok) << rep.text;
+      EXPECT_EQ(rep.finish, "stop");
+      EXPECT_EQ(content, "");
+      ASSERT_EQ(calls.size(), 1u);
+      EXPECT_EQ(calls[0].name, "get_weather");
+      const ojson args = ojson::parse(calls[0].arguments);
+      EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+      EXPECT_TRUE(args["days"].is_number_integer()) << args;
+    }
+  }
+  EXPECT_EQ(calls_without, 0);
+  // "required" with two tools: a call to either.
+  GenRequest r = request(4);
+  r.json = forced_call_grammar(ToolFormat::Hermes, tools, "required");
+  const Reply rep = run(sched, std::move(r))[0];
+  std::string content;
+  std::vector<ToolCall> calls;
+  ASSERT_TRUE(parse_tool_calls(ToolFormat::Hermes, rep.text, &content, &calls, &tools)) << rep.text;
+  EXPECT_TRUE(calls[0].name == "get_weather" || calls[0].name == "now");
 }
