@@ -308,7 +308,9 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
     if (m.contains("content")) API_TRY(message_content(m["content"], i, &content));
     if (content.is_null() && !(role == "assistant" && m.contains("tool_calls")))
       return bad(fmt::format("messages[{}].content", i), fmt::format("messages[{}] needs a 'content'", i));
-    msg["content"] = content;
+    // An assistant's tool calls come with content null (as OpenAI clients send them
+    // back): "" for the templates, many of which test or concatenate it as a string.
+    msg["content"] = content.is_null() ? json("") : content;
     if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
       if (!tc->is_array()) return bad(fmt::format("messages[{}].tool_calls", i), "'tool_calls' must be an array");
       json calls = *tc;

@@ -50,7 +50,7 @@ struct GenParams {
 
 struct ChatRequest {
   GenParams gen;
-  json messages;              // normalized: content always a string (or null)
+  json messages;              // normalized: content always a string ("" for an assistant's null beside tool_calls)
   json tools;                 // null when absent
   json template_kwargs;       // chat_template_kwargs (object or null)
   // tool_choice: null (absent), "none", "auto", "required", or {"type": "function",

@@ -151,6 +151,41 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
           e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "response_format.json_schema.schema");
   }
 
+  // Tool calls through the client: a named tool_choice makes the reply that call (the
+  // Hermes format of the Qwen3 template); streamed, the client's deltas give the same
+  // call; the call and its result go back as history.
+  const wtools = [{ type: "function", function: { name: "get_weather", parameters: { type: "object",
+                    properties: { unit: { enum: ["c", "f"] }, days: { type: "integer" } }, required: ["unit", "days"] } } }];
+  const tq = { model: id, messages: [{ role: "user", content: "Weather?" }], max_tokens: 100, temperature: 0,
+               logit_bias: { "1": 7, "92": 5 }, tools: wtools,
+               tool_choice: { type: "function", function: { name: "get_weather" } } };
+  const tc = await client.chat.completions.create(tq);
+  const call = tc.choices[0].message.tool_calls?.[0];
+  let targs = null;
+  try { targs = JSON.parse(call.function.arguments); } catch (e) { /* null */ }
+  check("tool call: the named function with schema-shaped arguments",
+        tc.choices[0].finish_reason === "tool_calls" && call?.type === "function" && call.function.name === "get_weather" &&
+        targs !== null && ["c", "f"].includes(targs.unit) && Number.isInteger(targs.days));
+  const tstream = await client.chat.completions.create({ ...tq, stream: true });
+  const acc = {};
+  let tfinish = null;
+  for await (const chunk of tstream) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    for (const d of ch.delta?.tool_calls ?? []) {
+      acc[d.index] ??= { name: "", arguments: "" };
+      if (d.function?.name) acc[d.index].name += d.function.name;
+      if (d.function?.arguments) acc[d.index].arguments += d.function.arguments;
+    }
+    if (ch.finish_reason) tfinish = ch.finish_reason;
+  }
+  check("tool call streamed: the same call", tfinish === "tool_calls" && acc[0]?.name === "get_weather" &&
+        acc[0].arguments === call.function.arguments);
+  const after = await client.chat.completions.create({ model: id, max_tokens: 4, tools: wtools,
+    messages: [{ role: "user", content: "Weather?" }, tc.choices[0].message,
+               { role: "tool", tool_call_id: call.id, content: "sunny" }] });
+  check("the call and its result as history: answered", typeof after.choices[0].message.content === "string");
+
   try {
     await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, top_logprobs: 2 });
     check("top_logprobs without logprobs rejected", false);
