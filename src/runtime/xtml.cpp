@@ -92,6 +92,7 @@ SplitText XtmlReply::push(const std::string& s) {
         continue;
       }
       const std::string raw = buf_.substr(0, sep + kSep.size());
+      gap_.clear();
       Header h = parse_header(std::string_view(buf_).substr(m, sep - m));
       buf_.erase(0, raw.size());
       if (o) {
@@ -161,11 +162,16 @@ void XtmlReply::text(std::string_view s, SplitText* out) {
       return;
     }
     if (n == "response") break;
-    if (n == "call" || n == "tools" || n == "message") {  // between the parts: whitespace
-      if (blank(s)) return;
+    if (n == "call" || n == "tools" || n == "message") {  // between the parts: whitespace is dropped
+      if (blank(s)) {
+        gap_ += s;  // (unless more text follows before the next tag)
+        return;
+      }
       break;
     }
   }
+  out->content += gap_;
+  gap_.clear();
   out->content += s;
 }
 

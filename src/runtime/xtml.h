@@ -45,6 +45,7 @@ class XtmlReply {
   std::vector<std::string> stack_;
   bool reasoning_;
   std::string buf_;
+  std::string gap_;  // whitespace between the parts, dropped if a tag follows it
   // The call being read: its raw text (for an unfinished one), name, arguments, and the
   // value being read (an argument's or a json block's).
   bool in_call_ = false;

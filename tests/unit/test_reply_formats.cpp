@@ -4,6 +4,8 @@
 // position; with the detokenizer showing the markers' control tokens.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "format/gguf.h"
 #include "gen_wait.h"
 #include "io/byte_source.h"
@@ -243,4 +245,50 @@ TEST(ReplyFormats, Qwen3CoderValuesTypedByTheSchema) {
   // Malformed: no function, an unclosed parameter.
   EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", &content, &calls));
   EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1", &content, &calls));
+}
+
+// Whatever the model writes, where the stream is cut changes nothing: random replies
+// made of each format's markers, tag names, JSON pieces and words read the same whole
+// and in pieces of 1..7 bytes (and nothing crashes on malformed structure).
+TEST(ReplyFormats, RandomRepliesReadTheSameAtEveryCut) {
+  const std::vector<std::string> common = {" ", "\n", "a", "word", "{", "}", "\"", ":", ",", "1", "[", "]",
+                                           "<think>", "</think>", "<", ">", "=", "x\"y", "é", "true"};
+  const std::vector<std::pair<ToolFormat, std::vector<std::string>>> formats = {
+      {ToolFormat::Hermes, {"<tool_call>", "</tool_call>", "\"name\"", "\"arguments\"", "{\"name\": \"f\"}"}},
+      {ToolFormat::QwenXml, {"<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=k>",
+                             "</parameter>"}},
+      {ToolFormat::KimiK2, {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                            "<|tool_call_argument_begin|>", "<|tool_call_end|>", "functions.f:0"}},
+      {ToolFormat::DeepSeek, {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                              "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"}},
+      {ToolFormat::Dsml, {"<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"f\">",
+                          "</｜DSML｜invoke>", "<｜DSML｜parameter name=\"k\" string=\"true\">", "</｜DSML｜parameter>"}},
+      {ToolFormat::Xtml, {"<|open|>", "<|close|>", "<|sep|>", "think", "response", "tools", "call tool=\"f\"",
+                          "argument key=\"k\" type=\"number\"", "json type=\"object\"", "message", "<|open|>call",
+                          "<|"}},
+  };
+  std::mt19937 rng(7);
+  for (const auto& [fmt, markers] : formats) {
+    ReplyFormat f;
+    f.think = true;
+    if (fmt == ToolFormat::Xtml) f.xtml = true, f.xtml_open = {"message", "think"};
+    else f.tools = fmt;
+    for (int n = 0; n < 150; ++n) {
+      std::string reply;
+      const int parts = int(rng() % 40);
+      for (int i = 0; i < parts; ++i)
+        reply += rng() % 2 ? markers[rng() % markers.size()] : common[rng() % common.size()];
+      const ReplyPiece whole = read(f, reply, std::max<size_t>(reply.size(), 1));
+      for (size_t every = 1; every <= 7; ++every) {
+        const ReplyPiece cut = read(f, reply, every);
+        ASSERT_EQ(cut.reasoning, whole.reasoning) << int(fmt) << " pieces of " << every << ": " << reply;
+        ASSERT_EQ(cut.content, whole.content) << int(fmt) << " pieces of " << every << ": " << reply;
+        ASSERT_EQ(cut.calls.size(), whole.calls.size()) << int(fmt) << ": " << reply;
+        for (size_t i = 0; i < cut.calls.size(); ++i) {
+          EXPECT_EQ(cut.calls[i].name, whole.calls[i].name);
+          EXPECT_EQ(cut.calls[i].arguments, whole.calls[i].arguments);
+        }
+      }
+    }
+  }
 }
