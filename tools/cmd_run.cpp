@@ -24,6 +24,8 @@ Command add_run(CLI::App& app) {
     std::string spec = "auto";
     int spec_max = 16;
     bool spec_fixed = false;
+    bool json = false;
+    std::string json_schema;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
@@ -50,6 +52,10 @@ Command add_run(CLI::App& app) {
   sub->add_option("--spec-max", o->spec_max, "Most drafted tokens per pass")
       ->check(CLI::Range(1, SpecOptions::kMaxDraft))
       ->capture_default_str();
+  sub->add_flag("--json", o->json, "Constrain the output to a JSON object");
+  sub->add_option("--json-schema", o->json_schema,
+                  "Constrain the output to JSON following this schema (a file, or the schema's text); the subset "
+                  "of response_format json_schema");
   sub->add_flag("--spec-fixed", o->spec_fixed, "Always draft --spec-max tokens (no adaptation; for measurements)");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -67,6 +73,28 @@ Command add_run(CLI::App& app) {
             if (prompt.empty()) {
               fmt::print(stderr, "error: give a prompt with -p TEXT or -f FILE\n");
               return 2;
+            }
+            std::shared_ptr<const JsonGrammar> json;
+            if (!o->json_schema.empty()) {
+              std::string text = o->json_schema;
+              if (std::ifstream f(o->json_schema, std::ios::binary); f) {
+                std::stringstream ss;
+                ss << f.rdbuf();
+                text = ss.str();
+              }
+              const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+              if (schema.is_discarded()) {
+                fmt::print(stderr, "error: --json-schema: '{}' is neither a readable file nor JSON\n", o->json_schema);
+                return 2;
+              }
+              Result<JsonGrammar> g = JsonGrammar::from_schema(schema);
+              if (!g.ok()) {
+                fmt::print(stderr, "error: --json-schema: {}\n", g.error().message);
+                return 2;
+              }
+              json = std::make_shared<const JsonGrammar>(std::move(g).value());
+            } else if (o->json) {
+              json = std::make_shared<const JsonGrammar>(JsonGrammar::any_object());
             }
             EngineOptions eo;
             eo.threads = o->threads;
@@ -94,6 +122,7 @@ Command add_run(CLI::App& app) {
             gp.ignore_eos = o->ignore_eos;
             gp.speculator = spec.get();
             gp.store = engine->streaming_store();
+            gp.json = json;
             GenerateStats st;
             DF_CHECK_OR_EXIT(generate(engine->model(), *state, tok, ids, gp,
                                       [](const std::string& s) {
@@ -103,6 +132,12 @@ Command add_run(CLI::App& app) {
                                       },
                                       &st));
             std::fputc('\n', stdout);
+            if (st.stop_reason == "error") {
+              fmt::print(stderr, "error: no token of the vocabulary can continue the JSON document\n");
+              return 1;
+            }
+            if (json && st.stop_reason != "eos")
+              fmt::print(stderr, "warning: the JSON document is unfinished (stopped by {}; raise -n)\n", st.stop_reason);
             if (o->stats) {
               fmt::print(stderr, "\nprompt: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_prompt, st.prefill_s,
                          st.n_prompt / std::max(st.prefill_s, 1e-9));

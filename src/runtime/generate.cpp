@@ -3,6 +3,9 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <optional>
+
+#include "runtime/json_constraint.h"
 
 namespace deltafin {
 
@@ -48,6 +51,14 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   std::vector<float> logits(static_cast<size_t>(V));
   Sampler sampler(params.sampling);
   for (int32_t id : prompt) sampler.accept(id);
+  std::optional<JsonConstraint> json;
+  if (params.json) json.emplace(params.json, std::make_shared<const JsonTokenTable>(tok));
+  // The next token from a row of logits (verifying `draft` when >= 0); -1 when a
+  // constrained document cannot go on.
+  auto pick = [&](float* row, int32_t draft, bool* accepted) -> int32_t {
+    if (json && !json->mask(row, V)) return -1;
+    return draft >= 0 ? sampler.verify(row, V, draft, accepted) : sampler.sample(row, V);
+  };
 
   auto cancelled = [&] { return params.cancel && params.cancel->load(std::memory_order_relaxed); };
   const double t0 = now_s();
@@ -88,9 +99,13 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   int n_sampled = 0;
   // Takes a sampled token: false when generation ends with it (st.stop_reason says why).
   auto take = [&](int32_t id) -> bool {
+    if (id < 0 || (json && !tok.is_eog(id) && !json->advance(id))) {
+      st.stop_reason = json && json->complete() ? "eos" : "error";
+      return false;
+    }
     sampler.accept(id);
     if (n_sampled++ == 0) st.ttft_s = now_s() - t0;
-    if (!params.ignore_eos && tok.is_eog(id)) {
+    if ((!params.ignore_eos || json) && tok.is_eog(id)) {
       st.stop_reason = "eos";
       return false;
     }
@@ -137,7 +152,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     if (stats) *stats = std::move(st);
     return {};
   }
-  int32_t id = sampler.sample(logits.data(), V);
+  int32_t id = pick(logits.data(), -1, nullptr);
   bool go = params.n_predict != 0 && take(id);
   seq.push_back(id);
   while (go) {
@@ -168,7 +183,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     for (int j = 0; j <= k; ++j) {
       float* row = &rows[size_t(j) * size_t(V)];
       bool accepted = false;
-      id = j < k ? sampler.verify(row, V, drafts[size_t(j)], &accepted) : sampler.sample(row, V);
+      id = pick(row, j < k ? drafts[size_t(j)] : -1, &accepted);
       go = take(id);
       seq.push_back(id);
       if (!go || !accepted) break;

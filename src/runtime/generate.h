@@ -10,6 +10,7 @@
 
 #include "core/result.h"
 #include "model/model.h"
+#include "runtime/json_grammar.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "store/streaming_store.h"
@@ -31,6 +32,10 @@ struct GenerateParams {
   // Control tokens whose text the output shows (normally hidden): the markers of a
   // reply format (Kimi K3's <|open|> ...).
   std::vector<int32_t> shown_tokens;
+  // Structured output: the reply is constrained to a document of this grammar (tokens
+  // that cannot continue it are masked before sampling; end of generation comes when
+  // it is complete, ignore_eos notwithstanding). Null: free text.
+  std::shared_ptr<const JsonGrammar> json;
   // Pins the state at the prompt's end (SeqState::pin), so a later prompt that shares
   // it can roll back there however long the answer (a chat's next turn).
   bool pin_prompt = false;
@@ -45,7 +50,8 @@ struct GenerateStats {
   int n_prompt = 0, n_generated = 0;
   double prefill_s = 0, decode_s = 0, ttft_s = 0;
   std::vector<int32_t> tokens;  // generated ids
-  std::string stop_reason;      // "eos", "length", "stop", "cancelled", "context"
+  std::string stop_reason;      // "eos", "length", "stop", "cancelled", "context", or "error"
+                                // (a constrained document no token can continue)
   int passes = 0;               // decode forward passes
   int drafted = 0, accepted = 0;  // speculation: guesses verified / kept
   uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
