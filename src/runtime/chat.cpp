@@ -3,16 +3,18 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/tool_calls.h"
-#include "runtime/xtml.h"
+#include "runtime/reply_parser.h"
 
 namespace deltafin {
 
-ChatSession::ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml)
-    : model_(model), tok_(tok), tmpl_(std::move(tmpl)), n_ctx_(n_ctx), state_(model.new_state(n_ctx)), xtml_(xtml) {
-  if (xtml_)
-    for (std::string_view m : tool_markers(ToolFormat::Xtml))
-      if (int32_t id = tok_.vocab().find(m); id >= 0) xtml_markers_.push_back(id);
+ChatSession::ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml, bool think)
+    : model_(model), tok_(tok), tmpl_(std::move(tmpl)), n_ctx_(n_ctx), state_(model.new_state(n_ctx)),
+      xtml_(xtml), think_(think) {
+  std::vector<std::string_view> markers;
+  if (xtml_) markers = tool_markers(ToolFormat::Xtml);
+  else if (think_) markers = {"<think>", "</think>"};
+  for (std::string_view m : markers)
+    if (int32_t id = tok_.vocab().find(m); id >= 0) markers_.push_back(id);
 }
 
 Result<std::unique_ptr<ChatSession>> ChatSession::create(Model& model, const Tokenizer& tok,
@@ -20,7 +22,8 @@ Result<std::unique_ptr<ChatSession>> ChatSession::create(Model& model, const Tok
   if (n_ctx <= 0) return make_error("the context size must be positive (got {})", n_ctx);
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(template_source));
   const bool xtml = tool_format_of(template_source) == ToolFormat::Xtml;
-  return std::unique_ptr<ChatSession>(new ChatSession(model, tok, std::move(t), n_ctx, xtml));
+  const bool think = template_source.find("<think>") != std::string::npos;
+  return std::unique_ptr<ChatSession>(new ChatSession(model, tok, std::move(t), n_ctx, xtml, think));
 }
 
 nlohmann::ordered_json ChatSession::messages_json(const std::string* pending_user) const {
@@ -89,13 +92,19 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   std::vector<int32_t> suffix(ids.begin() + std::ptrdiff_t(common), ids.end());
   GenerateParams gp = params;
   gp.pin_prompt = true;
-  std::optional<XtmlReply> xtml;
-  if (xtml_) {
-    xtml.emplace(xtml_open_tags(text), true);
-    gp.shown_tokens.insert(gp.shown_tokens.end(), xtml_markers_.begin(), xtml_markers_.end());
+  // The thinking kept apart from the answer: Kimi K3's XTML, or <think> tags.
+  std::optional<ReplyParser> reply;
+  if (xtml_ || think_) {
+    ReplyFormat f;
+    f.think = true;
+    f.xtml = xtml_;
+    if (xtml_) f.xtml_open = xtml_open_tags(text);
+    else f.think_open = prompt_opens_think(text);
+    reply.emplace(f);
+    gp.shown_tokens.insert(gp.shown_tokens.end(), markers_.begin(), markers_.end());
   }
   // Text from the model -> the answer (and the thinking), false to stop.
-  auto deliver = [&](const SplitText& t) {
+  auto deliver = [&](const ReplyPiece& t) {
     out.reasoning += t.reasoning;
     if (!t.reasoning.empty() && on_reasoning) on_reasoning(t.reasoning);
     out.answer += t.content;
@@ -103,12 +112,12 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
   };
   Status st = generate(model_, *state_, tok_, suffix, gp,
                        [&](const std::string& piece) {
-                         if (xtml) return deliver(xtml->push(piece));
+                         if (reply) return deliver(reply->push(piece));
                          out.answer += piece;
                          return on_text(piece);
                        },
                        &out.gen);
-  if (xtml) deliver(xtml->finish());
+  if (reply) deliver(reply->finish());
   // Whatever the outcome, record which tokens the state now holds.
   cached_.insert(cached_.end(), suffix.begin(), suffix.end());
   cached_.insert(cached_.end(), out.gen.tokens.begin(), out.gen.tokens.end());

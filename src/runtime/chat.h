@@ -29,7 +29,7 @@ struct ChatTurn {
   int n_reused = 0;      // of those, already in the state from earlier turns
   bool reprefilled = false;  // the state could not be rolled back and was rebuilt
   std::string answer;    // the text streamed out (kept as the assistant message)
-  std::string reasoning;  // Kimi K3 (XTML replies): the thinking, kept apart from the answer
+  std::string reasoning;  // a thinking model's thinking, kept apart from the answer
 };
 
 class ChatSession {
@@ -42,9 +42,9 @@ class ChatSession {
   // on_text, which may return false to stop it) and adds it as the assistant
   // message, also when cancelled (the partial answer stays in the conversation;
   // a turn cancelled before any text came out leaves no messages). With a template
-  // whose replies are XTML (Kimi K3), the markers are read, not shown: the thinking
-  // goes to on_reasoning (when set) and ChatTurn::reasoning, the answer to on_text,
-  // and both into the assistant message (reasoning_content, content).
+  // whose replies think (XTML as Kimi K3's, or <think> tags), the markers are read, not
+  // shown: the thinking goes to on_reasoning (when set) and ChatTurn::reasoning, the
+  // answer to on_text, and both into the assistant message (reasoning_content, content).
   // On an error (template, context too small) the user message is dropped again and
   // the conversation is as before.
   Result<ChatTurn> turn(const std::string& user_text, const GenerateParams& params,
@@ -68,7 +68,7 @@ class ChatSession {
   size_t n_messages() const { return messages_.size(); }
 
  private:
-  ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml);
+  ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml, bool think);
   nlohmann::ordered_json messages_json(const std::string* pending_user) const;
 
   Model& model_;
@@ -83,7 +83,8 @@ class ChatSession {
   };
   std::vector<Message> messages_;  // no system
   bool xtml_;                      // replies are XTML (Kimi K3)
-  std::vector<int32_t> xtml_markers_;  // the marker tokens, shown to the parser
+  bool think_;                     // replies think between <think> tags
+  std::vector<int32_t> markers_;   // the marker tokens, shown to the parser
 };
 
 }  // namespace deltafin

@@ -257,3 +257,41 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
   ASSERT_TRUE(next.ok()) << next.error().message;
   EXPECT_NE(next->find("<|open|>think<|sep|>" + raw), std::string::npos) << *next;
 }
+
+// A template that opens <think> in its generation prompt: what the model writes (the
+// random model never closes it) is reasoning, not answer.
+TEST(ChatThink, ThinkingAfterAnOpenedThinkTagIsKeptApart) {
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+  std::string why;
+  const std::string path = synth_once("chat", "tiny-qwen3moe", s, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto e = Engine::open(path, EngineOptions{});
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto tok = Tokenizer::from_gguf((*e)->file().meta());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  const char* tmpl =
+      "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}"
+      "{% if add_generation_prompt %}{{ 'assistant: <think>\n' }}{% endif %}";
+  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 256);
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  GenerateParams gp;
+  gp.n_predict = 10;
+  gp.sampling.temperature = 0;
+  gp.ignore_eos = true;
+  const std::string u = "hi";
+  auto prompt = (*chat)->render(&u, true);
+  ASSERT_TRUE(prompt.ok());
+  std::string raw;
+  auto fresh = (*e)->model().new_state(256);
+  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
+                       [&](const std::string& t) { raw += t; return true; }, nullptr).ok());
+  ASSERT_EQ(raw.find("</think>"), std::string::npos) << "the random model closed its thinking: pick another prompt";
+  std::string shown, thought;
+  auto t = (*chat)->turn(
+      u, gp, [&](const std::string& x) { shown += x; return true; }, [&](const std::string& x) { thought += x; });
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  EXPECT_EQ(thought, raw);
+  EXPECT_EQ(t->reasoning, raw);
+  EXPECT_EQ(shown, "");
+}
