@@ -55,6 +55,10 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
          "Guessed tokens verified in batched passes (prompt-lookup speculation).", double(s.drafted));
   metric(o, "deltafin_spec_accepted_tokens_total", "counter", "Guessed tokens the model agreed with (kept).",
          double(s.accepted));
+  metric(o, "deltafin_tool_calls_total", "counter", "Tool calls read from replies.", double(tool_calls_.load()));
+  metric(o, "deltafin_structured_requests_total", "counter",
+         "Requests whose reply was constrained (response_format JSON, or a forced tool call).",
+         double(structured_.load()));
   metric(o, "deltafin_requests_running", "gauge", "Requests in the batch now.", double(s.active));
   metric(o, "deltafin_queue_depth", "gauge", "Requests waiting for a place in the batch.", double(s.queued));
   o += "# HELP deltafin_generations_total Generations ended, by how.\n# TYPE deltafin_generations_total counter\n";

@@ -2,6 +2,7 @@
 // 0.0.4): HTTP responses by status, the scheduler's tokens and times, and the expert
 // cache tiers when experts stream. Thread-safe.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -15,12 +16,15 @@ namespace deltafin::server {
 class Metrics {
  public:
   void count_response(const std::string& path, int status);
+  void count_tool_calls(size_t n) { tool_calls_ += n; }  // calls read from replies
+  void count_structured() { ++structured_; }             // requests constrained to JSON (or a call)
   // store may be null (experts resident).
   std::string render(const SchedulerStats& s, const StreamingExpertStore* store) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> responses_;  // (endpoint, status) -> count
+  std::atomic<uint64_t> tool_calls_{0}, structured_{0};
 };
 
 }  // namespace deltafin::server

@@ -215,6 +215,8 @@ struct Server::Impl {
       return;
     }
     auto ctx = std::make_shared<Replies>(std::move(hs), format, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
+    if (g.json_grammar) metrics.count_structured();
+    Metrics* const m = &metrics;
     ctx->echo_text = std::move(echo_text);
     ctx->echo_offsets = std::move(echo_offsets);
     const bool echo = g.echo;
@@ -246,7 +248,7 @@ struct Server::Impl {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps](size_t, httplib::DataSink& sink) {
+          [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps, m](size_t, httplib::DataSink& sink) {
             const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
             auto write = [&](const std::string& s) {
               if (sink.write(s.data(), s.size())) return true;
@@ -295,6 +297,7 @@ struct Server::Impl {
                 out += text_chunks(i, c, end);
                 std::string finish = openai_finish_reason(u.finish_reason);
                 if (kind == Kind::Chat && !end.calls.empty()) {
+                  m->count_tool_calls(end.calls.size());
                   out += chunk(i, json{{"tool_calls", tool_calls_json(end.calls, true)}}, nullptr, take_lps(c));
                   finish = "tool_calls";
                 }
@@ -327,7 +330,7 @@ struct Server::Impl {
     }
     res.set_chunked_content_provider(
         "application/json",
-        [ctx, kind, head, heartbeat, take_lps](size_t, httplib::DataSink& sink) {
+        [ctx, kind, head, heartbeat, take_lps, m](size_t, httplib::DataSink& sink) {
           auto last_write = std::chrono::steady_clock::now();
           std::string failed;
           for (;;) {
@@ -363,6 +366,7 @@ struct Server::Impl {
                 if (kind == Kind::Chat) {
                   json msg{{"role", "assistant"}, {"content", c.content}};
                   if (!c.calls.empty()) {
+                    m->count_tool_calls(c.calls.size());
                     const std::string before = trim_space(c.content);
                     msg["content"] = before.empty() ? json(nullptr) : json(before);
                     msg["tool_calls"] = tool_calls_json(c.calls, false);

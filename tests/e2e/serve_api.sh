@@ -107,6 +107,9 @@ PY
 wtools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"unit":{"enum":["c","f"]},"days":{"type":"integer"}},"required":["unit","days"]}}},{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":{}}}}]'
 check "forced tool call: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,"temperature":0,"logit_bias":{"1":7,"92":5},"tools":'"$wtools"',"tool_choice":{"type":"function","function":{"name":"get_weather"}}}')" = 200
 check "  is the named call" py "j['choices'][0]['finish_reason'] == 'tool_calls' and j['choices'][0]['message']['tool_calls'][0]['function']['name'] == 'get_weather' and (lambda a: a['unit'] in ('c','f') and isinstance(a['days'], int))(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments']))"
+curl -s "$base/metrics" >"$dir/metrics2"
+check "metrics: tool calls read" grep -qE '^deltafin_tool_calls_total [1-9]' "$dir/metrics2"
+check "metrics: constrained requests (5 so far)" grep -q '^deltafin_structured_requests_total 5$' "$dir/metrics2"
 check "tool_choice required with response_format json: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"tools":'"$wtools"',"tool_choice":"required","response_format":{"type":"json_object"}}')" = 400
 check "response_format without json_schema: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}}')" = 400
 check "... names the field" py "j['error']['param'] == 'response_format.json_schema'"
