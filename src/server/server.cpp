@@ -412,13 +412,16 @@ struct Server::Impl {
     if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
     // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
     if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
-    // A JSON reply is the answer: no thinking first (the constraint holds from the first
-    // token). chat_template_kwargs may still turn it on.
-    const bool json_reply = cr.gen.json_grammar != nullptr;
+    const bool json_reply = cr.gen.json_grammar != nullptr;  // response_format JSON
     // tool_choice "required" or a named function: in the Hermes format the reply is
     // constrained to be that call (other formats are asked through the template only).
-    const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
-                             (cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice));
+    bool forced_call = false;
+    if (!json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object())) {
+      cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice);
+      forced_call = cr.gen.json_grammar != nullptr;
+    }
+    // A constrained reply is the answer: no thinking first (the constraint holds from
+    // the first token). chat_template_kwargs may still turn it on.
     if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
