@@ -76,6 +76,14 @@ class JsonOnTiny : public ::testing::Test {
     }
     return r;
   }
+  // Speculation as asked: at most spec_max guesses a step, always (0: off).
+  static SchedulerOptions options(int spec_max) {
+    SchedulerOptions so;
+    so.n_ctx = 512;
+    so.spec_max = spec_max;
+    so.spec_adaptive = false;
+    return so;
+  }
   std::unique_ptr<Engine> engine;
   std::optional<Tokenizer> tok;
   std::vector<int32_t> prompt;
@@ -87,11 +95,7 @@ TEST_F(JsonOnTiny, JsonObjectRepliesAlwaysParse) {
   auto grammar = std::make_shared<const JsonGrammar>(JsonGrammar::any_object());
   int not_json = 0;
   for (int spec_max : {0, 8}) {
-    SchedulerOptions so;
-    so.n_ctx = 512;
-    so.spec_max = spec_max;
-    so.spec_adaptive = false;
-    Scheduler sched(engine->model(), *tok, so);
+    Scheduler sched(engine->model(), *tok, options(spec_max));
     for (uint64_t seed = 1; seed <= 6; ++seed) {
       GenRequest r = request(seed);
       r.json = grammar;
@@ -171,11 +175,7 @@ TEST_F(JsonOnTiny, SpeculationAndLogprobsUnchanged) {
   std::vector<Reply> replies;
   uint64_t drafted = 0;
   for (int spec_max : {0, 8}) {
-    SchedulerOptions so;
-    so.n_ctx = 512;
-    so.spec_max = spec_max;
-    so.spec_adaptive = false;
-    Scheduler sched(engine->model(), *tok, so);
+    Scheduler sched(engine->model(), *tok, options(spec_max));
     GenRequest r = request(3);
     r.sampling.temperature = 0;
     r.max_tokens = 120;

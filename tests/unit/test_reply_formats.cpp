@@ -138,32 +138,31 @@ TEST(ReplyFormats, KimiK3WithoutThinking) {
   }
 }
 
-TEST(ReplyFormats, KimiK2Calls) {
+// Each format's tool-call turn, as its template renders it, reads back. (Where the
+// template renders a past turn unlike its generation prompt, the reply starts after
+// the last `opens`.)
+TEST(ReplyFormats, ToolCallTurnsReadBack) {
+  struct Case {
+    const char* tmpl;
+    ToolFormat format;
+    const char* end_of_turn;
+    const char* opens;
+  };
+  const Case cases[] = {
+      {"Kimi-K2-Instruct.jinja", ToolFormat::KimiK2, "<|im_end|>", ""},
+      {"moonshotai-Kimi-K2.jinja", ToolFormat::KimiK2, "<|im_end|>", ""},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", ToolFormat::DeepSeek, "<｜end▁of▁sentence｜>", ""},
+      {"deepseek-ai-DeepSeek-V3.2.jinja", ToolFormat::Dsml, "<｜end▁of▁sentence｜>", "</think>"},
+      {"Qwen3-Coder.jinja", ToolFormat::QwenXml, "<|im_end|>", ""},
+  };
   const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
-  for (const char* name : {"Kimi-K2-Instruct.jinja", "moonshotai-Kimi-K2.jinja"}) {
-    SCOPED_TRACE(name);
-    const Rendered r = render(name, assistant, json::object(), "<|im_end|>");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tmpl);
+    const Rendered r = render(c.tmpl, assistant, json::object(), c.end_of_turn, c.opens);
     ReplyFormat f;
-    f.tools = ToolFormat::KimiK2;
+    f.tools = c.format;
     expect_reads_back(f, r.reply, "", "Let me look.");
   }
-}
-
-TEST(ReplyFormats, DeepSeekV31Calls) {
-  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
-  const Rendered r = render("deepseek-ai-DeepSeek-V3.1.jinja", assistant, json::object(), "<｜end▁of▁sentence｜>");
-  ReplyFormat f;
-  f.tools = ToolFormat::DeepSeek;
-  expect_reads_back(f, r.reply, "", "Let me look.");
-}
-
-TEST(ReplyFormats, DeepSeekV32DsmlCalls) {
-  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
-  const Rendered r =
-      render("deepseek-ai-DeepSeek-V3.2.jinja", assistant, json::object(), "<｜end▁of▁sentence｜>", "</think>");
-  ReplyFormat f;
-  f.tools = ToolFormat::Dsml;
-  expect_reads_back(f, r.reply, "", "Let me look.");
 }
 
 // The markers reach the parser only if the detokenizer shows their control tokens.
@@ -213,14 +212,6 @@ TEST(ReplyFormats, SchedulerShowsTheRequestsMarkers) {
   }
   EXPECT_EQ(texts[0], "");
   EXPECT_EQ(texts[1], tok->text(eos) + tok->text(eos) + tok->text(eos));
-}
-
-TEST(ReplyFormats, Qwen3CoderXmlCalls) {
-  const json assistant{{"role", "assistant"}, {"content", "Let me look."}, {"tool_calls", kCalls}};
-  const Rendered r = render("Qwen3-Coder.jinja", assistant, json::object(), "<|im_end|>");
-  ReplyFormat f;
-  f.tools = ToolFormat::QwenXml;
-  expect_reads_back(f, r.reply, "", "Let me look.");
 }
 
 // Qwen3-Coder's values are text: the tool's schema says which are strings.
