@@ -49,7 +49,7 @@ Result<std::string> find_template(const std::string& model_path, const std::stri
 
 Command add_chat(CLI::App& app) {
   struct Opts {
-    std::string model, system, system_file, chat_template;
+    std::string model, system, system_file, chat_template, template_kwargs;
     int n = -1, ctx = 4096, threads = 0, batch = 0;
     bool stats = false;
     SamplingParams sp;
@@ -66,6 +66,8 @@ Command add_chat(CLI::App& app) {
   sub->add_option("model,-m,--model", o->model, "Model .gguf (with a chat template in its metadata)")->required();
   sub->add_option("--system", o->system, "System message");
   sub->add_option("--system-file", o->system_file, "Read the system message from a file");
+  sub->add_option("--chat-template-kwargs", o->template_kwargs,
+                  "JSON object of variables for the chat template (e.g. '{\"thinking\": false}' for Kimi K3)");
   sub->add_option("--chat-template", o->chat_template,
                   "Jinja chat template file to use instead of the model's own");
   sub->add_option("-n,--n-predict", o->n, "Most tokens per answer (-1: until the model ends it or the context is full)")
@@ -100,6 +102,14 @@ Command add_chat(CLI::App& app) {
             }
             DF_ASSIGN_OR_EXIT(auto chat, ChatSession::create(engine->model(), tok, tmpl, o->ctx));
             chat->set_system(system);
+            if (!o->template_kwargs.empty()) {
+              auto kw = nlohmann::ordered_json::parse(o->template_kwargs, nullptr, false);
+              if (!kw.is_object()) {
+                fmt::print(stderr, "error: --chat-template-kwargs '{}' is not a JSON object\n", o->template_kwargs);
+                return 2;
+              }
+              chat->set_template_kwargs(std::move(kw));
+            }
             // A template that cannot render a plain conversation fails now, not at the first message.
             {
               std::string probe = "Hello";

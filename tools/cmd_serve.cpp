@@ -30,6 +30,7 @@ Command add_serve(CLI::App& app) {
     std::string spec = "auto";
     double drain_timeout = 30;
     bool no_reasoning = false, no_prompt_cache = false;
+    std::string template_kwargs;
     StoreCli store;
   };
   auto o = std::make_shared<Opts>();
@@ -71,6 +72,10 @@ Command add_serve(CLI::App& app) {
                   "Disk the prompt cache's disk tier may take for this model (least recently used removed "
                   "first)")
       ->capture_default_str();
+  sub->add_option("--chat-template-kwargs", o->template_kwargs,
+                  "JSON object of variables for the chat template of every request (e.g. '{\"thinking\": false}' "
+                  "for Kimi K3, '{\"enable_thinking\": false}' for Qwen3); a request's chat_template_kwargs override "
+                  "them");
   sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -97,6 +102,14 @@ Command add_serve(CLI::App& app) {
             if (!parse_size(o->max_body, &max_body) || max_body == 0) {
               fmt::print(stderr, "error: bad --max-body '{}' (expected a size such as 4M)\n", o->max_body);
               return 2;
+            }
+            nlohmann::json template_kwargs = nlohmann::json::object();
+            if (!o->template_kwargs.empty()) {
+              template_kwargs = nlohmann::json::parse(o->template_kwargs, nullptr, false);
+              if (!template_kwargs.is_object()) {
+                fmt::print(stderr, "error: --chat-template-kwargs '{}' is not a JSON object\n", o->template_kwargs);
+                return 2;
+              }
             }
             std::string tmpl_src;
             if (!o->chat_template_file.empty()) {
@@ -193,6 +206,7 @@ Command add_serve(CLI::App& app) {
             sv.max_body_bytes = size_t(max_body);
             sv.chat_template = tmpl_src;
             sv.reasoning = !o->no_reasoning;
+            sv.template_kwargs = template_kwargs;
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
             DF_ASSIGN_OR_EXIT(int port, srv.bind());
             fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {}, sequence "

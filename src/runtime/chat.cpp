@@ -45,6 +45,7 @@ Result<std::string> ChatSession::render(const std::string* pending_user, bool ad
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   extra["bos_token"] = tok_.bos() >= 0 ? tok_.text(tok_.bos()) : std::string();
   extra["eos_token"] = tok_.eos() >= 0 ? tok_.text(tok_.eos()) : std::string();
+  for (const auto& [k, v] : kwargs_.items()) extra[k] = v;
   return tmpl_.apply(messages_json(pending_user), nullptr, add_generation_prompt, extra);
 }
 

@@ -56,6 +56,9 @@ class ChatSession {
   // Sets (or with "" removes) the system message; takes effect from the next turn.
   void set_system(const std::string& text) { system_ = text; }
   const std::string& system() const { return system_; }
+  // Variables the template gets beside the messages (e.g. {"thinking": false} for Kimi
+  // K3); from the next render.
+  void set_template_kwargs(nlohmann::ordered_json kwargs) { kwargs_ = std::move(kwargs); }
 
   // Renders the conversation so far plus an optional pending user message.
   Result<std::string> render(const std::string* pending_user, bool add_generation_prompt) const;
@@ -78,6 +81,7 @@ class ChatSession {
   std::unique_ptr<SeqState> state_;
   std::vector<int32_t> cached_;  // the tokens held by state_, in order (size == n_past)
   std::string system_;
+  nlohmann::ordered_json kwargs_ = nlohmann::ordered_json::object();
   struct Message {
     std::string role, content, reasoning;
   };

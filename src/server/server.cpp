@@ -408,6 +408,7 @@ struct Server::Impl {
     json extra = json::object();
     if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
     if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
+    for (auto& [k, v] : opts.template_kwargs.items()) extra[k] = v;
     if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
     if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
     // Templates that teach the format read it (Kimi K3 adds a system note with the schema).

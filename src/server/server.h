@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/result.h"
 #include "model/model.h"
 #include "runtime/scheduler.h"
@@ -30,6 +32,9 @@ struct ServerOptions {
   int http_threads = 0;          // 0: enough for every running and queued request
   std::string chat_template;     // Jinja source; empty: ChatML
   bool reasoning = true;         // split <think> text into reasoning_content when the template uses it
+  // Variables every chat request's template gets (--chat-template-kwargs), e.g.
+  // {"thinking": false} for Kimi K3; a request's chat_template_kwargs override them.
+  nlohmann::json template_kwargs = nlohmann::json::object();
   std::chrono::milliseconds heartbeat{1000};
 };
 

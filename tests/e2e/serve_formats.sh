@@ -2,7 +2,8 @@
 # deltafin serve with Kimi K3's chat template (XTML replies): the thinking the prompt
 # opens comes back as reasoning_content, with `thinking: false` the reply is content;
 # a conversation with tool calls and their results renders; streamed equals whole;
-# tool_choice and reasoning_effort reach the template.
+# tool_choice, reasoning_effort and the server's --chat-template-kwargs reach the
+# template.
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -58,6 +59,17 @@ check "tool_choice naming an unknown function: 400" test "$(req /v1/chat/complet
 check "  names the param" py "j['error']['param'] == 'tool_choice' and 'nope' in j['error']['message']"
 
 stop_server
+
+# --chat-template-kwargs: the server's defaults for every request (thinking off), which
+# a request's chat_template_kwargs override; a value that is not a JSON object is refused.
+start_server -c 2048 --chat-template-kwargs '{"thinking": false}'
+check "server kwargs thinking false: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":6,\"temperature\":0}")" = 200
+check "  the reply is content" py "len(j['choices'][0]['message']['content']) > 0 and 'reasoning_content' not in j['choices'][0]['message']"
+check "a request's kwargs override them" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"max_tokens\":6,\"temperature\":0,\"chat_template_kwargs\":{\"thinking\":true}}")" = 200
+check "  the reply is thinking" py "len(j['choices'][0]['message']['reasoning_content']) > 0"
+stop_server
+"$bin" serve -m "$model" --port 0 --chat-template-kwargs '[1]' >/dev/null 2>"$dir/kwargs.err"; rc=$?
+check "--chat-template-kwargs not an object: refused" sh -c "test $rc -eq 2 && grep -q 'not a JSON object' '$dir/kwargs.err'"
 
 # reasoning_effort reaches the template (gpt-oss's writes "Reasoning: <effort>").
 tmpl=$shared/templates/openai-gpt-oss-120b.jinja

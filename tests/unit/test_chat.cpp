@@ -256,6 +256,20 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
   auto next = (*chat)->render(&u2, true);
   ASSERT_TRUE(next.ok()) << next.error().message;
   EXPECT_NE(next->find("<|open|>think<|sep|>" + raw), std::string::npos) << *next;
+
+  // With {"thinking": false} for the template, the reply opens as the answer.
+  auto plain = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  ASSERT_TRUE(plain.ok());
+  (*plain)->set_template_kwargs({{"thinking", false}});
+  auto p2 = (*plain)->render(&u1, true);
+  ASSERT_TRUE(p2.ok());
+  const std::string open_response = "<|open|>response<|sep|>";
+  ASSERT_GE(p2->size(), open_response.size());
+  EXPECT_EQ(p2->substr(p2->size() - open_response.size()), open_response);
+  auto t3 = (*plain)->turn(u1, gp, [](const std::string&) { return true; });
+  ASSERT_TRUE(t3.ok()) << t3.error().message;
+  EXPECT_EQ(t3->reasoning, "");
+  EXPECT_FALSE(t3->answer.empty());
 }
 
 // A template that opens <think> in its generation prompt: what the model writes (the
