@@ -9,13 +9,7 @@ namespace deltafin {
 
 ChatSession::ChatSession(Model& model, const Tokenizer& tok, ChatTemplate tmpl, int n_ctx, bool xtml, bool think)
     : model_(model), tok_(tok), tmpl_(std::move(tmpl)), n_ctx_(n_ctx), state_(model.new_state(n_ctx)),
-      xtml_(xtml), think_(think) {
-  std::vector<std::string_view> markers;
-  if (xtml_) markers = tool_markers(ToolFormat::Xtml);
-  else if (think_) markers = {"<think>", "</think>"};
-  for (std::string_view m : markers)
-    if (int32_t id = tok_.vocab().find(m); id >= 0) markers_.push_back(id);
-}
+      xtml_(xtml), think_(think) {}
 
 Result<std::unique_ptr<ChatSession>> ChatSession::create(Model& model, const Tokenizer& tok,
                                                          const std::string& template_source, int n_ctx) {
@@ -102,7 +96,8 @@ Result<ChatTurn> ChatSession::turn(const std::string& user_text, const GenerateP
     if (xtml_) f.xtml_open = xtml_open_tags(text);
     else f.think_open = prompt_opens_think(text);
     reply.emplace(f);
-    gp.shown_tokens.insert(gp.shown_tokens.end(), markers_.begin(), markers_.end());
+    const std::vector<int32_t> markers = marker_tokens(tok_, f);
+    gp.shown_tokens.insert(gp.shown_tokens.end(), markers.begin(), markers.end());
   }
   // Text from the model -> the answer (and the thinking), false to stop.
   auto deliver = [&](const ReplyPiece& t) {

@@ -88,7 +88,6 @@ class ChatSession {
   std::vector<Message> messages_;  // no system
   bool xtml_;                      // replies are XTML (Kimi K3)
   bool think_;                     // replies think between <think> tags
-  std::vector<int32_t> markers_;   // the marker tokens, shown to the parser
 };
 
 }  // namespace deltafin

@@ -2,6 +2,16 @@
 
 namespace deltafin {
 
+std::vector<int32_t> marker_tokens(const Tokenizer& tok, const ReplyFormat& f) {
+  std::vector<std::string_view> texts;
+  if (f.think) texts = {"<think>", "</think>"};
+  for (std::string_view m : tool_markers(f.xtml ? ToolFormat::Xtml : f.tools)) texts.push_back(m);
+  std::vector<int32_t> ids;
+  for (std::string_view t : texts)
+    if (int32_t id = tok.vocab().find(t); id >= 0) ids.push_back(id);
+  return ids;
+}
+
 ReplyParser::ReplyParser(const ReplyFormat& f)
     : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools, f.tool_defs) {
   if (f.xtml) xtml_.emplace(f.xtml_open, f.think);

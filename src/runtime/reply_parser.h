@@ -13,6 +13,7 @@
 #include "runtime/reasoning.h"
 #include "runtime/tool_calls.h"
 #include "runtime/xtml.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deltafin {
 
@@ -29,6 +30,10 @@ struct ReplyPiece {
   std::string reasoning, content;
   std::vector<ToolCall> calls;  // only from finish()
 };
+
+// The marker tokens a reply of this format is read by, where the vocabulary has them
+// (GenerateParams/GenRequest::shown_tokens: control tokens are otherwise not shown).
+std::vector<int32_t> marker_tokens(const Tokenizer& tok, const ReplyFormat& f);
 
 class ReplyParser {
  public:

@@ -50,8 +50,6 @@ Header parse_header(std::string_view h) {
   }
   return t;
 }
-
-bool starts_with(const std::string& s, std::string_view p) { return s.compare(0, p.size(), p) == 0; }
 }  // namespace
 
 std::vector<std::string> xtml_open_tags(std::string_view text) {
@@ -81,7 +79,7 @@ SplitText XtmlReply::push(const std::string& s) {
   SplitText out;
   buf_ += s;
   for (;;) {
-    const bool o = starts_with(buf_, kOpen), c = !o && starts_with(buf_, kClose);
+    const bool o = buf_.starts_with(kOpen), c = !o && buf_.starts_with(kClose);
     if (o || c) {
       const size_t m = o ? kOpen.size() : kClose.size();
       const size_t sep = buf_.find(kSep, m);

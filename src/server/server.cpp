@@ -158,18 +158,6 @@ struct Server::Impl {
 
   // --- generation -------------------------------------------------------------
 
-  // The marker tokens a reply of this format is read by, where the vocabulary has
-  // them (control tokens are otherwise not shown).
-  std::vector<int32_t> shown_tokens(const ReplyFormat& f) const {
-    std::vector<std::string_view> texts;
-    if (f.think) texts = {"<think>", "</think>"};
-    for (std::string_view m : tool_markers(f.xtml ? ToolFormat::Xtml : f.tools)) texts.push_back(m);
-    std::vector<int32_t> ids;
-    for (std::string_view t : texts)
-      if (int32_t id = tok.vocab().find(t); id >= 0) ids.push_back(id);
-    return ids;
-  }
-
   enum class Kind { Chat, Completion };
 
   // Validated prompt + parameters -> queued request (g.n choices), answered by a
@@ -193,7 +181,7 @@ struct Server::Impl {
     r.ignore_eos = g.ignore_eos;
     r.logprobs = g.logprobs;
     r.prompt_logprobs = g.echo && g.logprobs >= 0;
-    r.shown_tokens = shown_tokens(format);
+    r.shown_tokens = marker_tokens(tok, format);
     r.json = g.json_grammar;
     std::string echo_text;
     std::vector<size_t> echo_offsets;
