@@ -31,13 +31,77 @@ int hex_value(uint8_t c) {
   return -1;
 }
 
+// The span of `spans` (sorted) that starts at byte `at`, if any.
+const JsonSpan* span_at(const std::vector<JsonSpan>& spans, uint32_t at) {
+  for (const JsonSpan& t : spans)
+    if (t.at >= at) return t.at == at ? &t : nullptr;
+  return nullptr;
+}
+
 }  // namespace
 
-JsonState::JsonState(const JsonGrammar& g) : g_(&g) {}
+JsonState::JsonState(const JsonGrammar& g) : g_(&g) {
+  alive_ = g.n_variants() >= 64 ? ~uint64_t(0) : (uint64_t(1) << g.n_variants()) - 1;
+  settle();
+}
+
+void JsonState::settle() {
+  if (var_ != kNoVariant || std::popcount(alive_) != 1) return;
+  const uint32_t v = uint32_t(std::countr_zero(alive_));
+  if (pre_ == g_->variant(v).prefix.size()) var_ = v;
+}
+
+bool JsonState::prefix_byte(uint8_t c) {
+  uint64_t keep = 0;
+  for (uint64_t m = alive_; m; m &= m - 1) {
+    const uint32_t v = uint32_t(std::countr_zero(m));
+    const JsonVariant& jv = g_->variant(v);
+    if (pre_ < jv.prefix.size() && uint8_t(jv.prefix[pre_]) == c && !span_at(jv.prefix_tokens, pre_))
+      keep |= m & -m;
+  }
+  if (!keep) return false;
+  alive_ = keep;
+  ++pre_;
+  settle();
+  return true;
+}
+
+void JsonState::forced_tokens(std::vector<int32_t>* ids) const {
+  if (var_ == kNoVariant) {
+    for (uint64_t m = alive_; m; m &= m - 1)
+      if (const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).prefix_tokens, pre_))
+        if (std::find(ids->begin(), ids->end(), t->id) == ids->end()) ids->push_back(t->id);
+  } else if (x_.mode == Mode::Done) {
+    if (const JsonSpan* t = span_at(var().suffix_tokens, post_)) ids->push_back(t->id);
+  }
+}
+
+bool JsonState::take_token(int32_t id) {
+  if (var_ == kNoVariant) {
+    uint64_t keep = 0;
+    uint32_t len = 0;
+    for (uint64_t m = alive_; m; m &= m - 1) {
+      const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).prefix_tokens, pre_);
+      if (t && t->id == id) keep |= m & -m, len = t->len;
+    }
+    if (!keep) return false;
+    alive_ = keep;
+    pre_ += len;
+    settle();
+    return true;
+  }
+  if (x_.mode != Mode::Done) return false;
+  const JsonSpan* t = span_at(var().suffix_tokens, post_);
+  if (!t || t->id != id) return false;
+  post_ += t->len;
+  return true;
+}
 
 void JsonState::assign(const JsonState& o) {
   g_ = o.g_;
   pre_ = o.pre_;
+  alive_ = o.alive_;
+  var_ = o.var_;
   post_ = o.post_;
   depth_ = o.depth_;
   x_ = o.x_;
@@ -45,8 +109,9 @@ void JsonState::assign(const JsonState& o) {
 }
 
 bool JsonState::complete() const {
-  if (x_.mode == Mode::Done) return post_ == g_->suffix.size();
-  if (!g_->suffix.empty()) return false;
+  if (var_ == kNoVariant) return false;
+  if (x_.mode == Mode::Done) return post_ == var().suffix.size();
+  if (!var().suffix.empty()) return false;
   if (depth_ != 0) return false;
   if (x_.mode == Mode::Number) return accepting(x_.sub);
   if (x_.mode == Mode::Literal)
@@ -62,8 +127,11 @@ bool JsonState::feed(std::string_view bytes) {
 }
 
 bool JsonState::feed(uint8_t c) {
-  if (pre_ < g_->prefix.size()) return uint8_t(g_->prefix[pre_]) == c && ++pre_;
-  if (x_.mode == Mode::Done) return post_ < g_->suffix.size() && uint8_t(g_->suffix[post_]) == c && ++post_;
+  if (var_ == kNoVariant) return prefix_byte(c);
+  if (x_.mode == Mode::Done) {
+    const JsonVariant& v = var();
+    return post_ < v.suffix.size() && uint8_t(v.suffix[post_]) == c && !span_at(v.suffix_tokens, post_) && ++post_;
+  }
   for (;;) {
     bool ended = false;
     switch (x_.mode) {
@@ -174,7 +242,7 @@ bool JsonState::start_value(uint32_t node, uint8_t c) {
 bool JsonState::structural(uint8_t c) {
   if (is_ws(c)) return ++x_.ws <= kMaxWhitespace;
   x_.ws = 0;
-  if (depth_ == 0) return start_value(g_->root(), c);
+  if (depth_ == 0) return start_value(var().root, c);
   Frame& f = stack_[size_t(depth_ - 1)];
   const JsonNode& n = g_->node(f.node);
   auto close = [&] {
@@ -409,11 +477,11 @@ bool JsonConstraint::allows(int32_t id) const {
   const JsonTokenTable& t = *table_;
   if (id < 0 || id >= t.n_vocab()) return false;
   if (std::find(t.eog_.begin(), t.eog_.end(), id) != t.eog_.end()) return state_.complete();
-  const std::string& b = t.bytes_[size_t(id)];
-  if (b.empty()) return false;
   JsonState s(*grammar_);
   s.assign(state_);
-  return s.feed(b);
+  if (s.take_token(id)) return true;
+  const std::string& b = t.bytes_[size_t(id)];
+  return !b.empty() && s.feed(b);
 }
 
 bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
@@ -442,6 +510,10 @@ bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
   }
   if (state_.complete())
     for (int32_t id : t.eog_) ok[size_t(id)] = 1, ++n_ok;
+  std::vector<int32_t> whole;
+  state_.forced_tokens(&whole);
+  for (int32_t id : whole)
+    if (id >= 0 && id < t.n_vocab()) ok[size_t(id)] = 1, ++n_ok;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int64_t id = 0; id < n_vocab; ++id)
     if (id >= t.n_vocab() || !ok[size_t(id)]) logits[id] = kNegInf;
@@ -451,7 +523,9 @@ bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
 bool JsonConstraint::advance(int32_t id) {
   const JsonTokenTable& t = *table_;
   if (id < 0 || id >= t.n_vocab()) return false;
-  return state_.feed(t.bytes_[size_t(id)]);
+  if (state_.take_token(id)) return true;
+  const std::string& b = t.bytes_[size_t(id)];
+  return !b.empty() && state_.feed(b);
 }
 
 }  // namespace deltafin

@@ -47,6 +47,11 @@ class JsonState {
   // The bytes so far are a whole document (and the grammar's suffix): the generation
   // may end here.
   bool complete() const;
+  // Where the literal text around the document has a JsonSpan here (a token that must
+  // come whole, which feed() refuses to spell): appends the tokens it may be.
+  void forced_tokens(std::vector<int32_t>* ids) const;
+  // Takes such a token; false (and no change) when none is expected here.
+  bool take_token(int32_t id);
   // Between characters of a string whose content is free (no enum, not a declared
   // key): any run of characters other than '"', '\\' and control bytes that is whole
   // UTF-8 keeps it there.
@@ -65,6 +70,11 @@ class JsonState {
     Phase phase = KeyOrEnd;
     bool object = false;
   };
+
+  static constexpr uint32_t kNoVariant = UINT32_MAX;
+  bool prefix_byte(uint8_t c);
+  void settle();  // the one variant left whose prefix is whole: its document starts
+  const JsonVariant& var() const { return g_->variant(var_); }
 
   bool structural(uint8_t c);
   bool start_value(uint32_t node, uint8_t c);
@@ -98,7 +108,10 @@ class JsonState {
   };
 
   const JsonGrammar* g_;
-  uint32_t pre_ = 0, post_ = 0;  // bytes of the grammar's prefix and suffix matched
+  uint32_t pre_ = 0;             // bytes of the prefix matched (of every variant alive)
+  uint64_t alive_ = 0;           // the variants whose prefix matches so far
+  uint32_t var_ = kNoVariant;    // the variant being read, once its prefix is whole
+  uint32_t post_ = 0;            // bytes of its suffix matched
   int depth_ = 0;
   Lex x_;
   std::array<Frame, kMaxDepth> stack_;

@@ -51,7 +51,9 @@ uint32_t JsonGrammar::add_any() {
 JsonGrammar JsonGrammar::any_object() {
   JsonGrammar g;
   const uint32_t any = g.add_any();
-  g.root_ = g.nodes_[any].dispatch['{'];
+  JsonVariant v;
+  v.root = g.nodes_[any].dispatch['{'];
+  g.variants_.push_back(std::move(v));
   return g;
 }
 
@@ -310,8 +312,58 @@ class SchemaCompiler {
 Result<JsonGrammar> JsonGrammar::from_schema(const nlohmann::ordered_json& schema) {
   JsonGrammar g;
   SchemaCompiler c(&g);
-  DF_ASSIGN(g.root_, c.compile(schema, "", 0));
+  JsonVariant v;
+  DF_ASSIGN(v.root, c.compile(schema, "", 0));
+  g.variants_.push_back(std::move(v));
   return g;
+}
+
+namespace {
+bool ends_plainly(const JsonNode& n) { return n.kind == JsonNode::Kind::Object || n.kind == JsonNode::Kind::Array; }
+}  // namespace
+
+Result<JsonGrammar> JsonGrammar::one_of(const std::vector<JsonFramed>& docs) {
+  if (docs.empty() || docs.size() > kMaxCandidates)
+    return make_error("a grammar holds 1 to {} documents, not {}", kMaxCandidates, docs.size());
+  JsonGrammar g;
+  SchemaCompiler c(&g);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    JsonVariant v;
+    v.prefix = docs[i].prefix;
+    v.suffix = docs[i].suffix;
+    Result<uint32_t> root = c.compile(docs[i].schema, "", 0);
+    if (!root.ok()) return make_error("document {}: {}", i + 1, root.error().message);
+    v.root = root.value();
+    if (!v.suffix.empty() && !ends_plainly(g.node(v.root)))
+      return make_error("document {} has text after it, so it must be an object or an array", i + 1);
+    for (const JsonVariant& o : g.variants_)
+      if (o.prefix.starts_with(v.prefix) || v.prefix.starts_with(o.prefix))
+        return make_error("document {}'s prefix '{}' and another's, '{}', do not tell them apart", i + 1, v.prefix,
+                          o.prefix);
+    g.variants_.push_back(std::move(v));
+  }
+  return g;
+}
+
+void JsonGrammar::wrap(std::string prefix, std::string suffix) {
+  for (JsonVariant& v : variants_) {
+    v.prefix = prefix + v.prefix;
+    v.suffix += suffix;
+    for (JsonSpan& t : v.prefix_tokens) t.at += uint32_t(prefix.size());
+  }
+}
+
+void JsonGrammar::force_token(std::string_view text, int32_t id) {
+  if (text.empty()) return;
+  auto mark = [&](const std::string& lit, std::vector<JsonSpan>* spans) {
+    for (size_t at = lit.find(text); at != std::string::npos; at = lit.find(text, at + text.size()))
+      spans->push_back(JsonSpan{uint32_t(at), uint32_t(text.size()), id});
+    std::sort(spans->begin(), spans->end(), [](const JsonSpan& a, const JsonSpan& b) { return a.at < b.at; });
+  };
+  for (JsonVariant& v : variants_) {
+    mark(v.prefix, &v.prefix_tokens);
+    mark(v.suffix, &v.suffix_tokens);
+  }
 }
 
 }  // namespace deltafin

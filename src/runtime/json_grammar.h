@@ -17,6 +17,10 @@
 // default, examples, ...) are ignored; any other keyword (pattern, format, $ref,
 // minLength, oneOf, ...) is an error naming it and where it is.
 //
+// A grammar may also frame its document in literal text (a tool call's tags) and hold
+// several framed documents, one of which the reply is (a call of any of several tools,
+// each with its own arguments): the literal text decides which.
+//
 // Immutable once built: one grammar serves every choice of a request, from any thread.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -24,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -58,6 +63,27 @@ struct JsonNode {
   std::array<uint32_t, 256> dispatch{};
 };
 
+// Bytes [at, at + len) of a literal text that must come as the single token `id` (a
+// control token such as <|tool_call_begin|>, which spelling it out byte by byte is not).
+struct JsonSpan {
+  uint32_t at = 0, len = 0;
+  int32_t id = -1;
+};
+
+// One document the grammar allows, with the literal text before and after it.
+struct JsonVariant {
+  std::string prefix, suffix;
+  uint32_t root = 0;
+  std::vector<JsonSpan> prefix_tokens, suffix_tokens;  // by position
+};
+
+// A document to compile into a grammar of several (JsonGrammar::one_of).
+struct JsonFramed {
+  std::string prefix;
+  nlohmann::ordered_json schema;
+  std::string suffix;
+};
+
 class JsonGrammar {
  public:
   static constexpr uint32_t kNoNode = UINT32_MAX;
@@ -70,12 +96,20 @@ class JsonGrammar {
   // Errors name the keyword and the schema path, e.g. "keyword 'pattern' (at
   // /properties/id) is not supported".
   static Result<JsonGrammar> from_schema(const nlohmann::ordered_json& schema);
+  // Any one of `docs` (at most kMaxCandidates), each between its literal text. No
+  // prefix may be a prefix of another's (where one ends, which document follows must
+  // be known), and a document with a suffix must be an object or an array (so that its
+  // end is unambiguous). Errors name the document.
+  static Result<JsonGrammar> one_of(const std::vector<JsonFramed>& docs);
 
-  uint32_t root() const { return root_; }
-  // Literal text around the document: bytes before it and after it (a tool call's
-  // tags, "<tool_call>\n" and "\n</tool_call>"). Empty for response_format. With a
-  // suffix the root must be an object or an array (its end is then unambiguous).
-  std::string prefix, suffix;
+  // Puts literal text around every document (a tool call's tags); the same rule on
+  // suffixes holds. For tests and one-document grammars.
+  void wrap(std::string prefix, std::string suffix);
+  // Where `text` occurs in the literal text, it must come as the single token `id`.
+  void force_token(std::string_view text, int32_t id);
+
+  size_t n_variants() const { return variants_.size(); }
+  const JsonVariant& variant(size_t i) const { return variants_[i]; }
   const JsonNode& node(uint32_t i) const { return nodes_[i]; }
   size_t size() const { return nodes_.size(); }
 
@@ -85,7 +119,7 @@ class JsonGrammar {
   uint32_t add_any();  // the "any value" node and its children
 
   std::vector<JsonNode> nodes_;
-  uint32_t root_ = 0;
+  std::vector<JsonVariant> variants_;
   uint32_t any_ = kNoNode;  // built on first use
 };
 

@@ -213,11 +213,6 @@ bool parse_dsml(Reader r, std::vector<ToolCall>* out) {
   }
 }
 
-std::string tool_name(const json& t) {
-  const json& f = t.contains("function") ? t["function"] : t;
-  return f.is_object() && f.contains("name") && f["name"].is_string() ? f["name"].get<std::string>() : "";
-}
-
 std::string_view begin_marker(ToolFormat f) {
   switch (f) {
     case ToolFormat::Hermes:
@@ -273,37 +268,6 @@ bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* conten
   *content = trim(std::string_view(text).substr(0, at));
   *calls = std::move(out);
   return true;
-}
-
-std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json& tools, const json& choice) {
-  if (f != ToolFormat::Hermes || !tools.is_array() || tools.empty()) return nullptr;
-  json names = json::array();
-  const json* params = nullptr;  // the one tool's parameter schema
-  if (choice.is_object()) {
-    const std::string want = choice["function"]["name"].get<std::string>();
-    for (const json& t : tools)
-      if (tool_name(t) == want) {
-        names.push_back(want);
-        const json& fn = t.contains("function") ? t["function"] : t;
-        if (fn.contains("parameters") && fn["parameters"].is_object()) params = &fn["parameters"];
-      }
-  } else if (choice == "required") {
-    for (const json& t : tools)
-      if (!tool_name(t).empty()) names.push_back(tool_name(t));
-    if (names.size() == 1) return forced_call_grammar(f, tools, json{{"type", "function"}, {"function", {{"name", names[0]}}}});
-  }
-  if (names.empty()) return nullptr;
-  auto call = [&](const json& args) {
-    return json{{"type", "object"},
-                {"properties", {{"name", {{"enum", names}}}, {"arguments", args}}},
-                {"required", {"name", "arguments"}}};
-  };
-  Result<JsonGrammar> g = params ? JsonGrammar::from_schema(call(*params)) : make_error("no parameter schema");
-  if (!g.ok()) g = JsonGrammar::from_schema(call(json{{"type", "object"}}));  // beyond the subset: any object
-  if (!g.ok()) return nullptr;
-  g->prefix = std::string(kHermesOpen) + "\n";
-  g->suffix = "\n" + std::string(kHermesClose);
-  return std::make_shared<const JsonGrammar>(std::move(g).value());
 }
 
 std::string ToolCallStream::push(const std::string& content) {

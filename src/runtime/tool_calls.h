@@ -25,11 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include <memory>
-
 #include <nlohmann/json.hpp>
-
-#include "runtime/json_grammar.h"
 
 namespace deltafin {
 
@@ -40,14 +36,6 @@ ToolFormat tool_format_of(const std::string& template_source);
 
 // The marker texts of a format (to show if they are control tokens).
 std::vector<std::string_view> tool_markers(ToolFormat f);
-
-// tool_choice "required" or {"type": "function", "function": {"name": f}} as a grammar
-// the reply must follow: one call in the format, to f (or to any of `tools`), its
-// arguments following the tool's parameter schema where JsonGrammar takes it (else any
-// object). Null where the format's calls are not JSON between text tags (only Hermes
-// is) or there is nothing to force.
-std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const nlohmann::ordered_json& tools,
-                                                       const nlohmann::ordered_json& tool_choice);
 
 struct ToolCall {
   std::string name;

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "server/api.h"
 #include "server/metrics.h"
+#include "runtime/forced_calls.h"
 #include "runtime/reasoning.h"
 #include "runtime/reply_parser.h"
 #include "runtime/tool_calls.h"
@@ -402,13 +403,10 @@ struct Server::Impl {
     // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
     if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
     const bool json_reply = cr.gen.json_grammar != nullptr;  // response_format JSON
-    // tool_choice "required" or a named function: in the Hermes format the reply is
-    // constrained to be that call (other formats are asked through the template only).
-    bool forced_call = false;
-    if (!json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object())) {
-      cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice);
-      forced_call = cr.gen.json_grammar != nullptr;
-    }
+    // tool_choice "required" or a named function: where the format allows, the reply is
+    // constrained to be such a call (forced_calls.h); otherwise the template asks.
+    const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
+                             can_force_calls(tool_format);
     // A constrained reply is the answer: no thinking first (the constraint holds from
     // the first token). chat_template_kwargs may still turn it on.
     if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
@@ -418,6 +416,7 @@ struct Server::Impl {
     if (!text.ok()) return send_error(res, error(400, "cannot render the conversation with the model's chat template: " +
                                                           text.error().message, "invalid_request_error", "messages"));
     const std::string& prompt = text.value();
+    if (forced_call) cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice, prompt, tok);
     std::vector<int32_t> ids;
     const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
     if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());

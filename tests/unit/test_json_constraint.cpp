@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "io/byte_source.h"
+#include "runtime/forced_calls.h"
 #include "runtime/json_constraint.h"
 
 using namespace deltafin;
@@ -288,19 +289,27 @@ TEST(JsonConstraint, UnsupportedSchemasNameTheKeyword) {
 }
 
 namespace {
+// The Qwen2 vocabulary, with `extra` tokens of type `type` appended (3: control, 4:
+// user-defined), as a model with tool-call markers has them.
+std::unique_ptr<Tokenizer> qwen2_with(const std::vector<std::string>& extra, int64_t type) {
+  std::unique_ptr<Tokenizer> t;
+  const auto path = std::filesystem::path(DELTAFIN_SHARED_DIR) / "vocab" / "ggml-vocab-qwen2.gguf";
+  if (!std::filesystem::exists(path)) return t;
+  auto src = open_file_source(path.string());
+  if (!src.ok()) return t;
+  auto meta = parse_gguf(**src);
+  if (!meta.ok()) return t;
+  for (const std::string& e : extra) {
+    meta->kv.at("tokenizer.ggml.tokens").strings.push_back(e);
+    meta->kv.at("tokenizer.ggml.token_type").ints.push_back(type);
+  }
+  auto r = Tokenizer::from_gguf(*meta);
+  if (r.ok()) t = std::make_unique<Tokenizer>(std::move(r).value());
+  return t;
+}
+
 const Tokenizer* qwen2_tokenizer() {
-  static std::unique_ptr<Tokenizer> tok = [] {
-    std::unique_ptr<Tokenizer> t;
-    const auto path = std::filesystem::path(DELTAFIN_SHARED_DIR) / "vocab" / "ggml-vocab-qwen2.gguf";
-    if (!std::filesystem::exists(path)) return t;
-    auto src = open_file_source(path.string());
-    if (!src.ok()) return t;
-    auto meta = parse_gguf(**src);
-    if (!meta.ok()) return t;
-    auto r = Tokenizer::from_gguf(*meta);
-    if (r.ok()) t = std::make_unique<Tokenizer>(std::move(r).value());
-    return t;
-  }();
+  static std::unique_ptr<Tokenizer> tok = qwen2_with({}, 0);
   return tok.get();
 }
 }  // namespace
@@ -380,8 +389,7 @@ TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
 // written exactly, and the document is complete only after the suffix.
 TEST(JsonConstraint, PrefixAndSuffixFrameTheDocument) {
   JsonGrammar g = JsonGrammar::any_object();
-  g.prefix = "<a>\n";
-  g.suffix = "\n</a>";
+  g.wrap("<a>\n", "\n</a>");
   JsonState s(g);
   EXPECT_FALSE(s.complete());
   ASSERT_TRUE(s.feed("<a>\n{\"k\": [1]}"));
@@ -397,4 +405,126 @@ TEST(JsonConstraint, PrefixAndSuffixFrameTheDocument) {
   ASSERT_TRUE(t.feed("<a>\n{}"));
   EXPECT_FALSE(JsonState(t).feed("\n</b>")) << "another suffix";
   EXPECT_FALSE(JsonState(t).feed(" ")) << "only the suffix follows the document";
+}
+
+// Several framed documents: the literal text picks one, and from there only its
+// schema holds. Prefixes that cannot tell documents apart, or a document that cannot
+// end before its suffix, are refused.
+TEST(JsonConstraint, VariantsArePickedByTheirPrefix) {
+  auto g = JsonGrammar::one_of({
+      {"<c>f(", ojson::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"), ")</c>"},
+      {"<c>g(", ojson::parse(R"({"type":"object","properties":{"b":{"enum":["x"]}},"required":["b"]})"), ")</c>"},
+  });
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_TRUE(feed_all(*g, "<c>f({\"a\": 1})</c>", false).complete);
+  EXPECT_TRUE(feed_all(*g, "<c>g({\"b\": \"x\"})</c>", false).complete);
+  JsonState s(*g);
+  ASSERT_TRUE(s.feed("<c>f("));
+  EXPECT_FALSE(JsonState(s).feed("{\"b\"")) << "g's argument after f's prefix";
+  EXPECT_FALSE(JsonState(*g).feed("<c>h(")) << "no such document";
+  EXPECT_FALSE(s.complete());
+
+  auto clash = JsonGrammar::one_of({{"<c>f", ojson::parse(R"({"type":"object"})"), ""},
+                                    {"<c>f(", ojson::parse(R"({"type":"object"})"), ""}});
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.error().message.find("'<c>f'"), std::string::npos) << clash.error().message;
+  auto open_end = JsonGrammar::one_of({{"<c>", ojson::parse(R"({"type":"integer"})"), "</c>"}});
+  ASSERT_FALSE(open_end.ok());
+  EXPECT_NE(open_end.error().message.find("object or an array"), std::string::npos) << open_end.error().message;
+}
+
+// Markers that must come as one token: bytes cannot spell them (in the prefix or the
+// suffix), the state names the token where one is due and takes only it.
+TEST(JsonConstraint, ForcedTokensCannotBeSpelled) {
+  auto g = JsonGrammar::one_of({{"<m>f:", ojson::parse(R"({"type":"object"})"), "<e>"},
+                                {"<m>g:", ojson::parse(R"({"type":"object"})"), "<e>"}});
+  ASSERT_TRUE(g.ok());
+  g->force_token("<m>", 7);
+  g->force_token("<e>", 9);
+  JsonState s(*g);
+  EXPECT_FALSE(JsonState(s).feed("<")) << "the marker spelled";
+  std::vector<int32_t> due;
+  s.forced_tokens(&due);
+  EXPECT_EQ(due, std::vector<int32_t>{7});
+  EXPECT_FALSE(s.take_token(9));
+  ASSERT_TRUE(s.take_token(7));
+  due.clear();
+  s.forced_tokens(&due);
+  EXPECT_TRUE(due.empty()) << "a name comes as text";
+  EXPECT_FALSE(JsonState(s).take_token(7));
+  ASSERT_TRUE(s.feed("g:{}"));
+  EXPECT_FALSE(s.complete());
+  EXPECT_FALSE(JsonState(s).feed("<e>"));
+  due.clear();
+  s.forced_tokens(&due);
+  EXPECT_EQ(due, std::vector<int32_t>{9});
+  ASSERT_TRUE(s.take_token(9));
+  EXPECT_TRUE(s.complete());
+  // Without a token for a marker, it is text.
+  auto plain = JsonGrammar::one_of({{"<m>f:", ojson::parse(R"({"type":"object"})"), "<e>"}});
+  EXPECT_TRUE(feed_all(*plain, "<m>f:{}<e>", false).complete);
+}
+
+// On the Qwen2 vocabulary with Qwen2.5's markers (user-defined tokens: their text is
+// shown) and Kimi K2's (control tokens: shown only when asked), a forced call takes the
+// marker tokens (nothing else where one is due: not '<' nor "<tool"), names the tool
+// as text, and ends with an end of generation only.
+TEST(JsonConstraint, ForcedCallsTakeTheMarkerTokens) {
+  struct Case {
+    ToolFormat f;
+    int64_t type;
+    std::vector<std::string> markers;
+    std::string name_text;  // between the markers before the arguments
+  };
+  const Case cases[] = {
+      {ToolFormat::Hermes, 4, {"<tool_call>", "</tool_call>"}, "\n{\"name\": \"now\", \"arguments\": "},
+      {ToolFormat::KimiK2,
+       3,
+       {"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>", "<|tool_call_end|>"},
+       "functions.now:0"},
+  };
+  const ojson tools = ojson::parse(R"([{"type":"function","function":{"name":"now","parameters":{"type":"object"}}}])");
+  for (const Case& k : cases) {
+    std::unique_ptr<Tokenizer> tok = qwen2_with(k.markers, k.type);
+    if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
+    std::vector<int32_t> m;
+    for (const std::string& s : k.markers) m.push_back(tok->vocab().find(s));
+    ASSERT_GE(m.back(), 0);
+    auto grammar = forced_call_grammar(k.f, tools, "required", "", *tok);
+    ASSERT_TRUE(grammar);
+    JsonConstraint c(grammar, std::make_shared<const JsonTokenTable>(*tok));
+    const int64_t V = tok->n_vocab();
+    auto allowed = [&] {
+      std::vector<float> logits(size_t(V), 0.0f);
+      c.mask(logits.data(), V);
+      std::vector<int32_t> ids;
+      for (int32_t id = 0; id < V; ++id)
+        if (std::isfinite(logits[size_t(id)])) ids.push_back(id);
+      return ids;
+    };
+    // The reply as its token ids: markers as tokens, the rest as text.
+    std::vector<int32_t> reply;
+    if (k.f == ToolFormat::Hermes) {
+      reply.push_back(m[0]);
+      for (int32_t id : tok->encode(k.name_text + "{}}\n", false, false)) reply.push_back(id);
+      reply.push_back(m[1]);
+    } else {
+      reply = {m[0], m[2]};
+      for (int32_t id : tok->encode(k.name_text, false, false)) reply.push_back(id);
+      reply.push_back(m[3]);
+      for (int32_t id : tok->encode("{}", false, false)) reply.push_back(id);
+      reply.push_back(m[4]);
+      reply.push_back(m[1]);
+    }
+    for (int32_t id : reply) {
+      if (std::find(m.begin(), m.end(), id) != m.end()) {
+        EXPECT_EQ(allowed(), std::vector<int32_t>{id}) << "only the marker " << tok->piece(id);
+        EXPECT_FALSE(c.allows(tok->encode("<", false, false)[0]));
+      }
+      ASSERT_TRUE(c.advance(id)) << tok->piece(id);
+    }
+    EXPECT_TRUE(c.complete());
+    for (int32_t id : allowed()) EXPECT_TRUE(tok->is_eog(id)) << id;
+  }
 }

@@ -9,6 +9,8 @@
 
 #include "gen_wait.h"
 #include "runtime/scheduler.h"
+#include "runtime/forced_calls.h"
+#include "runtime/reply_parser.h"
 #include "runtime/tool_calls.h"
 #include "tiny_engine.h"
 
@@ -205,10 +207,10 @@ TEST_F(JsonOnTiny, ForcedToolCallsParse) {
          "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit", "days"]}}},
       {"type": "function", "function": {"name": "now", "parameters": {"type": "object", "properties": {}}}}])");
   const ojson named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
-  auto grammar = forced_call_grammar(ToolFormat::Hermes, tools, named);
+  auto grammar = forced_call_grammar(ToolFormat::Hermes, tools, named, "", *tok);
   ASSERT_TRUE(grammar);
-  EXPECT_FALSE(forced_call_grammar(ToolFormat::KimiK2, tools, named)) << "its calls are not JSON between text tags";
-  EXPECT_FALSE(forced_call_grammar(ToolFormat::Hermes, tools, "auto"));
+  EXPECT_FALSE(forced_call_grammar(ToolFormat::QwenXml, tools, named, "", *tok)) << "its arguments are not JSON";
+  EXPECT_FALSE(forced_call_grammar(ToolFormat::Hermes, tools, "auto", "", *tok));
   SchedulerOptions so;
   so.n_ctx = 512;
   Scheduler sched(engine->model(), *tok, so);
@@ -238,7 +240,7 @@ TEST_F(JsonOnTiny, ForcedToolCallsParse) {
   EXPECT_EQ(calls_without, 0);
   // "required" with two tools: a call to either.
   GenRequest r = request(4);
-  r.json = forced_call_grammar(ToolFormat::Hermes, tools, "required");
+  r.json = forced_call_grammar(ToolFormat::Hermes, tools, "required", "", *tok);
   const Reply rep = run(sched, std::move(r))[0];
   std::string content;
   std::vector<ToolCall> calls;

@@ -1,0 +1,42 @@
+// tool_choice "required" or a named function, enforced: the reply is one call, in the
+// chat format's own markup, to the named tool (or to any of the request's tools), its
+// arguments following that tool's parameter schema where JsonGrammar takes it (else
+// any object). The text before the arguments decides the tool, so with several tools
+// each keeps its own schema:
+//
+//   Hermes (Qwen3...):  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+//   Kimi K2:            <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+//                       <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+//   DeepSeek V3.1:      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+//   Kimi K3 (XTML):     closes what the prompt left open inside the message (response),
+//                       then <|open|>tools<|sep|><|open|>call tool="f" index="1"<|sep|>
+//                       <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>
+//                       <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
+//
+// as their templates render a call in the history. A prompt that leaves <think> open
+// gets it closed first. The markers come as the vocabulary's single tokens where it has
+// them (JsonGrammar::force_token), as the model was trained to write them.
+// Qwen3-Coder's XML and DSML (DeepSeek V3.2/V4) are not JSON between tags: asked
+// through the template only.
+#pragma once
+#include <memory>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/json_grammar.h"
+#include "runtime/tool_calls.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deltafin {
+
+// Whether a format's calls can be enforced.
+bool can_force_calls(ToolFormat f);
+
+// Null where the format cannot be enforced, tool_choice asks for no call, or no tool
+// matches. prompt: the rendered prompt the reply continues.
+std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const nlohmann::ordered_json& tools,
+                                                       const nlohmann::ordered_json& tool_choice,
+                                                       std::string_view prompt, const Tokenizer& tok);
+
+}  // namespace deltafin
