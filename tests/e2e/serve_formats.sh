@@ -3,7 +3,7 @@
 # opens comes back as reasoning_content, with `thinking: false` the reply is content;
 # a conversation with tool calls and their results renders; streamed equals whole;
 # tool_choice, reasoning_effort and the server's --chat-template-kwargs reach the
-# template.
+# template; tool_choice "required" or named is enforced (K3, Kimi K2, DeepSeek V3.1).
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -52,9 +52,15 @@ check "  the document is content" py "j['choices'][0]['message']['content'].lstr
 
 # tool_choice reaches the template: K3's adds a system note for "required".
 ptoks() { python3 -c "import json; print(json.load(open('$dir/body'))['usage']['prompt_tokens'])"; }
-req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"auto\",\"max_tokens\":1}" >/dev/null; auto=$(ptoks)
+# (A forced call renders without thinking: so does the "auto" request compared.)
+req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"auto\",\"max_tokens\":1,\"chat_template_kwargs\":{\"thinking\":false}}" >/dev/null; auto=$(ptoks)
 check "tool_choice required: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"required\",\"max_tokens\":1}")" = 200
 check "  the template told the model (more prompt tokens than auto: $(ptoks) > $auto)" test "$(ptoks)" -gt "$auto"
+# ... and is enforced: the reply is a call, closing the response the prompt opened (a
+# bias to '"' and '}', Qwen2 ids 1 and 92, keeps the random model's arguments short).
+check "tool_choice required, enough tokens: 200" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":\"required\",\"max_tokens\":300,\"temperature\":0,\"logit_bias\":{\"1\":7,\"92\":5}}")" = 200
+check "  the reply is one call to get_weather with object arguments" py "j['choices'][0]['finish_reason'] == 'tool_calls' and len(j['choices'][0]['message']['tool_calls']) == 1 and j['choices'][0]['message']['tool_calls'][0]['function']['name'] == 'get_weather' and isinstance(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments']), dict)"
+check "  and no text" py "not j['choices'][0]['message']['content']"
 check "tool_choice naming an unknown function: 400" test "$(req /v1/chat/completions "{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}")" = 400
 check "  names the param" py "j['error']['param'] == 'tool_choice' and 'nope' in j['error']['message']"
 
@@ -80,4 +86,26 @@ if [ -f "$tmpl" ]; then
   check "  in the prompt ($(ptoks) > $plain tokens)" test "$(ptoks)" -gt "$plain"
   stop_server
 fi
+# tool_choice enforced in Kimi K2's and DeepSeek V3.1's formats too: a named call, streamed
+# and whole, read back as the same call.
+for t in Kimi-K2-Instruct deepseek-ai-DeepSeek-V3.1; do
+  tmpl=$shared/templates/$t.jinja
+  [ -f "$tmpl" ] || continue
+  start_server -c 2048
+  body="{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":300,\"temperature\":0,\"logit_bias\":{\"1\":7,\"92\":5}"
+  check "$t named tool_choice: 200" test "$(req /v1/chat/completions "$body}")" = 200
+  check "  one call to get_weather, its arguments an object with a city" py "j['choices'][0]['finish_reason'] == 'tool_calls' and [c['function']['name'] for c in j['choices'][0]['message']['tool_calls']] == ['get_weather'] and isinstance(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments'])['city'], str)"
+  cp "$dir/body" "$dir/whole.json"
+  curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "$body,\"stream\":true}" >"$dir/stream"
+  check "  streamed: the same call" python3 -c "
+import json,sys
+name=''; args=''
+for l in open('$dir/stream'):
+    if l.startswith('data: {'):
+        for c in json.loads(l[6:])['choices'][0]['delta'].get('tool_calls') or []:
+            name += c['function'].get('name') or ''; args += c['function'].get('arguments') or ''
+w=json.load(open('$dir/whole.json'))['choices'][0]['message']['tool_calls'][0]['function']
+sys.exit(0 if name == w['name'] and args == w['arguments'] else 1)"
+  stop_server
+done
 exit $fail

@@ -247,3 +247,49 @@ TEST_F(JsonOnTiny, ForcedToolCallsParse) {
   ASSERT_TRUE(parse_tool_calls(ToolFormat::Hermes, rep.text, &content, &calls, &tools)) << rep.text;
   EXPECT_TRUE(calls[0].name == "get_weather" || calls[0].name == "now");
 }
+
+// tool_choice "required" with two tools, in each format that can be enforced: every
+// sampled reply is one call that the format's reader takes back, to one of the tools,
+// with the arguments of that tool's own schema (the tiny vocabulary has no marker
+// tokens: the markers come as text). Kimi K3's reply first closes the response the
+// prompt opened.
+TEST_F(JsonOnTiny, ForcedCallsInEveryFormat) {
+  const ojson tools = ojson::parse(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+         "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit", "days"]}}},
+      {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
+         "properties": {"zone": {"enum": ["utc"]}}, "required": ["zone"]}}}])");
+  Scheduler sched(engine->model(), *tok, options(0));
+  const std::string k3_prompt = "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
+  std::set<std::string> names;
+  for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::KimiK2, ToolFormat::DeepSeek, ToolFormat::Xtml}) {
+    const std::string prompt = f == ToolFormat::Xtml ? k3_prompt : "Weather?";
+    auto grammar = forced_call_grammar(f, tools, "required", prompt, *tok);
+    ASSERT_TRUE(grammar);
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      GenRequest r = request(seed);
+      r.prompt = tok->encode(prompt, true, false);
+      r.json = grammar;
+      const Reply rep = run(sched, std::move(r))[0];
+      EXPECT_EQ(rep.finish, "stop") << rep.text;
+      ReplyFormat rf;
+      if (f == ToolFormat::Xtml) rf.xtml = true, rf.xtml_open = xtml_open_tags(prompt);
+      else rf.tools = f, rf.tool_defs = tools;
+      ReplyParser p(rf);
+      ReplyPiece a = p.push(rep.text), b = p.finish();
+      EXPECT_EQ(a.content + b.content, "") << rep.text;
+      ASSERT_EQ(b.calls.size(), 1u) << rep.text;
+      const ojson args = ojson::parse(b.calls[0].arguments);
+      names.insert(b.calls[0].name);
+      if (b.calls[0].name == "now") {
+        EXPECT_EQ(args, ojson({{"zone", "utc"}})) << rep.text;
+      } else {
+        ASSERT_EQ(b.calls[0].name, "get_weather");
+        EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
+        EXPECT_TRUE(args["days"].is_number_integer()) << args;
+      }
+      if (seed == 1) std::printf("[ forced ] %s\n", rep.text.c_str());
+    }
+  }
+  EXPECT_EQ(names.size(), 2u) << "sampling picked one tool only";
+}
