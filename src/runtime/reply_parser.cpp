@@ -20,23 +20,23 @@ ReplyParser::ReplyParser(const ReplyFormat& f)
 ReplyPiece ReplyParser::push(const std::string& text) {
   if (xtml_) {
     SplitText t = xtml_->push(text);
-    return ReplyPiece{std::move(t.reasoning), std::move(t.content), {}};
+    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()};
   }
   SplitText t = split_.push(text);
-  return ReplyPiece{std::move(t.reasoning), tools_.push(t.content), {}};
+  ToolText c = tools_.push(t.content);
+  return ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)};
 }
 
 ReplyPiece ReplyParser::finish() {
   if (xtml_) {
     SplitText t = xtml_->finish();
-    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->calls()};
+    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()};
   }
   SplitText t = split_.finish();
-  ReplyPiece out{std::move(t.reasoning), tools_.push(t.content), {}};
-  std::string rest;
-  out.calls = tools_.finish(&rest);
-  out.content += rest;
-  return out;
+  ToolText c = tools_.push(t.content), end = tools_.finish();
+  c.content += end.content;
+  c.calls.insert(c.calls.end(), end.calls.begin(), end.calls.end());
+  return ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)};
 }
 
 }  // namespace deltafin

@@ -28,7 +28,7 @@ struct ReplyFormat {
 
 struct ReplyPiece {
   std::string reasoning, content;
-  std::vector<ToolCall> calls;  // only from finish()
+  std::vector<ToolCallDelta> calls;  // as they stream (add_deltas() collects them)
 };
 
 // The marker tokens a reply of this format is read by, where the vocabulary has them

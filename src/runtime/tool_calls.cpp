@@ -35,29 +35,6 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(a, b - a));
 }
 
-// Reads the held text of calls from left to right.
-struct Reader {
-  std::string_view s;
-  size_t at = 0;
-  void ws() {
-    while (at < s.size() && is_space(s[at])) ++at;
-  }
-  bool end() const { return at >= s.size(); }
-  bool eat(std::string_view lit) {
-    if (s.substr(at).substr(0, lit.size()) != lit) return false;
-    at += lit.size();
-    return true;
-  }
-  // The text up to `lit`, which is consumed; false when it does not follow.
-  bool until(std::string_view lit, std::string_view* out) {
-    const size_t e = s.find(lit, at);
-    if (e == std::string_view::npos) return false;
-    *out = s.substr(at, e - at);
-    at = e + lit.size();
-    return true;
-  }
-};
-
 // Arguments: a JSON object, or a string holding one (some models write that).
 bool arguments_of(const json& args, std::string* out) {
   if (args.is_string()) {
@@ -69,29 +46,6 @@ bool arguments_of(const json& args, std::string* out) {
   if (!args.is_object()) return false;
   *out = args.dump();
   return true;
-}
-
-bool arguments_text(std::string_view text, std::string* out) {
-  json j = json::parse(text, nullptr, false);
-  return !j.is_discarded() && arguments_of(j, out);
-}
-
-// From just after the opening tag. The last call may end at the end of the reply (a
-// stop at the closing tag).
-bool parse_hermes(Reader r, std::vector<ToolCall>* out) {
-  for (;;) {
-    std::string_view inner;
-    if (!r.until(kHermesClose, &inner)) inner = r.s.substr(r.at), r.at = r.s.size();
-    json j = json::parse(inner, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-    ToolCall c;
-    c.name = j["name"].get<std::string>();
-    if (!arguments_of(j.contains("arguments") ? j["arguments"] : json::object(), &c.arguments)) return false;
-    out->push_back(std::move(c));
-    r.ws();
-    if (r.end()) return true;
-    if (!r.eat(kHermesOpen)) return false;
-  }
 }
 
 // The JSON-schema type of a tool's parameter ("" when the request does not say).
@@ -124,33 +78,6 @@ json qwen_value(std::string_view text, const std::string& type) {
   return v;
 }
 
-// From just after <tool_call>: <function=f> with <parameter=k> values, each on lines
-// of their own; the last call may end at the end of the reply.
-bool parse_qwen_xml(Reader r, const json* tools, std::vector<ToolCall>* out) {
-  for (;;) {
-    r.ws();
-    std::string_view name;
-    if (!r.eat("<function=") || !r.until(">", &name) || name.empty()) return false;
-    json args = json::object();
-    for (;;) {
-      r.ws();
-      if (r.eat("</function>")) break;
-      std::string_view key, value;
-      if (!r.eat("<parameter=") || !r.until(">", &key) || !r.until("</parameter>", &value)) return false;
-      if (value.substr(0, 1) == "\n") value.remove_prefix(1);
-      if (value.size() >= 1 && value.back() == '\n') value.remove_suffix(1);
-      args[std::string(key)] = qwen_value(value, param_type(tools, name, key));
-    }
-    out->push_back(ToolCall{std::string(name), args.dump()});
-    r.ws();
-    if (r.end()) return true;
-    if (!r.eat(kHermesClose)) return false;
-    r.ws();
-    if (r.end()) return true;
-    if (!r.eat(kHermesOpen)) return false;
-  }
-}
-
 // Kimi K2 names a call "functions.NAME:INDEX".
 std::string kimi_k2_name(std::string_view id) {
   std::string s = trim(id);
@@ -162,55 +89,45 @@ std::string kimi_k2_name(std::string_view id) {
   return s;
 }
 
-// From just after the section's begin marker; the section may end at the end of the
-// reply.
-bool parse_sectioned(const Sectioned& m, bool kimi_names, Reader r, std::vector<ToolCall>* out) {
-  for (;;) {
-    r.ws();
-    if (r.end()) return !out->empty();
-    if (r.eat(m.end)) {
-      r.ws();
-      return r.end() && !out->empty();
-    }
-    std::string_view name, args;
-    if (!r.eat(m.call) || !r.until(m.sep, &name) || !r.until(m.call_end, &args)) return false;
-    ToolCall c;
-    c.name = kimi_names ? kimi_k2_name(name) : trim(name);
-    if (c.name.empty() || !arguments_text(args, &c.arguments)) return false;
-    out->push_back(std::move(c));
-  }
+// How `s` stands against `lit`: it starts with it (Done), is a proper prefix of it
+// (More), or neither (Fail).
+enum class Prefix { Done, More, Fail };
+Prefix against(std::string_view s, std::string_view lit) {
+  if (s.starts_with(lit)) return Prefix::Done;
+  return lit.starts_with(s) ? Prefix::More : Prefix::Fail;
 }
 
-// DSML, from just after <｜DSML｜function_calls>: string="true" values are text, others
-// JSON.
-bool parse_dsml(Reader r, std::vector<ToolCall>* out) {
-  for (;;) {
-    r.ws();
-    if (r.end()) return !out->empty();
-    if (r.eat(kDsmlCallsEnd)) {
-      r.ws();
-      return r.end() && !out->empty();
-    }
-    std::string_view name;
-    if (!r.eat(kDsmlInvoke) || !r.until("\">", &name) || name.empty()) return false;
-    json args = json::object();
-    for (;;) {
-      r.ws();
-      if (r.eat(kDsmlInvokeEnd)) break;
-      std::string_view key, is_string, value;
-      if (!r.eat(kDsmlParam) || !r.until("\"", &key) || !r.eat(" string=\"") || !r.until("\">", &is_string) ||
-          !r.until(kDsmlParamEnd, &value))
-        return false;
-      if (is_string == "true") {
-        args[std::string(key)] = std::string(value);
-      } else {
-        json v = json::parse(value, nullptr, false);
-        if (v.is_discarded()) return false;
-        args[std::string(key)] = std::move(v);
-      }
-    }
-    out->push_back(ToolCall{std::string(name), args.dump()});
-  }
+size_t skip_space(std::string_view s, size_t at = 0) {
+  while (at < s.size() && is_space(s[at])) ++at;
+  return at;
+}
+
+// Hermes' usual head, ws { ws "name" ws : ws "NAME" ws , ws "arguments" ws : ws, up to
+// the first byte of the arguments: Done (*name, *end set), More, or Fail (written
+// otherwise: read whole at the end of the call). A name with escapes counts as
+// otherwise.
+Prefix hermes_head(std::string_view s, std::string* name, size_t* end) {
+  size_t at = 0;
+  auto lit = [&](std::string_view l) {
+    at = skip_space(s, at);
+    const Prefix p = against(s.substr(at), l);
+    if (p == Prefix::Done) at += l.size();
+    return p;
+  };
+  for (std::string_view l : {"{", "\"name\"", ":", "\""}) 
+    if (Prefix p = lit(l); p != Prefix::Done) return p;
+  const size_t q = s.find_first_of("\"\\", at);
+  if (q == std::string_view::npos) return Prefix::More;
+  if (s[q] == '\\') return Prefix::Fail;
+  *name = std::string(s.substr(at, q - at));
+  at = q + 1;
+  for (std::string_view l : {",", "\"arguments\"", ":"})
+    if (Prefix p = lit(l); p != Prefix::Done) return p;
+  at = skip_space(s, at);
+  if (at >= s.size()) return Prefix::More;
+  if (s[at] != '{') return Prefix::Fail;  // a string holding the object, say
+  *end = at;
+  return Prefix::Done;
 }
 
 std::string_view begin_marker(ToolFormat f) {
@@ -223,6 +140,16 @@ std::string_view begin_marker(ToolFormat f) {
     default: return {};
   }
 }
+
+const Sectioned* sectioned(ToolFormat f) {
+  if (f == ToolFormat::KimiK2) return &kKimiK2;
+  if (f == ToolFormat::DeepSeek) return &kDeepSeek;
+  return nullptr;
+}
+
+// A header longer than this is not one: the text is content.
+constexpr size_t kMaxHeader = 4096;
+
 }  // namespace
 
 ToolFormat tool_format_of(const std::string& src) {
@@ -247,59 +174,330 @@ std::vector<std::string_view> tool_markers(ToolFormat f) {
   }
 }
 
+void add_deltas(std::vector<ToolCall>* calls, const std::vector<ToolCallDelta>& deltas) {
+  for (const ToolCallDelta& d : deltas) {
+    if (d.index >= calls->size()) calls->resize(d.index + 1);
+    ToolCall& c = (*calls)[d.index];
+    if (!d.name.empty()) c.name = d.name;
+    c.arguments += d.arguments;
+  }
+}
+
 bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* content, std::vector<ToolCall>* calls,
                       const json* tools) {
-  const std::string_view begin = begin_marker(f);
-  if (begin.empty()) return false;
-  const size_t at = text.find(begin);
-  if (at == std::string::npos) return false;
-  Reader r{text, at + begin.size()};
+  ToolCallStream s(f, tools ? *tools : json());
+  ToolText a = s.push(text), b = s.finish();
   std::vector<ToolCall> out;
-  bool ok = false;
-  switch (f) {
-    case ToolFormat::Hermes: ok = parse_hermes(r, &out); break;
-    case ToolFormat::QwenXml: ok = parse_qwen_xml(r, tools, &out); break;
-    case ToolFormat::KimiK2: ok = parse_sectioned(kKimiK2, true, r, &out); break;
-    case ToolFormat::DeepSeek: ok = parse_sectioned(kDeepSeek, false, r, &out); break;
-    case ToolFormat::Dsml: ok = parse_dsml(r, &out); break;
-    default: break;
-  }
-  if (!ok) return false;
-  *content = trim(std::string_view(text).substr(0, at));
+  add_deltas(&out, a.calls);
+  add_deltas(&out, b.calls);
+  if (out.empty()) return false;
+  *content = trim(a.content + b.content);
   *calls = std::move(out);
   return true;
 }
 
-std::string ToolCallStream::push(const std::string& content) {
-  const std::string_view begin = begin_marker(f_);
-  if (begin.empty()) return content;
-  held_ += content;
-  if (in_call_) return {};
-  const size_t at = held_.find(begin);
-  if (at != std::string::npos) {
-    in_call_ = true;
-    std::string out = held_.substr(0, at);
-    held_.erase(0, at);
-    return out;
+std::string RawArguments::push(std::string_view s) {
+  if (!started_) {
+    const size_t a = skip_space(s);
+    if (a == s.size()) return {};
+    started_ = true;
+    s.remove_prefix(a);
   }
-  // Hold back a tail that could be the start of the marker.
-  const size_t keep = partial_tag(held_, begin);
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
+  held_ += s;
+  size_t keep = held_.size();
+  while (keep > 0 && is_space(held_[keep - 1])) --keep;
+  if (outer_ && keep > 0 && held_[keep - 1] == '}') --keep;
+  std::string out = held_.substr(0, keep);
+  held_.erase(0, keep);
   return out;
 }
 
-std::vector<ToolCall> ToolCallStream::finish(std::string* rest) {
-  std::vector<ToolCall> calls;
-  std::string content;
-  if (in_call_ && parse_tool_calls(f_, held_, &content, &calls, &tools_)) {
-    *rest = content;  // empty: the text before the first call went out already
-  } else {
-    *rest = held_;
-    calls.clear();
-  }
+std::string RawArguments::finish() {
+  std::string out = trim(held_);
+  if (outer_ && !out.empty() && out.back() == '}') out = trim(out.substr(0, out.size() - 1));
   held_.clear();
-  return calls;
+  started_ = false;
+  return out;
+}
+
+ToolCallStream::ToolCallStream(ToolFormat f, json tools) : f_(f), tools_(std::move(tools)) {}
+
+void ToolCallStream::eat(size_t n) {
+  if (!in_call_) raw_ += held_.substr(0, n);
+  held_.erase(0, n);
+}
+
+void ToolCallStream::named(const std::string& name, ToolText* out) {
+  name_ = name;
+  in_call_ = true;
+  section_calls_ = true;
+  n_params_ = 0;
+  raw_.clear();
+  out->calls.push_back(ToolCallDelta{n_calls_++, name, ""});
+}
+
+void ToolCallStream::close_call(ToolText* out) {
+  if (!in_call_) return;
+  std::string tail;
+  if (st_ == St::Raw) tail = args_.finish();
+  else if (st_ == St::Params) tail = n_params_ ? "}" : "{}";
+  if (!tail.empty()) out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", tail});
+  in_call_ = false;
+  raw_.clear();
+}
+
+void ToolCallStream::fail(ToolText* out) {
+  close_call(out);
+  out->content += raw_;  // what began a call or section that never named one
+  raw_.clear();
+  st_ = St::Text;
+  hermes_whole_ = false;
+}
+
+ToolCallStream::Step ToolCallStream::header(ToolText* out) {
+  if (const Sectioned* m = sectioned(f_)) {
+    const size_t sep = held_.find(m->sep);
+    if (sep == std::string::npos || sep > kMaxHeader) return held_.size() > kMaxHeader ? Step::Fail : Step::More;
+    const std::string name = f_ == ToolFormat::KimiK2 ? kimi_k2_name(held_.substr(0, sep)) : trim(held_.substr(0, sep));
+    if (name.empty()) return Step::Fail;
+    eat(sep + m->sep.size());
+    named(name, out);
+    args_ = RawArguments();
+    st_ = St::Raw;
+    return Step::Done;
+  }
+  if (f_ == ToolFormat::Dsml || f_ == ToolFormat::QwenXml) {
+    const std::string_view open = f_ == ToolFormat::Dsml ? "" : "<function=", close = f_ == ToolFormat::Dsml ? "\">" : ">";
+    const size_t at = f_ == ToolFormat::Dsml ? 0 : skip_space(held_);
+    if (at == held_.size()) return Step::More;
+    const Prefix p = against(std::string_view(held_).substr(at), open);
+    if (p != Prefix::Done) return p == Prefix::More ? Step::More : Step::Fail;
+    const size_t end = held_.find(close, at + open.size());
+    if (end == std::string::npos || end > kMaxHeader) return held_.size() > kMaxHeader ? Step::Fail : Step::More;
+    const std::string name = held_.substr(at + open.size(), end - at - open.size());
+    if (name.empty() || name.find('\n') != std::string::npos) return Step::Fail;
+    eat(end + close.size());
+    named(name, out);
+    st_ = St::Params;
+    return Step::Done;
+  }
+  // Hermes.
+  if (!hermes_whole_) {
+    std::string name;
+    size_t end = 0;
+    const Prefix p = hermes_head(held_, &name, &end);
+    if (p == Prefix::More && held_.size() <= kMaxHeader) return Step::More;
+    if (p == Prefix::Done && end <= kMaxHeader) {
+      eat(end);
+      named(name, out);
+      args_ = RawArguments(true);
+      st_ = St::Raw;
+      return Step::Done;
+    }
+    hermes_whole_ = true;
+  }
+  const size_t close = held_.find(kHermesClose);
+  if (close == std::string::npos) return Step::More;
+  json j = json::parse(std::string_view(held_).substr(0, close), nullptr, false);
+  std::string args;
+  if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string() ||
+      !arguments_of(j.contains("arguments") ? j["arguments"] : json::object(), &args))
+    return Step::Fail;
+  eat(close + kHermesClose.size());
+  named(j["name"].get<std::string>(), out);
+  out->calls.back().arguments = args;
+  in_call_ = false;
+  hermes_whole_ = false;
+  st_ = St::AfterCall;
+  return Step::Done;
+}
+
+ToolCallStream::Step ToolCallStream::params(ToolText* out) {
+  const bool dsml = f_ == ToolFormat::Dsml;
+  const size_t at = skip_space(held_);
+  if (at == held_.size()) return Step::More;
+  const std::string_view rest = std::string_view(held_).substr(at);
+  const std::string_view end = dsml ? kDsmlInvokeEnd : "</function>";
+  const std::string_view param = dsml ? kDsmlParam : "<parameter=";
+  const Prefix pe = against(rest, end), pp = against(rest, param);
+  if (pe == Prefix::Done) {
+    eat(at + end.size());
+    close_call(out);
+    st_ = dsml ? St::Section : St::AfterCall;
+    return Step::Done;
+  }
+  if (pp != Prefix::Done) return pe == Prefix::More || pp == Prefix::More ? Step::More : Step::Fail;
+  // The whole parameter: its key, (DSML) whether it is a string, and its value.
+  const std::string_view value_end = dsml ? kDsmlParamEnd : "</parameter>";
+  const size_t close = rest.find(value_end);
+  const size_t key_end = rest.find(dsml ? "\"" : ">", param.size());
+  if (key_end == std::string_view::npos || key_end > kMaxHeader || (close != std::string_view::npos && key_end > close))
+    return close == std::string_view::npos && rest.size() <= kMaxHeader ? Step::More : Step::Fail;
+  const std::string key(rest.substr(param.size(), key_end - param.size()));
+  size_t v0 = key_end + 1;
+  bool is_string = false;
+  if (dsml) {
+    const Prefix ps = against(rest.substr(v0), " string=\"");
+    if (ps != Prefix::Done) return ps == Prefix::More ? Step::More : Step::Fail;
+    const size_t q = rest.find("\">", v0 + 9);
+    if (q == std::string_view::npos || q > kMaxHeader || (close != std::string_view::npos && q > close))
+      return close == std::string_view::npos && rest.size() <= kMaxHeader ? Step::More : Step::Fail;
+    is_string = rest.substr(v0 + 9, q - v0 - 9) == "true";
+    v0 = q + 2;
+  }
+  if (close == std::string_view::npos) return Step::More;
+  std::string_view value = rest.substr(v0, close - v0);
+  json v;
+  if (dsml) {
+    if (is_string) {
+      v = std::string(value);
+    } else {
+      v = json::parse(value, nullptr, false);
+      if (v.is_discarded()) return Step::Fail;
+    }
+  } else {
+    if (value.starts_with("\n")) value.remove_prefix(1);
+    if (value.ends_with("\n")) value.remove_suffix(1);
+    v = qwen_value(value, param_type(&tools_, name_, key));
+  }
+  eat(at + close + value_end.size());
+  out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", (n_params_++ ? "," : "{") + json(key).dump() + ":" + v.dump()});
+  return Step::Done;
+}
+
+ToolCallStream::Step ToolCallStream::step(ToolText* out) {
+  switch (st_) {
+    case St::Text: {
+      const std::string_view begin = begin_marker(f_);
+      const size_t at = begin.empty() ? std::string::npos : held_.find(begin);
+      if (at == std::string::npos) {
+        const size_t keep = begin.empty() ? 0 : partial_tag(held_, begin);
+        out->content += held_.substr(0, held_.size() - keep);
+        held_.erase(0, held_.size() - keep);
+        return Step::More;
+      }
+      out->content += held_.substr(0, at);
+      held_.erase(0, at);
+      raw_.clear();
+      eat(begin.size());
+      section_calls_ = false;
+      st_ = f_ == ToolFormat::Hermes || f_ == ToolFormat::QwenXml ? St::Header : St::Section;
+      return Step::Done;
+    }
+    case St::Section: {
+      const size_t at = skip_space(held_);
+      if (at == held_.size()) return Step::More;
+      const std::string_view rest = std::string_view(held_).substr(at);
+      const Sectioned* m = sectioned(f_);
+      const std::string_view end = m ? m->end : kDsmlCallsEnd, call = m ? m->call : kDsmlInvoke;
+      const Prefix pe = against(rest, end), pc = against(rest, call);
+      if (pe == Prefix::Done) {
+        eat(at + end.size());
+        if (!section_calls_) return fail(out), Step::Done;  // an empty section: text
+        raw_.clear();
+        st_ = St::Text;
+        return Step::Done;
+      }
+      if (pc == Prefix::Done) {
+        if (section_calls_) raw_.clear();  // a new call: its text is content if it breaks
+        eat(at + call.size());
+        st_ = St::Header;
+        return Step::Done;
+      }
+      return pe == Prefix::More || pc == Prefix::More ? Step::More : Step::Fail;
+    }
+    case St::Header: return header(out);
+    case St::Raw: {
+      const std::string_view end = f_ == ToolFormat::Hermes ? kHermesClose : sectioned(f_)->call_end;
+      const size_t at = held_.find(end);
+      if (at == std::string::npos) {
+        const size_t keep = partial_tag(held_, end);
+        const std::string a = args_.push(std::string_view(held_).substr(0, held_.size() - keep));
+        if (!a.empty()) out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
+        held_.erase(0, held_.size() - keep);
+        return Step::More;
+      }
+      const std::string a = args_.push(std::string_view(held_).substr(0, at));
+      if (!a.empty()) out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
+      held_.erase(0, at + end.size());
+      close_call(out);
+      st_ = f_ == ToolFormat::Hermes ? St::AfterCall : St::Section;
+      return Step::Done;
+    }
+    case St::Params: return params(out);
+    case St::AfterCall: {
+      // QwenXml closes the call's tag; then another call, or text.
+      const size_t at = skip_space(held_);
+      if (at == held_.size()) return Step::More;
+      const std::string_view rest = std::string_view(held_).substr(at);
+      if (f_ == ToolFormat::QwenXml) {
+        const Prefix p = against(rest, kHermesClose);
+        if (p == Prefix::More) return Step::More;
+        if (p == Prefix::Done) {
+          eat(at + kHermesClose.size());
+          raw_.clear();
+          st_ = St::Text;  // what follows: another <tool_call>, or text
+          return Step::Done;
+        }
+      }
+      const Prefix p = against(rest, kHermesOpen);
+      if (p == Prefix::More) return Step::More;
+      raw_.clear();
+      held_.erase(0, at);  // the whitespace between calls, or before the text after them
+      st_ = St::Text;
+      return Step::Done;
+    }
+  }
+  return Step::Fail;
+}
+
+ToolText ToolCallStream::push(const std::string& text) {
+  ToolText out;
+  held_ += text;
+  for (;;) {
+    const Step s = step(&out);
+    if (s == Step::More) break;
+    if (s == Step::Fail) fail(&out);
+  }
+  return out;
+}
+
+ToolText ToolCallStream::finish() {
+  ToolText out;
+  for (;;) {
+    const Step s = step(&out);
+    if (s == Step::Done) continue;
+    if (s == Step::Fail) {
+      fail(&out);
+      continue;
+    }
+    // More: the reply ended here.
+    if (st_ == St::Header && f_ == ToolFormat::Hermes) {  // a stop at </tool_call>
+      held_ += kHermesClose;
+      hermes_whole_ = true;
+      if (header(&out) == Step::Done) continue;
+      held_.resize(held_.size() - kHermesClose.size());
+      fail(&out);
+      continue;
+    }
+    if (st_ == St::Raw) {
+      const std::string a = args_.push(held_);
+      if (!a.empty()) out.calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
+      held_.clear();
+      close_call(&out);
+    } else if (st_ == St::Section || st_ == St::AfterCall) {
+      if (held_.find_first_not_of(" \n\t\r") == std::string::npos) held_.clear();
+      if (!section_calls_ && st_ == St::Section) out.content += raw_;
+    } else if (st_ == St::Header || st_ == St::Params) {
+      fail(&out);
+    }
+    out.content += held_;
+    held_.clear();
+    raw_.clear();
+    st_ = St::Text;
+    break;
+  }
+  return out;
 }
 
 }  // namespace deltafin

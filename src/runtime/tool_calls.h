@@ -42,27 +42,81 @@ struct ToolCall {
   std::string arguments;  // a JSON object as text
 };
 
-// Splits a whole reply into the content before the first call and the calls. False
-// (nothing set) when the reply has no call or one is not well-formed. Not for Xtml.
-// tools: the request's (for the types of QwenXml's values), or null.
+// A call as it streams: the first delta of a call carries its name, the others (and
+// that one) add text to its arguments. Calls are numbered from 0 in reply order.
+struct ToolCallDelta {
+  size_t index = 0;
+  std::string name;
+  std::string arguments;
+};
+
+// Adds deltas to `calls` (a new call for each name).
+void add_deltas(std::vector<ToolCall>* calls, const std::vector<ToolCallDelta>& deltas);
+
+// Splits a whole reply into its content (trimmed; around the calls) and its calls.
+// False (nothing set) when the reply has no call. Not for Xtml. tools: the request's
+// (for the types of QwenXml's values), or null.
 bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* content, std::vector<ToolCall>* calls,
                       const nlohmann::ordered_json* tools = nullptr);
 
-// The same on a streamed reply: content passes through until a call may begin (a
-// marker split across pieces is held back), everything from there is held until the
-// end, where it becomes the calls, or content again if they are not well-formed.
-class ToolCallStream {
+// Arguments streamed as the model writes them (a JSON object's text): leading
+// whitespace dropped, trailing whitespace held back until more text follows (dropped
+// at the end), and with `outer_brace` the last '}' too, which closes the enclosing
+// object (Hermes' {"name": ..., "arguments": {...}}) and is dropped at the end.
+class RawArguments {
  public:
-  explicit ToolCallStream(ToolFormat f, nlohmann::ordered_json tools = nullptr) : f_(f), tools_(std::move(tools)) {}
-  std::string push(const std::string& content);  // content to send now
-  // At the end: the calls (empty: none) and the held content still to send.
-  std::vector<ToolCall> finish(std::string* rest);
+  explicit RawArguments(bool outer_brace = false) : outer_(outer_brace) {}
+  std::string push(std::string_view s);  // what can be sent now
+  std::string finish();                  // the rest
 
  private:
+  bool outer_;
+  bool started_ = false;
+  std::string held_;
+};
+
+struct ToolText {
+  std::string content;
+  std::vector<ToolCallDelta> calls;
+};
+
+// Reads a streamed reply: content passes through until a call may begin (a marker
+// split across pieces is held back); a call is sent as soon as its name is read, then
+// its arguments as they come: a JSON object's text as the model writes it (Hermes,
+// Kimi K2, DeepSeek V3.1), or one parameter at a time as compact JSON (Qwen3-Coder,
+// DSML). Text that breaks the structure before a call is named comes out as content,
+// as written; once named, a call stays a call (it ends where the structure breaks,
+// and the rest is content), and a reply cut inside a call leaves it with what was
+// read. Cutting the reply anywhere gives the same pieces in total. Single-threaded.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(ToolFormat f, nlohmann::ordered_json tools = nullptr);
+  ToolText push(const std::string& text);
+  ToolText finish();  // the end of the reply
+
+ private:
+  enum class St { Text, Section, Header, Raw, Params, AfterCall };
+  enum class Step { Done, More, Fail };
+  Step step(ToolText* out);
+  Step header(ToolText* out);
+  Step params(ToolText* out);
+  void named(const std::string& name, ToolText* out);  // a call begins
+  void close_call(ToolText* out);                        // the call ends
+  void fail(ToolText* out);                              // the structure broke here
+  void eat(size_t n);                                    // consumes held text
+
   ToolFormat f_;
   nlohmann::ordered_json tools_;
-  std::string held_;
-  bool in_call_ = false;
+  std::string held_;   // text not consumed yet
+  St st_ = St::Text;
+  std::string raw_;    // consumed text since a call or section began, until a call is named
+  size_t n_calls_ = 0;
+  bool in_call_ = false;  // a named call is open
+  bool section_calls_ = false;
+  bool hermes_whole_ = false;  // Hermes not written as {"name": "f", "arguments": {...}}: read at its end
+  std::string name_;           // the open call's
+  int n_params_ = 0;
+  RawArguments args_;
 };
 
 }  // namespace deltafin

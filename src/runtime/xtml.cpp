@@ -11,7 +11,6 @@ constexpr std::string_view kOpen = "<|open|>", kClose = "<|close|>", kSep = "<|s
 // A tag's name and attributes longer than this are not a tag: the marker is text.
 constexpr size_t kMaxHeader = 4096;
 
-bool blank(std::string_view s) { return s.find_first_not_of(" \n\t\r") == std::string_view::npos; }
 
 // Attribute values escape '&' and '"' (the template's escape_attr).
 std::string unescape(std::string_view v) {
@@ -98,14 +97,20 @@ SplitText XtmlReply::push(const std::string& s) {
         if (h.name == "call") {
           in_call_ = true;
           call_raw_.clear();
-          call_name_ = h.attr("tool");
-          args_ = json::object();
+          const std::string name = h.attr("tool");
+          named_ = !name.empty();
+          n_args_ = 0;
+          json_streaming_ = json_done_ = false;
+          if (named_) deltas_.push_back(ToolCallDelta{n_calls_++, name, ""});
         } else if (h.name == "argument") {
           arg_key_ = h.attr("key");
           arg_type_ = h.attr("type");
           value_.clear();
         } else if (h.name == "json") {
           value_.clear();
+          // The first part of a call: its text is the arguments, sent as it comes.
+          json_streaming_ = in_call_ && named_ && n_args_ == 0 && !json_done_;
+          if (json_streaming_) json_args_ = RawArguments();
         }
       } else if (auto it = std::find(stack_.rbegin(), stack_.rend(), h.name); it != stack_.rend()) {
         const size_t keep = size_t(stack_.rend() - it) - 1;
@@ -136,10 +141,12 @@ SplitText XtmlReply::finish() {
   text(rest, &out);
   out.content += unnamed_;
   unnamed_.clear();
-  if (in_call_) {
-    out.content += call_raw_;
-    in_call_ = false;
+  if (in_call_ && !named_) out.content += call_raw_;
+  if (in_call_ && named_) {  // cut short: the call keeps what was read
+    if (json_streaming_) add_args(json_args_.finish()), json_done_ = true;
+    if (!json_done_) add_args(n_args_ ? "}" : "{}");
   }
+  in_call_ = false;
   return out;
 }
 
@@ -150,7 +157,8 @@ void XtmlReply::text(std::string_view s, SplitText* out) {
     const std::string& n = *it;
     if (n == "argument" || n == "json") {
       if (in_call_) {
-        value_ += s;
+        if (json_streaming_ && n == "json") add_args(json_args_.push(s));
+        else value_ += s;
         return;
       }
       break;
@@ -160,12 +168,17 @@ void XtmlReply::text(std::string_view s, SplitText* out) {
       return;
     }
     if (n == "response") break;
-    if (n == "call" || n == "tools" || n == "message") {  // between the parts: whitespace is dropped
-      if (blank(s)) {
-        gap_ += s;  // (unless more text follows before the next tag)
-        return;
+    if (n == "call" || n == "tools" || n == "message") {
+      // Between the parts whitespace is dropped: held, until text follows it before the
+      // next tag. (Whatever the pieces: trailing whitespace of a run is held too.)
+      const size_t body = s.find_last_not_of(" \n\t\r") + 1;  // 0 when blank
+      if (body > 0) {
+        out->content += gap_;
+        out->content += s.substr(0, body);
+        gap_.clear();
       }
-      break;
+      gap_ += s.substr(body);
+      return;
     }
   }
   out->content += gap_;
@@ -173,32 +186,43 @@ void XtmlReply::text(std::string_view s, SplitText* out) {
   out->content += s;
 }
 
+void XtmlReply::add_args(std::string a) {
+  if (!a.empty()) deltas_.push_back(ToolCallDelta{n_calls_ - 1, "", std::move(a)});
+}
+
 // Leaves the innermost tag, finishing what it held.
 void XtmlReply::pop() {
   const std::string n = stack_.back();
   stack_.pop_back();
   if (!in_call_) return;
-  if (n == "argument") {
+  auto add_arg = [&](const std::string& key, const json& v) {
+    add_args((n_args_++ ? "," : "{") + json(key).dump() + ":" + v.dump());
+  };
+  if (n == "argument" && named_ && !json_done_) {
     json v = json(value_);
     if (!arg_type_.empty() && arg_type_ != "string") {
       json parsed = json::parse(value_, nullptr, false);
       if (!parsed.is_discarded()) v = std::move(parsed);
     }
-    args_[arg_key_] = std::move(v);
-  } else if (n == "json") {
+    add_arg(arg_key_, v);
+  } else if (n == "json" && json_streaming_) {
+    add_args(json_args_.finish());
+    json_streaming_ = false;
+    json_done_ = true;
+  } else if (n == "json" && named_ && !json_done_) {  // after arguments: its members join them
     json v = json::parse(value_, nullptr, false);
     if (v.is_object()) {
-      for (auto& [k, x] : v.items()) args_[k] = x;
+      for (auto& [k, x] : v.items()) add_arg(k, x);
     } else {
-      args_["value"] = json(value_);  // not an object: kept as text
+      add_arg("value", json(value_));  // not an object: kept as text
     }
   } else if (n == "call") {
     in_call_ = false;
-    if (call_name_.empty()) {  // not a call anyone can answer: content, as written
+    if (!named_) {  // not a call anyone can answer: content, as written
       unnamed_ += call_raw_ + "<|close|>call<|sep|>";
       return;
     }
-    calls_.push_back(ToolCall{call_name_, args_.dump()});
+    if (!json_done_) add_args(n_args_ ? "}" : "{}");
   }
 }
 

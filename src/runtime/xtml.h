@@ -10,12 +10,15 @@
 //
 // XtmlReply routes a streamed reply: text in `think` is reasoning, text elsewhere
 // (normally in `response`) is content, the markers are dropped, and each `call`
-// becomes a ToolCall (arguments typed by their `type`: string values stay text, others
-// are JSON). A call the reply leaves unfinished, or one without a tool name, comes
-// back as content at the end, markers and all. Single-threaded.
+// becomes tool-call deltas (tool_calls.h) as it streams: its name as soon as its tag
+// is read, then each argument as it closes (typed by its `type`: string values stay
+// text, others are JSON), or a json block's text as it comes. A call without a tool
+// name comes back as content at the end, markers and all; a named call the reply
+// leaves unfinished keeps what was read. Single-threaded.
 #pragma once
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,23 +39,29 @@ class XtmlReply {
   SplitText push(const std::string& text);
   // At the end: what was held back, and an unfinished call as content.
   SplitText finish();
-  const std::vector<ToolCall>& calls() const { return calls_; }
+  // The call deltas since the last take (push and finish add them).
+  std::vector<ToolCallDelta> take_calls() { return std::exchange(deltas_, {}); }
 
  private:
   void text(std::string_view s, SplitText* out);
   void pop();
+  void add_args(std::string a);  // to the open call's arguments
 
   std::vector<std::string> stack_;
   bool reasoning_;
   std::string buf_;
   std::string gap_;  // whitespace between the parts, dropped if a tag follows it
-  // The call being read: its raw text (for an unfinished one), name, arguments, and the
-  // value being read (an argument's or a json block's).
-  bool in_call_ = false;
-  std::string call_raw_, call_name_;
-  nlohmann::ordered_json args_;
+  // The call being read: its raw text (for an unnamed one), whether it is named, the
+  // value being read (an argument's or a json block's), how many arguments are out,
+  // and whether a json block's text is being (or was) sent as the arguments.
+  bool in_call_ = false, named_ = false;
+  std::string call_raw_;
   std::string value_, arg_key_, arg_type_;
-  std::vector<ToolCall> calls_;
+  int n_args_ = 0;
+  bool json_streaming_ = false, json_done_ = false;
+  RawArguments json_args_;
+  size_t n_calls_ = 0;
+  std::vector<ToolCallDelta> deltas_;
   std::string unnamed_;  // calls without a tool name, as written: content at the end
 };
 

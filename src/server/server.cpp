@@ -57,14 +57,33 @@ std::string trim_space(const std::string& s) {
 
 std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
 
-// OpenAI's tool_calls: [{id, type, function: {name, arguments}}], with the index of
-// each in a stream's delta.
-json tool_calls_json(const std::vector<ToolCall>& calls, bool delta) {
+// OpenAI's tool_calls: [{id, type, function: {name, arguments}}].
+json tool_calls_json(const std::vector<ToolCall>& calls) {
   json out = json::array();
-  for (size_t i = 0; i < calls.size(); ++i) {
-    json c{{"id", make_id("call")}, {"type", "function"},
-           {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-    if (delta) c["index"] = int(i);
+  for (const ToolCall& c : calls)
+    out.push_back(json{{"id", make_id("call")},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return out;
+}
+
+// The same as a stream's deltas: a call's first (with its name) carries its id and
+// type, the others add to its arguments; deltas of one call in a row are joined.
+json tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
+  json out = json::array();
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const ToolCallDelta& d = deltas[i];
+    std::string args = d.arguments;
+    while (i + 1 < deltas.size() && deltas[i + 1].index == d.index && deltas[i + 1].name.empty())
+      args += deltas[++i].arguments;
+    json c{{"index", int(d.index)}};
+    if (!d.name.empty()) {
+      c["id"] = make_id("call");
+      c["type"] = "function";
+      c["function"] = json{{"name", d.name}, {"arguments", args}};
+    } else {
+      c["function"] = json{{"arguments", args}};
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -79,14 +98,14 @@ struct Replies {
     bool done = false;
     GenUpdate last;                // the final update, once done
     std::string reasoning, content;  // all of it (non-streaming responses)
-    std::vector<ToolCall> calls;
+    std::vector<ToolCall> calls;     // all of them (streaming: their names only)
     std::vector<TokenLogprob> lps;   // logprobs: all (non-streaming) or those not sent yet
     bool echoed = false;             // streaming echo: the prompt's chunk is out
     bool prompt_in = false;          // the prompt's logprobs arrived (first in lps)
     void add(const ReplyPiece& t) {
       reasoning += t.reasoning;
       content += t.content;
-      calls.insert(calls.end(), t.calls.begin(), t.calls.end());
+      add_deltas(&calls, t.calls);
     }
   };
   std::vector<std::shared_ptr<GenHandle>> hs;
@@ -261,6 +280,11 @@ struct Server::Impl {
                 if (!t.reasoning.empty())
                   out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
                 if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
+                if (!t.calls.empty()) {
+                  for (const ToolCallDelta& d : t.calls)
+                    if (!d.name.empty()) c.calls.push_back(ToolCall{d.name, ""});
+                  out += chunk(index, json{{"tool_calls", tool_call_deltas_json(t.calls)}}, nullptr, take_lps(c));
+                }
               } else if (!t.content.empty() || !t.reasoning.empty()) {
                 out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
               }
@@ -285,10 +309,9 @@ struct Server::Impl {
                 const ReplyPiece end = c.reply.finish();
                 out += text_chunks(i, c, end);
                 std::string finish = openai_finish_reason(u.finish_reason);
-                if (kind == Kind::Chat && !end.calls.empty()) {
-                  m->count_tool_calls(end.calls.size());
-                  out += chunk(i, json{{"tool_calls", tool_calls_json(end.calls, true)}}, nullptr, take_lps(c));
-                  finish = "tool_calls";
+                if (kind == Kind::Chat && !c.calls.empty()) {
+                  m->count_tool_calls(c.calls.size());
+                  if (finish != "length") finish = "tool_calls";
                 }
                 if (u.finish_reason == "error") failed = u.error;
                 else
@@ -358,8 +381,8 @@ struct Server::Impl {
                     m->count_tool_calls(c.calls.size());
                     const std::string before = trim_space(c.content);
                     msg["content"] = before.empty() ? json(nullptr) : json(before);
-                    msg["tool_calls"] = tool_calls_json(c.calls, false);
-                    finish = "tool_calls";
+                    msg["tool_calls"] = tool_calls_json(c.calls);
+                    if (finish != "length") finish = "tool_calls";
                   }
                   if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
                   choice["message"] = msg;

@@ -97,15 +97,18 @@ for t in Kimi-K2-Instruct deepseek-ai-DeepSeek-V3.1; do
   check "  one call to get_weather, its arguments an object with a city" py "j['choices'][0]['finish_reason'] == 'tool_calls' and [c['function']['name'] for c in j['choices'][0]['message']['tool_calls']] == ['get_weather'] and isinstance(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments'])['city'], str)"
   cp "$dir/body" "$dir/whole.json"
   curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "$body,\"stream\":true}" >"$dir/stream"
-  check "  streamed: the same call" python3 -c "
+  check "  streamed: the same call, named first, its arguments in several deltas" python3 -c "
 import json,sys
-name=''; args=''
+name=''; args=''; deltas=[]
 for l in open('$dir/stream'):
     if l.startswith('data: {'):
         for c in json.loads(l[6:])['choices'][0]['delta'].get('tool_calls') or []:
+            deltas.append(c)
             name += c['function'].get('name') or ''; args += c['function'].get('arguments') or ''
 w=json.load(open('$dir/whole.json'))['choices'][0]['message']['tool_calls'][0]['function']
-sys.exit(0 if name == w['name'] and args == w['arguments'] else 1)"
+first=deltas[0] if deltas else {}
+sys.exit(0 if name == w['name'] and args == w['arguments'] and len(deltas) >= 3
+         and first.get('id') and first['function'].get('name') else 1)"
   stop_server
 done
 exit $fail

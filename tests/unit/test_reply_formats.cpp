@@ -56,14 +56,20 @@ Rendered render(const std::string& name, const json& assistant, const json& extr
   return r;
 }
 
+// A reply read whole.
+struct Read {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;
+};
+
 // Feeds `text` in pieces of `every` bytes.
-ReplyPiece read(const ReplyFormat& f, const std::string& text, size_t every) {
+Read read(const ReplyFormat& f, const std::string& text, size_t every) {
   ReplyParser p(f);
-  ReplyPiece all;
+  Read all;
   auto add = [&](const ReplyPiece& t) {
     all.reasoning += t.reasoning;
     all.content += t.content;
-    all.calls.insert(all.calls.end(), t.calls.begin(), t.calls.end());
+    add_deltas(&all.calls, t.calls);
   };
   for (size_t i = 0; i < text.size(); i += every) add(p.push(text.substr(i, every)));
   add(p.finish());
@@ -79,7 +85,7 @@ std::string trim(const std::string& s) {
 void expect_reads_back(const ReplyFormat& f, const std::string& reply, const std::string& reasoning,
                        const std::string& content) {
   for (size_t every = 1; every <= reply.size(); ++every) {
-    const ReplyPiece got = read(f, reply, every);
+    const Read got = read(f, reply, every);
     ASSERT_EQ(got.calls.size(), 2u) << "pieces of " << every << "\n" << reply;
     EXPECT_EQ(got.calls[0].name, "get_weather");
     EXPECT_EQ(json::parse(got.calls[0].arguments), kCalls[0]["function"]["arguments"]) << got.calls[0].arguments;
@@ -117,7 +123,7 @@ TEST(ReplyFormats, KimiK3ThinkingContentAndCalls) {
   expect_reads_back(f, r.reply, "The user wants weather.", "Let me look.");
   // Without reasoning kept apart, the thinking is content.
   f.think = false;
-  const ReplyPiece all = read(f, r.reply, r.reply.size());
+  const Read all = read(f, r.reply, r.reply.size());
   EXPECT_EQ(all.reasoning, "");
   EXPECT_NE(all.content.find("The user wants weather."), std::string::npos);
 }
@@ -131,7 +137,7 @@ TEST(ReplyFormats, KimiK3WithoutThinking) {
   f.xtml_open = xtml_open_tags(r.prompt);
   ASSERT_EQ(f.xtml_open, (std::vector<std::string>{"message", "response"})) << r.prompt;
   for (size_t every = 1; every <= r.reply.size(); ++every) {
-    const ReplyPiece got = read(f, r.reply, every);
+    const Read got = read(f, r.reply, every);
     EXPECT_EQ(got.content, "Sunny.") << r.reply;
     EXPECT_EQ(got.reasoning, "");
     EXPECT_TRUE(got.calls.empty());
@@ -233,9 +239,13 @@ TEST(ReplyFormats, Qwen3CoderValuesTypedByTheSchema) {
   // Without the schema, what parses as JSON is JSON.
   ASSERT_TRUE(parse_tool_calls(ToolFormat::QwenXml, reply, &content, &calls));
   EXPECT_EQ(json::parse(calls[0].arguments)["code"], 42);
-  // Malformed: no function, an unclosed parameter.
+  // Malformed: no function (not a call); cut inside a parameter (the call as read, the
+  // rest as written).
   EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", &content, &calls));
-  EXPECT_FALSE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1", &content, &calls));
+  ASSERT_TRUE(parse_tool_calls(ToolFormat::QwenXml, "<tool_call>\n<function=f>\n<parameter=a>\n1", &content, &calls));
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, "{}");
+  EXPECT_EQ(content, "<parameter=a>\n1");
 }
 
 // Whatever the model writes, where the stream is cut changes nothing: random replies
@@ -264,14 +274,14 @@ TEST(ReplyFormats, RandomRepliesReadTheSameAtEveryCut) {
     f.think = true;
     if (fmt == ToolFormat::Xtml) f.xtml = true, f.xtml_open = {"message", "think"};
     else f.tools = fmt;
-    for (int n = 0; n < 150; ++n) {
+    for (int n = 0; n < 2000; ++n) {
       std::string reply;
       const int parts = int(rng() % 40);
       for (int i = 0; i < parts; ++i)
         reply += rng() % 2 ? markers[rng() % markers.size()] : common[rng() % common.size()];
-      const ReplyPiece whole = read(f, reply, std::max<size_t>(reply.size(), 1));
+      const Read whole = read(f, reply, std::max<size_t>(reply.size(), 1));
       for (size_t every = 1; every <= 7; ++every) {
-        const ReplyPiece cut = read(f, reply, every);
+        const Read cut = read(f, reply, every);
         ASSERT_EQ(cut.reasoning, whole.reasoning) << int(fmt) << " pieces of " << every << ": " << reply;
         ASSERT_EQ(cut.content, whole.content) << int(fmt) << " pieces of " << every << ": " << reply;
         ASSERT_EQ(cut.calls.size(), whole.calls.size()) << int(fmt) << ": " << reply;

@@ -17,10 +17,15 @@ namespace {
 std::pair<std::string, std::vector<ToolCall>> stream_in_pieces(const std::string& text, size_t every) {
   ToolCallStream s(ToolFormat::Hermes);
   std::string sent;
-  for (size_t i = 0; i < text.size(); i += every) sent += s.push(text.substr(i, every));
-  std::string rest;
-  std::vector<ToolCall> calls = s.finish(&rest);
-  return {sent + rest, calls};
+  std::vector<ToolCall> calls;
+  for (size_t i = 0; i < text.size(); i += every) {
+    ToolText t = s.push(text.substr(i, every));
+    sent += t.content;
+    add_deltas(&calls, t.calls);
+  }
+  ToolText t = s.finish();
+  add_deltas(&calls, t.calls);
+  return {sent + t.content, calls};
 }
 
 }  // namespace
@@ -82,10 +87,15 @@ TEST(ToolCalls, VariantsAndMalformedReplies) {
   EXPECT_EQ(calls[0].arguments, R"({"x":1})");
   EXPECT_EQ(calls[1].name, "g");
   EXPECT_EQ(calls[1].arguments, "{}");
-  // Not calls: no tag, bad JSON, no name, text after a call, another format.
+  // Text after a call is content.
+  ASSERT_TRUE(parse_tool_calls(ToolFormat::Hermes, "<tool_call>{\"name\": \"f\"}</tool_call> and more", &content,
+                               &calls));
+  EXPECT_EQ(content, "and more");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, "{}");
+  // Not calls: no tag, bad JSON, no name, arguments not an object, another format.
   for (const std::string& bad : {std::string("just text"), std::string("<tool_call>{\"name\": </tool_call>"),
                                 std::string("<tool_call>{\"arguments\": {}}</tool_call>"),
-                                std::string("<tool_call>{\"name\": \"f\"}</tool_call> and more"),
                                 std::string("<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>")}) {
     EXPECT_FALSE(parse_tool_calls(ToolFormat::Hermes, bad, &content, &calls)) << bad;
     for (size_t every : {size_t(1), size_t(3), bad.size()}) {
@@ -97,6 +107,51 @@ TEST(ToolCalls, VariantsAndMalformedReplies) {
   EXPECT_FALSE(parse_tool_calls(ToolFormat::None, "<tool_call>{\"name\": \"f\"}</tool_call>", &content, &calls));
   // Text that only looks like the start of a tag is not held back for good.
   ToolCallStream s(ToolFormat::Hermes);
-  EXPECT_EQ(s.push("a <tool"), "a ");
-  EXPECT_EQ(s.push("box> b"), "<toolbox> b");
+  EXPECT_EQ(s.push("a <tool").content, "a ");
+  EXPECT_EQ(s.push("box> b").content, "<toolbox> b");
+}
+
+// A call streams: its name as soon as its head is read, then its arguments as the model
+// writes them (Hermes: the object's text, without the '}' that closes the call; Kimi K2:
+// the text up to its end marker), not all at the end of the reply.
+TEST(ToolCalls, CallsStreamAsTheyAreWritten) {
+  ToolCallStream h(ToolFormat::Hermes);
+  ToolText t = h.push("Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_EQ(t.content, "Sure.\n");
+  EXPECT_TRUE(t.calls.empty()) << "an object or a string holding one may follow";
+  t = h.push("{\"city\": \"Par");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].name, "get_weather");
+  EXPECT_EQ(t.calls[0].arguments, "");
+  EXPECT_EQ(t.calls[1].name, "");
+  EXPECT_EQ(t.calls[1].arguments, "{\"city\": \"Par");
+  t = h.push("is\"}}\n</tool");
+  ASSERT_EQ(t.calls.size(), 1u);
+  EXPECT_EQ(t.calls[0].arguments, "is\"}") << "the last brace may close the call's object";
+  t = h.push("_call>");
+  EXPECT_TRUE(t.calls.empty()) << "it did";
+  EXPECT_TRUE(h.finish().calls.empty());
+
+  ToolCallStream k(ToolFormat::KimiK2);
+  t = k.push("<|tool_calls_section_begin|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|> {\"tz\"");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].name, "now");
+  EXPECT_EQ(t.calls[1].arguments, "{\"tz\"");
+  t = k.push(": 1} <|tool_call_end|><|tool_call_begin|>functions.f:1<|tool_call_argument_begin|>{}");
+  ASSERT_EQ(t.calls.size(), 3u);
+  EXPECT_EQ(t.calls[0].arguments, ": 1}");
+  EXPECT_EQ(t.calls[1].index, 1u);
+  EXPECT_EQ(t.calls[1].name, "f");
+  EXPECT_EQ(t.calls[2].arguments, "{}");
+  t = k.finish();
+  EXPECT_TRUE(t.calls.empty() && t.content.empty());
+
+  // Qwen3-Coder's XML: one parameter at a time, as JSON.
+  ToolCallStream q(ToolFormat::QwenXml);
+  t = q.push("<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n<parameter=b>\n1");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[1].arguments, "{\"a\":\"x\"");
+  t = q.push("\n</parameter>\n</function>\n</tool_call>");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[0].arguments + t.calls[1].arguments, ",\"b\":1}");
 }
