@@ -202,6 +202,7 @@ Command add_serve(CLI::App& app) {
             sv.host = o->host;
             sv.port = o->port;
             sv.api_key = o->api_key;
+            sv.batched = model.batches();
             sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias;
             sv.max_body_bytes = size_t(max_body);
             sv.chat_template = tmpl_src;

@@ -287,6 +287,8 @@ void Scheduler::loop() {
     std::erase_if(active, [](const std::unique_ptr<Seq>& s) { return s->done; });
     if (active.empty()) return_lent();
     n_active_ = int(active.size());
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.active = n_active_;  // (the gauge reads 0 once the last request is done)
   }
   n_active_ = 0;
   return_lent();

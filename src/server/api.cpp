@@ -23,7 +23,9 @@ json ApiError::body() const {
 std::string make_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   const auto t = std::chrono::system_clock::now().time_since_epoch().count();
-  return fmt::format("{}-{:x}{:04x}", prefix, uint64_t(t) & 0xffffffffffULL, counter++ & 0xffff);
+  // OpenAI's forms: chatcmpl-..., cmpl-..., call_...
+  return fmt::format("{}{}{:x}{:04x}", prefix, std::string_view(prefix) == "call" ? "_" : "-",
+                     uint64_t(t) & 0xffffffffffULL, counter++ & 0xffff);
 }
 
 json usage_json(int n_prompt, int n_generated, int n_cached) {
@@ -112,9 +114,9 @@ Err integer(const json& j, const char* key, int64_t lo, int64_t hi, std::optiona
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
   if (!it->is_number_integer() && !(it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()))
-    return bad(key, fmt::format("'{}' must be an integer, not {}", key, type_name(*it)));
+    return bad(key, fmt::format("'{}' must be an integer, not {}", key, it->is_number() ? it->dump() : type_name(*it)));
   const double d = it->get<double>();
-  if (d < double(lo) || d > double(hi))
+  if (d < double(lo) || d > double(hi) || (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(hi)))
     return bad(key, fmt::format("'{}' is {} but must be between {} and {}", key, d, lo, hi));
   *out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
   return {};
@@ -204,7 +206,7 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   if (v) sp.top_k = int(*v);
   v.reset();
   API_TRY(integer(j, "seed", INT64_MIN, INT64_MAX, &v));
-  if (v) sp.seed = uint64_t(*v);
+  if (v) sp.seed = *v == -1 ? SamplingParams::kRandomSeed : uint64_t(*v);  // -1: random, as llama.cpp's server takes it
   v.reset();
   API_TRY(integer(j, "n", 1, 128, &v));
   if (v) g->n = int(*v);
@@ -239,6 +241,8 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   API_TRY(boolean(j, "ignore_eos", &g->ignore_eos));
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null() && !u->is_boolean())
+      return bad("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
     API_TRY(boolean(*it, "include_usage", &g->include_usage));
   }
   if (chat) {

@@ -167,6 +167,7 @@ struct Server::Impl {
   ServerOptions opts;
   std::unique_ptr<ChatTemplate> tmpl;
   bool template_thinks = false;
+  bool template_has_developer = false;  // else a "developer" message is a system one
   ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
   Metrics metrics;
   httplib::Server http;
@@ -258,6 +259,7 @@ struct Server::Impl {
           "text/event-stream",
           [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps, m](size_t, httplib::DataSink& sink) {
             const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
+            auto last_write = std::chrono::steady_clock::now();
             auto write = [&](const std::string& s) {
               if (sink.write(s.data(), s.size())) return true;
               ctx->cancel();
@@ -322,8 +324,13 @@ struct Server::Impl {
                 ctx->cancel();
                 out += sse(error(500, "generation failed: " + failed, "server_error").body());
               } else if (!ctx->all_done()) {
-                if (out.empty()) out = ": keep-alive\n\n";
+                const auto now = std::chrono::steady_clock::now();
+                if (out.empty()) {  // a token the parser holds, or silence: a comment each heartbeat
+                  if (now - last_write < heartbeat) continue;
+                  out = ": keep-alive\n\n";
+                }
                 if (!write(out)) return false;
+                last_write = now;
                 continue;
               } else if (usage) {
                 json c = head(object);
@@ -417,6 +424,11 @@ struct Server::Impl {
     ChatRequest cr;
     if (auto e = parse_chat_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
+    // OpenAI's "developer" role (its newer name for system) where the template has no such
+    // role: most would drop the message silently.
+    if (!template_has_developer)
+      for (json& m : cr.messages)
+        if (m["role"] == "developer") m["role"] = "system";
     json extra = json::object();
     if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
     if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
@@ -479,7 +491,7 @@ struct Server::Impl {
                   {"n_ctx", sched.options().n_ctx},
                   {"n_vocab", info.n_vocab},
                   {"n_parallel", sched.options().n_parallel},
-                  {"batched", true}}}};
+                  {"batched", opts.batched}}}};
   }
 
   void routes() {
@@ -570,6 +582,7 @@ Result<int> Server::bind() {
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
   s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
   s.template_thinks = src.find("<think>") != std::string::npos;
+  s.template_has_developer = src.find("developer") != std::string::npos;
   s.tool_format = tool_format_of(src);
   s.routes();
   int port = s.opts.port;

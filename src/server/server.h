@@ -36,6 +36,7 @@ struct ServerOptions {
   // {"thinking": false} for Kimi K3; a request's chat_template_kwargs override them.
   nlohmann::json template_kwargs = nlohmann::json::object();
   std::chrono::milliseconds heartbeat{1000};
+  bool batched = true;  // the model decodes the batch in one pass (/v1/models says so)
 };
 
 class Server {

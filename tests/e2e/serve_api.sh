@@ -107,9 +107,23 @@ PY
 wtools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"unit":{"enum":["c","f"]},"days":{"type":"integer"}},"required":["unit","days"]}}},{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":{}}}}]'
 check "forced tool call: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"Weather?"}],"max_tokens":100,"temperature":0,"logit_bias":{"1":7,"92":5},"tools":'"$wtools"',"tool_choice":{"type":"function","function":{"name":"get_weather"}}}')" = 200
 check "  is the named call" py "j['choices'][0]['finish_reason'] == 'tool_calls' and j['choices'][0]['message']['tool_calls'][0]['function']['name'] == 'get_weather' and (lambda a: a['unit'] in ('c','f') and isinstance(a['days'], int))(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments']))"
+check "  with an OpenAI-style call id" py "j['choices'][0]['message']['tool_calls'][0]['id'].startswith('call_')"
 curl -s "$base/metrics" >"$dir/metrics2"
 check "metrics: tool calls read" grep -qE '^deltafin_tool_calls_total [1-9]' "$dir/metrics2"
 check "metrics: constrained requests (5 so far)" grep -q '^deltafin_structured_requests_total 5$' "$dir/metrics2"
+check "metrics: nothing running once all is answered" grep -q '^deltafin_requests_running 0$' "$dir/metrics2"
+
+# OpenAI's "developer" role reaches a template without one (Qwen3's) as a system message.
+ptoks() { python3 -c "import json; print(json.load(open('$dir/body'))['usage']['prompt_tokens'])"; }
+req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}' >/dev/null; plain=$(ptoks)
+check "developer message: 200" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"developer","content":"Be brief and kind."},{"role":"user","content":"x"}],"max_tokens":1}')" = 200
+check "  in the prompt ($(ptoks) > $plain tokens)" test "$(ptoks)" -gt "$plain"
+# seed -1 is a random seed (llama.cpp's convention); another seed repeats itself.
+sampled() { req POST /v1/completions "${auth[@]}" -d '{"prompt":"Once","max_tokens":12,"temperature":1.5,"seed":'"$1"'}' >/dev/null; python3 -c "import json; print(json.load(open('$dir/body'))['choices'][0]['text'])"; }
+check "seed 7 twice: the same text" test "$(sampled 7)" = "$(sampled 7)"
+check "seed -1 twice: different texts" test "$(sampled -1)" != "$(sampled -1)"
+check "bad include_usage: names it" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","stream":true,"stream_options":{"include_usage":3}}')" = 400
+check "  as stream_options.include_usage" py "j['error']['param'] == 'stream_options.include_usage'"
 check "tool_choice required with response_format json: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"tools":'"$wtools"',"tool_choice":"required","response_format":{"type":"json_object"}}')" = 400
 check "response_format without json_schema: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}}')" = 400
 check "... names the field" py "j['error']['param'] == 'response_format.json_schema'"
