@@ -209,14 +209,16 @@ std::string RawArguments::push(std::string_view s) {
   if (outer_ && keep > 0 && held_[keep - 1] == '}') --keep;
   std::string out = held_.substr(0, keep);
   held_.erase(0, keep);
+  sent_ = sent_ || !out.empty();
   return out;
 }
 
 std::string RawArguments::finish() {
   std::string out = trim(held_);
   if (outer_ && !out.empty() && out.back() == '}') out = trim(out.substr(0, out.size() - 1));
+  if (out.empty() && !sent_) out = "{}";  // no text: no arguments
   held_.clear();
-  started_ = false;
+  started_ = sent_ = false;
   return out;
 }
 

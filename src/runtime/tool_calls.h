@@ -62,7 +62,8 @@ bool parse_tool_calls(ToolFormat f, const std::string& text, std::string* conten
 // Arguments streamed as the model writes them (a JSON object's text): leading
 // whitespace dropped, trailing whitespace held back until more text follows (dropped
 // at the end), and with `outer_brace` the last '}' too, which closes the enclosing
-// object (Hermes' {"name": ..., "arguments": {...}}) and is dropped at the end.
+// object (Hermes' {"name": ..., "arguments": {...}}) and is dropped at the end. No
+// text at all is "{}".
 class RawArguments {
  public:
   explicit RawArguments(bool outer_brace = false) : outer_(outer_brace) {}
@@ -71,7 +72,7 @@ class RawArguments {
 
  private:
   bool outer_;
-  bool started_ = false;
+  bool started_ = false, sent_ = false;
   std::string held_;
 };
 

@@ -143,6 +143,9 @@ TEST(ToolCalls, CallsStreamAsTheyAreWritten) {
   EXPECT_EQ(t.calls[1].index, 1u);
   EXPECT_EQ(t.calls[1].name, "f");
   EXPECT_EQ(t.calls[2].arguments, "{}");
+  t = k.push("<|tool_call_end|><|tool_call_begin|>functions.g:2<|tool_call_argument_begin|> <|tool_call_end|>");
+  ASSERT_EQ(t.calls.size(), 2u);
+  EXPECT_EQ(t.calls[1].arguments, "{}") << "no arguments written: none";
   t = k.finish();
   EXPECT_TRUE(t.calls.empty() && t.content.empty());
 
