@@ -1,5 +1,6 @@
 #include "runtime/forced_calls.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -22,27 +23,78 @@ std::string xtml_attr(const std::string& v) {
   return out;
 }
 
-// The literal text around one call of `name`.
-void frame(ToolFormat f, const std::string& name, JsonFramed* d) {
+using Kind = JsonPart::Kind;
+
+// A parameter whose value the format writes as plain text: a string (or an enum of
+// strings without a type).
+bool is_text(const json& prop) {
+  if (!prop.is_object()) return false;
+  const bool words = prop.contains("enum") && prop["enum"].is_array() && !prop["enum"].empty() &&
+                     prop["enum"].size() <= JsonGrammar::kMaxCandidates &&
+                     std::all_of(prop["enum"].begin(), prop["enum"].end(), [](const json& v) { return v.is_string(); });
+  if (prop.contains("type")) return prop["type"] == "string" && (words || !prop.contains("enum"));
+  return words;
+}
+
+// A value's schema where the grammar takes it, else any value.
+json value_schema(const json& prop) { return JsonGrammar::from_schema(prop).ok() ? prop : json(true); }
+
+// One call of `name` with arguments of `params` (an object schema), as the format
+// writes it. Parameter formats write the required parameters, in the schema's order.
+json arguments_schema(const json& tool);
+
+std::vector<JsonPiece> call_pieces(ToolFormat f, const std::string& name, const json& tool) {
+  const json params = arguments_schema(tool);  // as a whole (the JSON formats)
+  auto lit = [](std::string t) { return JsonPiece{Kind::Literal, std::move(t), nullptr, {}}; };
+  auto framed = [&](std::string pre, std::string post) {
+    return std::vector<JsonPiece>{lit(std::move(pre)), {Kind::Json, "", params, {}}, lit(std::move(post))};
+  };
   switch (f) {
     case ToolFormat::Hermes:
-      d->prefix = "<tool_call>\n{\"name\": " + json(name).dump() + ", \"arguments\": ";
-      d->suffix = "}\n</tool_call>";
-      break;
+      return framed("<tool_call>\n{\"name\": " + json(name).dump() + ", \"arguments\": ", "}\n</tool_call>");
     case ToolFormat::KimiK2:
-      d->prefix = "<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>";
-      d->suffix = "<|tool_call_end|><|tool_calls_section_end|>";
-      break;
+      return framed("<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>",
+                    "<|tool_call_end|><|tool_calls_section_end|>");
     case ToolFormat::DeepSeek:
-      d->prefix = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>";
-      d->suffix = "<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-      break;
+      return framed("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>",
+                    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
     case ToolFormat::Xtml:
-      d->prefix = "<|open|>tools<|sep|><|open|>call tool=\"" + xtml_attr(name) +
-                  "\" index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>";
-      d->suffix = "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>";
-      break;
-    default: break;
+      return framed("<|open|>tools<|sep|><|open|>call tool=\"" + xtml_attr(name) +
+                        "\" index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>",
+                    "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>");
+    case ToolFormat::QwenXml:
+    case ToolFormat::Dsml: {
+      const bool dsml = f == ToolFormat::Dsml;
+      std::vector<JsonPiece> out{lit(dsml ? "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"" + name + "\">\n"
+                                          : "<tool_call>\n<function=" + name + ">\n")};
+      // Parameter by parameter: one the grammar cannot take is any value.
+      const json& fn = tool.contains("function") ? tool["function"] : tool;
+      const json raw = fn.is_object() && fn.contains("parameters") ? fn["parameters"] : json();
+      const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
+      const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
+      if (props.is_object() && required.is_array())
+        for (const auto& [key, prop] : props.items()) {
+          if (std::find(required.begin(), required.end(), key) == required.end()) continue;
+          const bool text = is_text(prop);
+          const std::string end = dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
+          out.push_back(lit(dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (text ? "true" : "false") + "\">"
+                                 : "<parameter=" + key + ">\n"));
+          if (text && prop.contains("enum")) {  // one of the words, unquoted
+            JsonPiece w{Kind::Json, "", nullptr, {}};
+            for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
+            out.push_back(std::move(w));
+            out.push_back(lit(end));
+          } else if (text) {
+            out.push_back({Kind::Text, end, nullptr, {}});
+          } else {
+            out.push_back({Kind::Json, "", value_schema(prop), {}});
+            out.push_back(lit(end));
+          }
+        }
+      out.push_back(lit(dsml ? "</｜DSML｜invoke>\n</｜DSML｜function_calls>" : "</function>\n</tool_call>"));
+      return out;
+    }
+    default: return {};
   }
 }
 
@@ -63,7 +115,7 @@ json arguments_schema(const json& tool) {
   const json any = json{{"type", "object"}};
   if (!fn.contains("parameters") || !fn["parameters"].is_object()) return any;
   Result<JsonGrammar> g = JsonGrammar::from_schema(fn["parameters"]);
-  if (!g.ok() || g->node(g->variant(0).root).kind != JsonNode::Kind::Object) return any;
+  if (!g.ok() || g->node(g->variant(0).parts[0].root).kind != JsonNode::Kind::Object) return any;
   return fn["parameters"];
 }
 
@@ -74,9 +126,7 @@ std::string name_of(const json& tool) {
 
 }  // namespace
 
-bool can_force_calls(ToolFormat f) {
-  return f == ToolFormat::Hermes || f == ToolFormat::KimiK2 || f == ToolFormat::DeepSeek || f == ToolFormat::Xtml;
-}
+bool can_force_calls(ToolFormat f) { return f != ToolFormat::None; }
 
 std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json& tools, const json& choice,
                                                        std::string_view prompt, const Tokenizer& tok) {
@@ -87,14 +137,12 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json&
   else if (choice != "required")
     return nullptr;
   const std::string open = opening(f, prompt);
-  std::vector<JsonFramed> docs;
+  std::vector<std::vector<JsonPiece>> docs;
   for (const json& t : tools) {
     const std::string name = name_of(t);
     if (name.empty() || (!want.empty() && name != want)) continue;
-    JsonFramed d;
-    frame(f, name, &d);
-    d.prefix = open + d.prefix;
-    d.schema = arguments_schema(t);
+    std::vector<JsonPiece> d = call_pieces(f, name, t);
+    d.insert(d.begin(), JsonPiece{Kind::Literal, open, nullptr, {}});
     docs.push_back(std::move(d));
     if (docs.size() == JsonGrammar::kMaxCandidates) break;
   }

@@ -13,11 +13,18 @@
 //                       <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>
 //                       <|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>
 //
-// as their templates render a call in the history. A prompt that leaves <think> open
-// gets it closed first. The markers come as the vocabulary's single tokens where it has
-// them (JsonGrammar::force_token), as the model was trained to write them.
-// Qwen3-Coder's XML and DSML (DeepSeek V3.2/V4) are not JSON between tags: asked
-// through the template only.
+//   Qwen3-Coder, Qwen3.5: <tool_call>\n<function=f>\n<parameter=k>\nvalue\n</parameter>\n
+//                       </function>\n</tool_call>
+//   DSML (DeepSeek V3.2/V4): <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n
+//                       <｜DSML｜parameter name="k" string="true">value</｜DSML｜parameter>\n
+//                       </｜DSML｜invoke>\n</｜DSML｜function_calls>
+//
+// as their templates render a call in the history. In the two parameter formats the
+// required parameters come in the schema's order (the optional ones are left out), a
+// string's value as free text, any other as JSON of its schema. A prompt that leaves
+// <think> open gets it closed first. The markers come as the vocabulary's single
+// tokens where it has them (JsonGrammar::force_token), as the model was trained to
+// write them.
 #pragma once
 #include <memory>
 #include <string_view>
@@ -30,7 +37,7 @@
 
 namespace deltafin {
 
-// Whether a format's calls can be enforced.
+// Whether a format's calls can be enforced (all but None).
 bool can_force_calls(ToolFormat f);
 
 // Null where the format cannot be enforced, tool_choice asks for no call, or no tool

@@ -38,42 +38,76 @@ const JsonSpan* span_at(const std::vector<JsonSpan>& spans, uint32_t at) {
   return nullptr;
 }
 
+// The ending's bytes matched after one more byte c, given k matched (a KMP step).
+uint32_t ending_step(const JsonPart& p, uint32_t k, uint8_t c) {
+  for (;;) {
+    if (k < p.text.size() && uint8_t(p.text[k]) == c) return k + 1;
+    if (k == 0) return 0;
+    k = p.border[k];
+  }
+}
+
 }  // namespace
 
 JsonState::JsonState(const JsonGrammar& g) : g_(&g) {
   alive_ = g.n_variants() >= 64 ? ~uint64_t(0) : (uint64_t(1) << g.n_variants()) - 1;
-  settle();
+  if (g.n_variants() == 1) {
+    var_ = 0;
+    enter(0);
+  }
 }
 
-void JsonState::settle() {
-  if (var_ != kNoVariant || std::popcount(alive_) != 1) return;
-  const uint32_t v = uint32_t(std::countr_zero(alive_));
-  if (pre_ == g_->variant(v).prefix.size()) var_ = v;
+const std::vector<JsonPart>& JsonState::parts() const { return g_->variant(var_).parts; }
+
+void JsonState::enter(uint32_t p) {
+  const std::vector<JsonPart>& ps = parts();
+  while (p < ps.size() && ps[p].kind == JsonPart::Kind::Literal && ps[p].text.empty()) ++p;
+  part_ = p;
+  off_ = 0;
+  x_ = Lex{};
+  depth_ = 0;
 }
 
 bool JsonState::prefix_byte(uint8_t c) {
   uint64_t keep = 0;
   for (uint64_t m = alive_; m; m &= m - 1) {
-    const uint32_t v = uint32_t(std::countr_zero(m));
-    const JsonVariant& jv = g_->variant(v);
-    if (pre_ < jv.prefix.size() && uint8_t(jv.prefix[pre_]) == c && !span_at(jv.prefix_tokens, pre_))
-      keep |= m & -m;
+    const JsonPart& p = g_->variant(uint32_t(std::countr_zero(m))).parts[0];
+    if (off_ < p.text.size() && uint8_t(p.text[off_]) == c && !span_at(p.tokens, off_)) keep |= m & -m;
   }
   if (!keep) return false;
   alive_ = keep;
-  ++pre_;
+  ++off_;
   settle();
   return true;
+}
+
+// One variant left: from here it is read alone (its first part, off_ bytes in).
+void JsonState::settle() {
+  if (std::popcount(alive_) != 1) return;
+  var_ = uint32_t(std::countr_zero(alive_));
+  part_ = 0;
+  if (off_ == parts()[0].text.size()) enter(1);
+}
+
+const JsonPart* JsonState::literal_now(uint32_t* off) const {
+  const std::vector<JsonPart>& ps = parts();
+  if (part_ >= ps.size()) return nullptr;
+  if (ps[part_].kind == JsonPart::Kind::Literal) return *off = off_, &ps[part_];
+  if (ps[part_].kind == JsonPart::Kind::Json && x_.mode == Mode::Done && part_ + 1 < ps.size())
+    return *off = 0, &ps[part_ + 1];
+  return nullptr;
 }
 
 void JsonState::forced_tokens(std::vector<int32_t>* ids) const {
   if (var_ == kNoVariant) {
     for (uint64_t m = alive_; m; m &= m - 1)
-      if (const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).prefix_tokens, pre_))
+      if (const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).parts[0].tokens, off_))
         if (std::find(ids->begin(), ids->end(), t->id) == ids->end()) ids->push_back(t->id);
-  } else if (x_.mode == Mode::Done) {
-    if (const JsonSpan* t = span_at(var().suffix_tokens, post_)) ids->push_back(t->id);
+    return;
   }
+  uint32_t off = 0;
+  if (const JsonPart* p = literal_now(&off))
+    if (const JsonSpan* t = span_at(p->tokens, off)) ids->push_back(t->id);
 }
 
 bool JsonState::take_token(int32_t id) {
@@ -81,28 +115,39 @@ bool JsonState::take_token(int32_t id) {
     uint64_t keep = 0;
     uint32_t len = 0;
     for (uint64_t m = alive_; m; m &= m - 1) {
-      const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).prefix_tokens, pre_);
+      const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).parts[0].tokens, off_);
       if (t && t->id == id) keep |= m & -m, len = t->len;
     }
     if (!keep) return false;
     alive_ = keep;
-    pre_ += len;
+    off_ += len;
     settle();
     return true;
   }
-  if (x_.mode != Mode::Done) return false;
-  const JsonSpan* t = span_at(var().suffix_tokens, post_);
+  uint32_t off = 0;
+  const JsonPart* p = literal_now(&off);
+  const JsonSpan* t = p ? span_at(p->tokens, off) : nullptr;
   if (!t || t->id != id) return false;
-  post_ += t->len;
+  if (parts()[part_].kind == JsonPart::Kind::Json) enter(part_ + 1);
+  off_ += t->len;
+  if (off_ == p->text.size()) enter(part_ + 1);
+  return true;
+}
+
+bool JsonState::in_text(uint8_t* last) const {
+  if (var_ == kNoVariant || part_ >= parts().size()) return false;
+  const JsonPart& p = parts()[part_];
+  if (p.kind != JsonPart::Kind::Text) return false;
+  *last = uint8_t(p.text.back());
   return true;
 }
 
 void JsonState::assign(const JsonState& o) {
   g_ = o.g_;
-  pre_ = o.pre_;
+  part_ = o.part_;
+  off_ = o.off_;
   alive_ = o.alive_;
   var_ = o.var_;
-  post_ = o.post_;
   depth_ = o.depth_;
   x_ = o.x_;
   std::copy_n(o.stack_.begin(), depth_, stack_.begin());
@@ -110,8 +155,10 @@ void JsonState::assign(const JsonState& o) {
 
 bool JsonState::complete() const {
   if (var_ == kNoVariant) return false;
-  if (x_.mode == Mode::Done) return post_ == var().suffix.size();
-  if (!var().suffix.empty()) return false;
+  const std::vector<JsonPart>& ps = parts();
+  if (part_ >= ps.size()) return true;
+  if (part_ + 1 < ps.size() || ps[part_].kind != JsonPart::Kind::Json) return false;
+  if (x_.mode == Mode::Done) return true;
   if (depth_ != 0) return false;
   if (x_.mode == Mode::Number) return accepting(x_.sub);
   if (x_.mode == Mode::Literal)
@@ -126,16 +173,32 @@ bool JsonState::feed(std::string_view bytes) {
   return true;
 }
 
+// The value of a Json part ended: c belongs to the next part.
+bool JsonState::after_value(uint8_t c) {
+  if (part_ + 1 >= parts().size()) return false;  // nothing, not even whitespace, follows the document
+  enter(part_ + 1);
+  return feed(c);
+}
+
 bool JsonState::feed(uint8_t c) {
   if (var_ == kNoVariant) return prefix_byte(c);
-  if (x_.mode == Mode::Done) {
-    const JsonVariant& v = var();
-    return post_ < v.suffix.size() && uint8_t(v.suffix[post_]) == c && !span_at(v.suffix_tokens, post_) && ++post_;
+  const std::vector<JsonPart>& ps = parts();
+  if (part_ >= ps.size()) return false;
+  const JsonPart& p = ps[part_];
+  if (p.kind == JsonPart::Kind::Literal) {
+    if (off_ >= p.text.size() || uint8_t(p.text[off_]) != c || span_at(p.tokens, off_)) return false;
+    if (++off_ == p.text.size()) enter(part_ + 1);
+    return true;
+  }
+  if (p.kind == JsonPart::Kind::Text) {
+    off_ = ending_step(p, off_, c);
+    if (off_ == p.text.size()) enter(part_ + 1);
+    return true;
   }
   for (;;) {
     bool ended = false;
     switch (x_.mode) {
-      case Mode::Done: return false;
+      case Mode::Done: return after_value(c);
       case Mode::String: return string_byte(c);
       case Mode::None: return structural(c);
       case Mode::Number:
@@ -240,9 +303,9 @@ bool JsonState::start_value(uint32_t node, uint8_t c) {
 }
 
 bool JsonState::structural(uint8_t c) {
-  if (is_ws(c)) return ++x_.ws <= kMaxWhitespace;
+  if (is_ws(c)) return !(depth_ == 0 && parts()[part_].bare) && ++x_.ws <= kMaxWhitespace;
   x_.ws = 0;
-  if (depth_ == 0) return start_value(var().root, c);
+  if (depth_ == 0) return start_value(parts()[part_].root, c);
   Frame& f = stack_[size_t(depth_ - 1)];
   const JsonNode& n = g_->node(f.node);
   auto close = [&] {
@@ -489,6 +552,8 @@ bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
   std::vector<uint8_t> ok(size_t(t.n_vocab()), 0);
   size_t n_ok = 0;
   const bool fast = state_.in_free_string();
+  uint8_t ending = 0;
+  const bool text = state_.in_text(&ending);  // free text: tokens without its ending's last byte stay in it
   JsonState trial(*grammar_);
   // Tokens in byte order: one that shares the bytes up to where the previous one
   // failed fails there too (a whole first-byte bucket costs one feed when that byte
@@ -497,11 +562,11 @@ bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
   for (size_t i = 0; i < t.order_.size(); ++i) {
     const int32_t id = t.order_[i];
     if (fail_at >= 0 && t.lcp_[i] > fail_at) continue;
-    if (fast && t.plain_[size_t(id)]) {
+    const std::string& b = t.bytes_[size_t(id)];
+    if ((fast && t.plain_[size_t(id)]) || (text && b.find(char(ending)) == std::string::npos)) {
       ok[size_t(id)] = 1, ++n_ok, fail_at = -1;
       continue;
     }
-    const std::string& b = t.bytes_[size_t(id)];
     trial.assign(state_);
     size_t k = 0;
     while (k < b.size() && trial.feed(uint8_t(b[k]))) ++k;

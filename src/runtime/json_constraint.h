@@ -52,6 +52,9 @@ class JsonState {
   void forced_tokens(std::vector<int32_t>* ids) const;
   // Takes such a token; false (and no change) when none is expected here.
   bool take_token(int32_t id);
+  // In free text (JsonPart::Text): any bytes without its ending's last byte, *last,
+  // keep it there (the ending cannot be completed without it).
+  bool in_text(uint8_t* last) const;
   // Between characters of a string whose content is free (no enum, not a declared
   // key): any run of characters other than '"', '\\' and control bytes that is whole
   // UTF-8 keeps it there.
@@ -72,9 +75,14 @@ class JsonState {
   };
 
   static constexpr uint32_t kNoVariant = UINT32_MAX;
-  bool prefix_byte(uint8_t c);
-  void settle();  // the one variant left whose prefix is whole: its document starts
-  const JsonVariant& var() const { return g_->variant(var_); }
+  bool prefix_byte(uint8_t c);  // several variants still match their first part
+  void settle();                // one is left
+  const std::vector<JsonPart>& parts() const;  // the variant's
+  void enter(uint32_t p);       // starts part p (skipping empty text; p = size: the end)
+  bool after_value(uint8_t c);  // a Json part's value ended before c
+  // The literal text the next byte goes to (the current part, or the one after a
+  // finished value) and where in it; null when none.
+  const JsonPart* literal_now(uint32_t* off) const;
 
   bool structural(uint8_t c);
   bool start_value(uint32_t node, uint8_t c);
@@ -108,10 +116,10 @@ class JsonState {
   };
 
   const JsonGrammar* g_;
-  uint32_t pre_ = 0;             // bytes of the prefix matched (of every variant alive)
-  uint64_t alive_ = 0;           // the variants whose prefix matches so far
-  uint32_t var_ = kNoVariant;    // the variant being read, once its prefix is whole
-  uint32_t post_ = 0;            // bytes of its suffix matched
+  uint64_t alive_ = 0;           // the variants whose first part matches so far
+  uint32_t var_ = kNoVariant;    // the variant being read, once one is left
+  uint32_t part_ = 0;            // its part being read (parts().size(): all read)
+  uint32_t off_ = 0;             // Literal: bytes matched; Text: bytes of its ending matched
   int depth_ = 0;
   Lex x_;
   std::array<Frame, kMaxDepth> stack_;

@@ -52,7 +52,7 @@ JsonGrammar JsonGrammar::any_object() {
   JsonGrammar g;
   const uint32_t any = g.add_any();
   JsonVariant v;
-  v.root = g.nodes_[any].dispatch['{'];
+  v.parts.push_back(JsonPart{JsonPart::Kind::Json, "", g.nodes_[any].dispatch['{'], {}, false, {}});
   g.variants_.push_back(std::move(v));
   return g;
 }
@@ -313,57 +313,108 @@ Result<JsonGrammar> JsonGrammar::from_schema(const nlohmann::ordered_json& schem
   JsonGrammar g;
   SchemaCompiler c(&g);
   JsonVariant v;
-  DF_ASSIGN(v.root, c.compile(schema, "", 0));
+  v.parts.emplace_back();
+  DF_ASSIGN(v.parts[0].root, c.compile(schema, "", 0));
   g.variants_.push_back(std::move(v));
   return g;
 }
 
-namespace {
-bool ends_plainly(const JsonNode& n) { return n.kind == JsonNode::Kind::Object || n.kind == JsonNode::Kind::Array; }
-}  // namespace
-
-Result<JsonGrammar> JsonGrammar::one_of(const std::vector<JsonFramed>& docs) {
+Result<JsonGrammar> JsonGrammar::one_of(const std::vector<std::vector<JsonPiece>>& docs) {
+  using Kind = JsonPart::Kind;
   if (docs.empty() || docs.size() > kMaxCandidates)
     return make_error("a grammar holds 1 to {} documents, not {}", kMaxCandidates, docs.size());
   JsonGrammar g;
   SchemaCompiler c(&g);
   for (size_t i = 0; i < docs.size(); ++i) {
     JsonVariant v;
-    v.prefix = docs[i].prefix;
-    v.suffix = docs[i].suffix;
-    Result<uint32_t> root = c.compile(docs[i].schema, "", 0);
-    if (!root.ok()) return make_error("document {}: {}", i + 1, root.error().message);
-    v.root = root.value();
-    if (!v.suffix.empty() && !ends_plainly(g.node(v.root)))
-      return make_error("document {} has text after it, so it must be an object or an array", i + 1);
-    for (const JsonVariant& o : g.variants_)
-      if (o.prefix.starts_with(v.prefix) || v.prefix.starts_with(o.prefix))
-        return make_error("document {}'s prefix '{}' and another's, '{}', do not tell them apart", i + 1, v.prefix,
-                          o.prefix);
+    for (const JsonPiece& piece : docs[i]) {
+      if (piece.kind != Kind::Json && piece.text.empty()) {
+        if (piece.kind == Kind::Text) return make_error("document {}: free text needs an ending", i + 1);
+        continue;
+      }
+      if (piece.kind == Kind::Literal && !v.parts.empty() && v.parts.back().kind == Kind::Literal) {
+        v.parts.back().text += piece.text;
+        continue;
+      }
+      JsonPart part{piece.kind, piece.text, 0, {}, false, {}};
+      if (piece.kind == Kind::Text) {  // the ending's failure function (KMP)
+        const std::string& t = piece.text;
+        part.border.assign(t.size() + 1, 0);
+        for (size_t k = 2; k <= t.size(); ++k) {
+          uint32_t j = part.border[k - 1];
+          while (j > 0 && t[j] != t[k - 1]) j = part.border[j];
+          part.border[k] = t[j] == t[k - 1] ? j + 1 : 0;
+        }
+      }
+      if (piece.kind == Kind::Json && !piece.words.empty()) {
+        if (piece.words.size() > kMaxCandidates)
+          return make_error("document {}: more than {} words", i + 1, kMaxCandidates);
+        JsonNode n;
+        n.kind = JsonNode::Kind::Literal;
+        n.literals = piece.words;
+        part.root = g.add(std::move(n));
+        part.bare = true;
+      } else if (piece.kind == Kind::Json) {
+        Result<uint32_t> root = c.compile(piece.schema, "", 0);
+        if (!root.ok()) return make_error("document {}: {}", i + 1, root.error().message);
+        part.root = root.value();
+      }
+      v.parts.push_back(std::move(part));
+    }
+    if (v.parts.empty()) return make_error("document {} is empty", i + 1);
+    for (size_t k = 0; k + 1 < v.parts.size(); ++k) {
+      if (v.parts[k].kind != Kind::Json) continue;
+      const JsonPart& next = v.parts[k + 1];
+      if (next.kind != Kind::Literal || std::string_view("0123456789.eE+-").find(next.text[0]) != std::string::npos)
+        return make_error("document {}: a value must be followed by text that no number could go on with", i + 1);
+    }
+    if (docs.size() > 1) {
+      if (v.parts[0].kind != Kind::Literal) return make_error("document {} does not begin with text", i + 1);
+      for (const JsonVariant& o : g.variants_) {
+        const std::string &a = o.parts[0].text, &b = v.parts[0].text;
+        if (a.starts_with(b) || b.starts_with(a))
+          return make_error("document {}'s beginning '{}' and another's, '{}', do not tell them apart", i + 1, b, a);
+      }
+    }
     g.variants_.push_back(std::move(v));
   }
   return g;
 }
 
+Result<JsonGrammar> JsonGrammar::one_of(const std::vector<JsonFramed>& docs) {
+  using Kind = JsonPart::Kind;
+  std::vector<std::vector<JsonPiece>> seqs;
+  for (const JsonFramed& d : docs)
+    seqs.push_back({{Kind::Literal, d.prefix, nullptr, {}}, {Kind::Json, "", d.schema, {}},
+                    {Kind::Literal, d.suffix, nullptr, {}}});
+  return one_of(seqs);
+}
+
 void JsonGrammar::wrap(std::string prefix, std::string suffix) {
+  using Kind = JsonPart::Kind;
   for (JsonVariant& v : variants_) {
-    v.prefix = prefix + v.prefix;
-    v.suffix += suffix;
-    for (JsonSpan& t : v.prefix_tokens) t.at += uint32_t(prefix.size());
+    if (!prefix.empty()) {
+      if (v.parts.front().kind != Kind::Literal) v.parts.insert(v.parts.begin(), JsonPart{Kind::Literal, "", 0, {}, false, {}});
+      JsonPart& p = v.parts.front();
+      p.text = prefix + p.text;
+      for (JsonSpan& t : p.tokens) t.at += uint32_t(prefix.size());
+    }
+    if (!suffix.empty()) {
+      if (v.parts.back().kind != Kind::Literal) v.parts.push_back(JsonPart{Kind::Literal, "", 0, {}, false, {}});
+      v.parts.back().text += suffix;
+    }
   }
 }
 
 void JsonGrammar::force_token(std::string_view text, int32_t id) {
   if (text.empty()) return;
-  auto mark = [&](const std::string& lit, std::vector<JsonSpan>* spans) {
-    for (size_t at = lit.find(text); at != std::string::npos; at = lit.find(text, at + text.size()))
-      spans->push_back(JsonSpan{uint32_t(at), uint32_t(text.size()), id});
-    std::sort(spans->begin(), spans->end(), [](const JsonSpan& a, const JsonSpan& b) { return a.at < b.at; });
-  };
-  for (JsonVariant& v : variants_) {
-    mark(v.prefix, &v.prefix_tokens);
-    mark(v.suffix, &v.suffix_tokens);
-  }
+  for (JsonVariant& v : variants_)
+    for (JsonPart& p : v.parts) {
+      if (p.kind != JsonPart::Kind::Literal) continue;
+      for (size_t at = p.text.find(text); at != std::string::npos; at = p.text.find(text, at + text.size()))
+        p.tokens.push_back(JsonSpan{uint32_t(at), uint32_t(text.size()), id});
+      std::sort(p.tokens.begin(), p.tokens.end(), [](const JsonSpan& a, const JsonSpan& b) { return a.at < b.at; });
+    }
 }
 
 }  // namespace deltafin

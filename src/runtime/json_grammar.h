@@ -70,18 +70,40 @@ struct JsonSpan {
   int32_t id = -1;
 };
 
-// One document the grammar allows, with the literal text before and after it.
-struct JsonVariant {
-  std::string prefix, suffix;
-  uint32_t root = 0;
-  std::vector<JsonSpan> prefix_tokens, suffix_tokens;  // by position
+// A piece of what the grammar allows, in order: literal text (a tool call's tags), a
+// JSON value (a node), or free text that ends with `text` (a parameter's value and the
+// tag that closes it: the first occurrence ends it, and is part of it).
+struct JsonPart {
+  enum class Kind : uint8_t { Literal, Json, Text };
+  Kind kind = Kind::Json;
+  std::string text;              // Literal: the bytes; Text: its ending
+  uint32_t root = 0;             // Json
+  std::vector<JsonSpan> tokens;  // Literal: where whole tokens must come, by position
+  bool bare = false;             // Json: no whitespace before the value (words as written)
+  std::vector<uint32_t> border;  // Text: border[k], the longest proper border of text[0, k)
 };
 
-// A document to compile into a grammar of several (JsonGrammar::one_of).
+// One document the grammar allows: its parts in order.
+struct JsonVariant {
+  std::vector<JsonPart> parts;
+};
+
+// A document to compile into a grammar of several (JsonGrammar::one_of): a JSON value
+// between literal text.
 struct JsonFramed {
   std::string prefix;
   nlohmann::ordered_json schema;
   std::string suffix;
+};
+
+// A piece of a document to compile (JsonGrammar::one_of): literal text, a value
+// following a JSON schema (or, with `words`, one of these texts as they are: an enum
+// a format writes unquoted), or free text with its ending.
+struct JsonPiece {
+  JsonPart::Kind kind = JsonPart::Kind::Literal;
+  std::string text;
+  nlohmann::ordered_json schema;
+  std::vector<std::string> words;
 };
 
 class JsonGrammar {
@@ -96,14 +118,16 @@ class JsonGrammar {
   // Errors name the keyword and the schema path, e.g. "keyword 'pattern' (at
   // /properties/id) is not supported".
   static Result<JsonGrammar> from_schema(const nlohmann::ordered_json& schema);
-  // Any one of `docs` (at most kMaxCandidates), each between its literal text. No
-  // prefix may be a prefix of another's (where one ends, which document follows must
-  // be known), and a document with a suffix must be an object or an array (so that its
-  // end is unambiguous). Errors name the document.
+  // Any one of `docs` (at most kMaxCandidates). With several, each begins with literal
+  // text and none of those is a prefix of another's (the text decides the document).
+  // A value must be followed by literal text or nothing, and that text may not begin
+  // with a byte that could go on a number (its end must be unambiguous). Errors name
+  // the document.
+  static Result<JsonGrammar> one_of(const std::vector<std::vector<JsonPiece>>& docs);
   static Result<JsonGrammar> one_of(const std::vector<JsonFramed>& docs);
 
-  // Puts literal text around every document (a tool call's tags); the same rule on
-  // suffixes holds. For tests and one-document grammars.
+  // Puts literal text around every document (a tool call's tags). For tests and
+  // one-document grammars.
   void wrap(std::string prefix, std::string suffix);
   // Where `text` occurs in the literal text, it must come as the single token `id`.
   void force_token(std::string_view text, int32_t id);

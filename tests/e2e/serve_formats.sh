@@ -3,7 +3,8 @@
 # opens comes back as reasoning_content, with `thinking: false` the reply is content;
 # a conversation with tool calls and their results renders; streamed equals whole;
 # tool_choice, reasoning_effort and the server's --chat-template-kwargs reach the
-# template; tool_choice "required" or named is enforced (K3, Kimi K2, DeepSeek V3.1).
+# template; tool_choice "required" or named is enforced (K3, Kimi K2, DeepSeek V3.1/V3.2,
+# Qwen3-Coder).
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -86,15 +87,22 @@ if [ -f "$tmpl" ]; then
   check "  in the prompt ($(ptoks) > $plain tokens)" test "$(ptoks)" -gt "$plain"
   stop_server
 fi
-# tool_choice enforced in Kimi K2's and DeepSeek V3.1's formats too: a named call, streamed
-# and whole, read back as the same call.
-for t in Kimi-K2-Instruct deepseek-ai-DeepSeek-V3.1; do
+# tool_choice enforced in the other formats too: a named call, streamed and whole, read
+# back as the same call. (The parameter formats write a string as free text, which the
+# random model would not end: their tool takes an enum and an integer, whose long digits
+# may come back as a float.)
+etools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"unit":{"enum":["c","f"]},"days":{"type":"integer"}},"required":["unit","days"]}}}]'
+for t in Kimi-K2-Instruct deepseek-ai-DeepSeek-V3.1 Qwen3-Coder deepseek-ai-DeepSeek-V3.2; do
   tmpl=$shared/templates/$t.jinja
   [ -f "$tmpl" ] || continue
+  case $t in
+    Qwen3-Coder|*V3.2) ts=$etools; want="a['unit'] in ('c', 'f') and isinstance(a['days'], (int, float))" ;;
+    *) ts=$tools; want="isinstance(a['city'], str)" ;;
+  esac
   start_server -c 2048
-  body="{\"messages\":$msgs,\"tools\":$tools,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":300,\"temperature\":0,\"logit_bias\":{\"1\":7,\"92\":5}"
+  body="{\"messages\":$msgs,\"tools\":$ts,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},\"max_tokens\":300,\"temperature\":0,\"logit_bias\":{\"1\":7,\"92\":5}"
   check "$t named tool_choice: 200" test "$(req /v1/chat/completions "$body}")" = 200
-  check "  one call to get_weather, its arguments an object with a city" py "j['choices'][0]['finish_reason'] == 'tool_calls' and [c['function']['name'] for c in j['choices'][0]['message']['tool_calls']] == ['get_weather'] and isinstance(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments'])['city'], str)"
+  check "  one call to get_weather, its arguments as the schema says" py "j['choices'][0]['finish_reason'] == 'tool_calls' and [c['function']['name'] for c in j['choices'][0]['message']['tool_calls']] == ['get_weather'] and (lambda a: $want)(json.loads(j['choices'][0]['message']['tool_calls'][0]['function']['arguments']))"
   cp "$dir/body" "$dir/whole.json"
   curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "$body,\"stream\":true}" >"$dir/stream"
   check "  streamed: the same call, named first, its arguments in several deltas" python3 -c "

@@ -315,8 +315,8 @@ const Tokenizer* qwen2_tokenizer() {
 }  // namespace
 
 // The mask over a real ~151k-token vocabulary equals feeding each token's bytes from
-// the state alone (its shortcuts change nothing), at every prefix of a document; and
-// what a mask costs per step.
+// the state alone (its shortcuts change nothing), at every prefix of a document (JSON,
+// and a forced call with free text); and what a mask costs per step.
 TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
   const Tokenizer* tok = qwen2_tokenizer();
   if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
@@ -325,14 +325,24 @@ TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const int64_t V = tok->n_vocab();
   struct Doc {
-    const char* schema;  // null: json_object
+    const char* schema;  // null: json_object, or `g`
     std::string text;
+    std::shared_ptr<const JsonGrammar> g;
   };
+  // A forced Qwen3-Coder call: free text (with its ending's beginnings inside it), an
+  // enum as a bare word, an integer.
+  const ojson tools = ojson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]},"days":{"type":"integer"}},
+      "required":["city","unit","days"]}}}])");
   const Doc docs[] = {
-      {nullptr, "{\"name\": \"caf\xC3\xA9 \\u00e9\\n\", \"list\": [1, -2.5e3, true, null, {\"x\": []}]}"},
+      {nullptr, "{\"name\": \"caf\xC3\xA9 \\u00e9\\n\", \"list\": [1, -2.5e3, true, null, {\"x\": []}]}", nullptr},
       {R"({"type":"object","properties":{"id":{"type":"integer"},"color":{"enum":["red","green"]},
           "tags":{"type":"array","items":{"type":"string"}}},"required":["id","color"]})",
-       R"({"id": 12, "color": "green", "tags": ["a b", ""]})"},
+       R"({"id": 12, "color": "green", "tags": ["a b", ""]})", nullptr},
+      {nullptr,
+       "<tool_call>\n<function=f>\n<parameter=city>\nParis \"x\"\n</para\n</parameter\n\n</parameter>\n"
+       "<parameter=unit>\nc\n</parameter>\n<parameter=days>\n31\n</parameter>\n</function>\n</tool_call>",
+       forced_call_grammar(ToolFormat::QwenXml, tools, "required", "", *tok)},
   };
   // A one-byte token for each byte (a byte-level vocabulary has them all).
   std::vector<int32_t> byte_token(256, -1);
@@ -344,7 +354,7 @@ TEST(JsonConstraint, MaskMatchesFeedingEachTokenOnARealVocabulary) {
   int steps = 0;
   std::vector<float> logits(static_cast<size_t>(V));
   for (const Doc& d : docs) {
-    auto g = std::make_shared<const JsonGrammar>(d.schema ? schema(d.schema) : JsonGrammar::any_object());
+    auto g = d.g ? d.g : std::make_shared<const JsonGrammar>(d.schema ? schema(d.schema) : JsonGrammar::any_object());
     JsonConstraint c(g, table);
     // Each step: the mask, checked against feeding every token alone; then the
     // document's next byte (as a one-byte token where the vocabulary has one).
@@ -428,9 +438,10 @@ TEST(JsonConstraint, VariantsArePickedByTheirPrefix) {
                                     {"<c>f(", ojson::parse(R"({"type":"object"})"), ""}});
   ASSERT_FALSE(clash.ok());
   EXPECT_NE(clash.error().message.find("'<c>f'"), std::string::npos) << clash.error().message;
-  auto open_end = JsonGrammar::one_of({{"<c>", ojson::parse(R"({"type":"integer"})"), "</c>"}});
+  auto open_end = JsonGrammar::one_of({{"<c>", ojson::parse(R"({"type":"integer"})"), "1</c>"}});
   ASSERT_FALSE(open_end.ok());
-  EXPECT_NE(open_end.error().message.find("object or an array"), std::string::npos) << open_end.error().message;
+  EXPECT_NE(open_end.error().message.find("no number could go on"), std::string::npos) << open_end.error().message;
+  EXPECT_TRUE(JsonGrammar::one_of({{"<c>", ojson::parse(R"({"type":"integer"})"), "</c>"}}).ok());
 }
 
 // Markers that must come as one token: bytes cannot spell them (in the prefix or the
@@ -527,4 +538,28 @@ TEST(JsonConstraint, ForcedCallsTakeTheMarkerTokens) {
     EXPECT_TRUE(c.complete());
     for (int32_t id : allowed()) EXPECT_TRUE(tok->is_eog(id)) << id;
   }
+}
+
+// Free text ends at the first whole occurrence of its ending, however much of the
+// ending's beginning it holds; words come bare; the parts follow in order.
+TEST(JsonConstraint, FreeTextEndsAtItsEnding) {
+  using K = JsonPart::Kind;
+  auto g = JsonGrammar::one_of(std::vector<std::vector<JsonPiece>>{{{K::Literal, "<v>", nullptr, {}},
+                                                                     {K::Text, "\n</v>\n", nullptr, {}},
+                                                                     {K::Json, "", nullptr, {"yes", "no"}},
+                                                                     {K::Literal, ";", nullptr, {}}}});
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  const Fed f = feed_all(*g, "<v>a\n</v\n\n</v \n</v>\nyes;", false);
+  EXPECT_EQ(f.bad, std::string::npos);
+  EXPECT_TRUE(f.complete);
+  JsonState s(*g);
+  ASSERT_TRUE(s.feed("<v>x\n</v>\n"));
+  EXPECT_FALSE(JsonState(s).feed(" ")) << "a word comes bare";
+  EXPECT_FALSE(JsonState(s).feed("maybe"));
+  ASSERT_TRUE(s.feed("no"));
+  EXPECT_FALSE(s.complete());
+  ASSERT_TRUE(s.feed(";"));
+  EXPECT_TRUE(s.complete());
+  EXPECT_FALSE(JsonGrammar::one_of(std::vector<std::vector<JsonPiece>>{{{K::Text, "", nullptr, {}}}}).ok())
+      << "free text without an ending";
 }
