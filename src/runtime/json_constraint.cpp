@@ -63,6 +63,7 @@ void JsonState::enter(uint32_t p) {
   const std::vector<JsonPart>& ps = parts();
   while (p < ps.size() && ps[p].kind == JsonPart::Kind::Literal && ps[p].text.empty()) ++p;
   part_ = p;
+  cur_ = p < ps.size() ? &ps[p] : nullptr;
   off_ = 0;
   x_ = Lex{};
   depth_ = 0;
@@ -86,7 +87,8 @@ void JsonState::settle() {
   if (std::popcount(alive_) != 1) return;
   var_ = uint32_t(std::countr_zero(alive_));
   part_ = 0;
-  if (off_ == parts()[0].text.size()) enter(1);
+  cur_ = &parts()[0];
+  if (off_ == cur_->text.size()) enter(1);
 }
 
 const JsonPart* JsonState::literal_now(uint32_t* off) const {
@@ -145,6 +147,7 @@ bool JsonState::in_text(uint8_t* last) const {
 void JsonState::assign(const JsonState& o) {
   g_ = o.g_;
   part_ = o.part_;
+  cur_ = o.cur_;
   off_ = o.off_;
   alive_ = o.alive_;
   var_ = o.var_;
@@ -181,10 +184,9 @@ bool JsonState::after_value(uint8_t c) {
 }
 
 bool JsonState::feed(uint8_t c) {
-  if (var_ == kNoVariant) return prefix_byte(c);
-  const std::vector<JsonPart>& ps = parts();
-  if (part_ >= ps.size()) return false;
-  const JsonPart& p = ps[part_];
+  if (!cur_) return var_ == kNoVariant ? prefix_byte(c) : false;
+  const JsonPart& p = *cur_;
+  if (p.kind == JsonPart::Kind::Json) return json_byte(c);
   if (p.kind == JsonPart::Kind::Literal) {
     if (off_ >= p.text.size() || uint8_t(p.text[off_]) != c || span_at(p.tokens, off_)) return false;
     if (++off_ == p.text.size()) enter(part_ + 1);
@@ -195,6 +197,10 @@ bool JsonState::feed(uint8_t c) {
     if (off_ == p.text.size()) enter(part_ + 1);
     return true;
   }
+  return false;
+}
+
+bool JsonState::json_byte(uint8_t c) {
   for (;;) {
     bool ended = false;
     switch (x_.mode) {
@@ -303,9 +309,9 @@ bool JsonState::start_value(uint32_t node, uint8_t c) {
 }
 
 bool JsonState::structural(uint8_t c) {
-  if (is_ws(c)) return !(depth_ == 0 && parts()[part_].bare) && ++x_.ws <= kMaxWhitespace;
+  if (is_ws(c)) return !(depth_ == 0 && cur_->bare) && ++x_.ws <= kMaxWhitespace;
   x_.ws = 0;
-  if (depth_ == 0) return start_value(parts()[part_].root, c);
+  if (depth_ == 0) return start_value(cur_->root, c);
   Frame& f = stack_[size_t(depth_ - 1)];
   const JsonNode& n = g_->node(f.node);
   auto close = [&] {

@@ -80,6 +80,7 @@ class JsonState {
   const std::vector<JsonPart>& parts() const;  // the variant's
   void enter(uint32_t p);       // starts part p (skipping empty text; p = size: the end)
   bool after_value(uint8_t c);  // a Json part's value ended before c
+  bool json_byte(uint8_t c);    // in a Json part
   // The literal text the next byte goes to (the current part, or the one after a
   // finished value) and where in it; null when none.
   const JsonPart* literal_now(uint32_t* off) const;
@@ -119,6 +120,7 @@ class JsonState {
   uint64_t alive_ = 0;           // the variants whose first part matches so far
   uint32_t var_ = kNoVariant;    // the variant being read, once one is left
   uint32_t part_ = 0;            // its part being read (parts().size(): all read)
+  const JsonPart* cur_ = nullptr;  // that part (null: none, or all read)
   uint32_t off_ = 0;             // Literal: bytes matched; Text: bytes of its ending matched
   int depth_ = 0;
   Lex x_;
