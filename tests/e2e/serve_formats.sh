@@ -119,4 +119,34 @@ sys.exit(0 if name == w['name'] and args == w['arguments'] and len(deltas) >= 3
          and first.get('id') and first['function'].get('name') else 1)"
   stop_server
 done
+# Forced calls in one batch: four greedy requests at once (two tools, each named twice;
+# thinking on the K3 template is closed first) give the calls each gives alone.
+tmpl=$shared/templates/Kimi-K3.jinja
+if [ -f "$tmpl" ]; then
+  start_server --parallel 4 -c 2048
+  check "four forced calls at once equal each alone" python3 - "$base" "$etools" <<'PY'
+import json, sys, threading, urllib.request
+base, tools = sys.argv[1], json.loads(sys.argv[2])
+tools.append({"type": "function", "function": {"name": "now", "parameters": {"type": "object",
+              "properties": {"zone": {"enum": ["utc", "cet"]}}, "required": ["zone"]}}})
+def ask(i):
+    name = ["get_weather", "now"][i % 2]
+    body = {"messages": [{"role": "user", "content": "Question %d?" % i}], "tools": tools,
+            "tool_choice": {"type": "function", "function": {"name": name}}, "max_tokens": 300,
+            "temperature": 0, "logit_bias": {"1": 7, "92": 5}, "chat_template_kwargs": {"thinking": True}}
+    r = urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
+                                                      {"Content-Type": "application/json"}), timeout=120)
+    m = json.load(r)["choices"][0]["message"]
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in m["tool_calls"]]
+alone = [ask(i) for i in range(4)]
+together = [None] * 4
+ts = [threading.Thread(target=lambda i=i: together.__setitem__(i, ask(i))) for i in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+ok = alone == together and all(len(a) == 1 and a[0][0] == ["get_weather", "now"][i % 2] for i, a in enumerate(alone))
+if not ok:
+    print(alone, together)
+sys.exit(0 if ok else 1)
+PY
+  stop_server
+fi
 exit $fail
