@@ -39,15 +39,36 @@ bool is_text(const json& prop) {
 // A value's schema where the grammar takes it, else any value.
 json value_schema(const json& prop) { return JsonGrammar::from_schema(prop).ok() ? prop : json(true); }
 
-// One call of `name` with arguments of `params` (an object schema), as the format
-// writes it. Parameter formats write the required parameters, in the schema's order.
-json arguments_schema(const json& tool);
+// A tool's function object (OpenAI's {"type": "function", "function": {...}}, or bare).
+const json& function_of(const json& tool) { return tool.contains("function") ? tool["function"] : tool; }
 
+std::string name_of(const json& tool) {
+  const json& fn = function_of(tool);
+  return fn.is_object() && fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
+}
+
+// The tool's parameter schema, or null.
+json parameters_of(const json& tool) {
+  const json& fn = function_of(tool);
+  return fn.is_object() && fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : json();
+}
+
+// The tool's parameter schema if the grammar takes it as an object, else any object.
+json arguments_schema(const json& tool) {
+  const json params = parameters_of(tool);
+  if (params.is_null()) return json{{"type", "object"}};
+  Result<JsonGrammar> g = JsonGrammar::from_schema(params);
+  if (!g.ok() || g->node(g->variant(0).parts[0].root).kind != JsonNode::Kind::Object) return json{{"type", "object"}};
+  return params;
+}
+
+// One call of `name` (a tool of the request) as the format writes it. Parameter
+// formats write the required parameters, in the schema's order.
 std::vector<JsonPiece> call_pieces(ToolFormat f, const std::string& name, const json& tool) {
-  const json params = arguments_schema(tool);  // as a whole (the JSON formats)
   auto lit = [](std::string t) { return JsonPiece{Kind::Literal, std::move(t), nullptr, {}}; };
   auto framed = [&](std::string pre, std::string post) {
-    return std::vector<JsonPiece>{lit(std::move(pre)), {Kind::Json, "", params, {}}, lit(std::move(post))};
+    return std::vector<JsonPiece>{lit(std::move(pre)), {Kind::Json, "", arguments_schema(tool), {}},
+                                  lit(std::move(post))};
   };
   switch (f) {
     case ToolFormat::Hermes:
@@ -68,8 +89,7 @@ std::vector<JsonPiece> call_pieces(ToolFormat f, const std::string& name, const 
       std::vector<JsonPiece> out{lit(dsml ? "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"" + name + "\">\n"
                                           : "<tool_call>\n<function=" + name + ">\n")};
       // Parameter by parameter: one the grammar cannot take is any value.
-      const json& fn = tool.contains("function") ? tool["function"] : tool;
-      const json raw = fn.is_object() && fn.contains("parameters") ? fn["parameters"] : json();
+      const json raw = parameters_of(tool);
       const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
       const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
       if (props.is_object() && required.is_array())
@@ -107,21 +127,6 @@ std::string opening(ToolFormat f, std::string_view prompt) {
     return out;
   }
   return prompt_opens_think(std::string(prompt)) ? "</think>" : "";
-}
-
-// The tool's parameter schema if the grammar takes it as an object, else any object.
-json arguments_schema(const json& tool) {
-  const json& fn = tool.contains("function") ? tool["function"] : tool;
-  const json any = json{{"type", "object"}};
-  if (!fn.contains("parameters") || !fn["parameters"].is_object()) return any;
-  Result<JsonGrammar> g = JsonGrammar::from_schema(fn["parameters"]);
-  if (!g.ok() || g->node(g->variant(0).parts[0].root).kind != JsonNode::Kind::Object) return any;
-  return fn["parameters"];
-}
-
-std::string name_of(const json& tool) {
-  const json& fn = tool.contains("function") ? tool["function"] : tool;
-  return fn.is_object() && fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "synth/synth.h"
 #include "shared_files.h"
 #include "synth_once.h"
+#include "tiny_engine.h"
 
 using namespace deltafin;
 
@@ -171,23 +172,15 @@ TEST_F(ChatTest, TemplateErrorsAreReported) {
 // turn goes back there instead of evaluating the whole conversation again, and
 // answers as a fresh prefill does.
 TEST(ChatKimiK3, NextTurnAfterARewrittenLongAnswerGoesBackToThePromptsEnd) {
-  SynthSpec s;
-  ASSERT_TRUE(synth_preset("tiny", "kimi-k3", &s));
-  std::string why;
-  const std::string path = synth_once("chat", "tiny-kimi-k3", s, &why);
-  ASSERT_FALSE(path.empty()) << why;
-  EngineOptions eo;
-  eo.threads = 2;
-  auto e = Engine::open(path, eo);
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  auto tok = Tokenizer::from_gguf((*e)->file().meta());
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  std::unique_ptr<Engine> e;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(2, &e, &tok, "kimi-k3"));
   // Past answers render as a placeholder (as a template that strips thinking would).
   const char* tmpl =
       "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' }}"
       "{% if m['role'] == 'assistant' %}{{ '(an answer)' }}{% else %}{{ m['content'] }}{% endif %}"
       "{{ '<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  auto chat = ChatSession::create(e->model(), *tok, tmpl, 512);
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   GenerateParams gp;
   gp.n_predict = 40;  // longer than the rollback window
@@ -199,9 +192,9 @@ TEST(ChatKimiK3, NextTurnAfterARewrittenLongAnswerGoesBackToThePromptsEnd) {
   const std::string u2 = "and then";
   auto text = (*chat)->render(&u2, true);
   ASSERT_TRUE(text.ok()) << text.error().message;
-  auto fresh = (*e)->model().new_state(512);
+  auto fresh = e->model().new_state(512);
   GenerateStats ref;
-  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*text), gp,
+  ASSERT_TRUE(generate(e->model(), *fresh, *tok, (*chat)->tokenize(*text), gp,
                        [](const std::string&) { return true; }, &ref)
                   .ok());
   auto t2 = (*chat)->turn(u2, gp, [](const std::string&) { return true; });
@@ -215,18 +208,12 @@ TEST(ChatKimiK3, NextTurnAfterARewrittenLongAnswerGoesBackToThePromptsEnd) {
 // prompt's open `think` receives is reasoning, not answer: it goes to on_reasoning and
 // ChatTurn::reasoning, and the next turn renders it as the past message's thinking.
 TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
-  SynthSpec s;
-  ASSERT_TRUE(synth_preset("tiny", "kimi-k3", &s));
-  std::string why;
-  const std::string path = synth_once("chat", "tiny-kimi-k3", s, &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto e = Engine::open(path, EngineOptions{});
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  auto tok = Tokenizer::from_gguf((*e)->file().meta());
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  std::unique_ptr<Engine> e;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(0, &e, &tok, "kimi-k3"));
   const std::string tmpl = read_template("Kimi-K3.jinja");
   ASSERT_FALSE(tmpl.empty());
-  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  auto chat = ChatSession::create(e->model(), *tok, tmpl, 512);
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   GenerateParams gp;
   gp.n_predict = 12;
@@ -238,9 +225,9 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
   ASSERT_TRUE(prompt.ok()) << prompt.error().message;
   ASSERT_NE(prompt->find("<|open|>think<|sep|>"), std::string::npos) << *prompt;
   std::string raw;
-  auto fresh = (*e)->model().new_state(512);
+  auto fresh = e->model().new_state(512);
   GenerateStats ref;
-  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
+  ASSERT_TRUE(generate(e->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
                        [&](const std::string& t) { raw += t; return true; }, &ref).ok());
   ASSERT_FALSE(raw.empty());
   std::string shown, thought;
@@ -258,7 +245,7 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
   EXPECT_NE(next->find("<|open|>think<|sep|>" + raw), std::string::npos) << *next;
 
   // With {"thinking": false} for the template, the reply opens as the answer.
-  auto plain = ChatSession::create((*e)->model(), *tok, tmpl, 512);
+  auto plain = ChatSession::create(e->model(), *tok, tmpl, 512);
   ASSERT_TRUE(plain.ok());
   (*plain)->set_template_kwargs({{"thinking", false}});
   auto p2 = (*plain)->render(&u1, true);
@@ -275,19 +262,13 @@ TEST(ChatKimiK3, ThinkingIsKeptApartWithTheRealTemplate) {
 // A template that opens <think> in its generation prompt: what the model writes (the
 // random model never closes it) is reasoning, not answer.
 TEST(ChatThink, ThinkingAfterAnOpenedThinkTagIsKeptApart) {
-  SynthSpec s;
-  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
-  std::string why;
-  const std::string path = synth_once("chat", "tiny-qwen3moe", s, &why);
-  ASSERT_FALSE(path.empty()) << why;
-  auto e = Engine::open(path, EngineOptions{});
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  auto tok = Tokenizer::from_gguf((*e)->file().meta());
-  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  std::unique_ptr<Engine> e;
+  std::optional<Tokenizer> tok;
+  ASSERT_NO_FATAL_FAILURE(open_tiny(0, &e, &tok));
   const char* tmpl =
       "{% for m in messages %}{{ m['role'] + ': ' + m['content'] + '\n' }}{% endfor %}"
       "{% if add_generation_prompt %}{{ 'assistant: <think>\n' }}{% endif %}";
-  auto chat = ChatSession::create((*e)->model(), *tok, tmpl, 256);
+  auto chat = ChatSession::create(e->model(), *tok, tmpl, 256);
   ASSERT_TRUE(chat.ok()) << chat.error().message;
   GenerateParams gp;
   gp.n_predict = 10;
@@ -297,8 +278,8 @@ TEST(ChatThink, ThinkingAfterAnOpenedThinkTagIsKeptApart) {
   auto prompt = (*chat)->render(&u, true);
   ASSERT_TRUE(prompt.ok());
   std::string raw;
-  auto fresh = (*e)->model().new_state(256);
-  ASSERT_TRUE(generate((*e)->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
+  auto fresh = e->model().new_state(256);
+  ASSERT_TRUE(generate(e->model(), *fresh, *tok, (*chat)->tokenize(*prompt), gp,
                        [&](const std::string& t) { raw += t; return true; }, nullptr).ok());
   ASSERT_EQ(raw.find("</think>"), std::string::npos) << "the random model closed its thinking: pick another prompt";
   std::string shown, thought;

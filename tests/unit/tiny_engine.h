@@ -1,4 +1,4 @@
-// The tiny qwen3moe model of the scheduler and server tests, opened in RAM.
+// The tiny synthetic models of the scheduler, server and chat tests, opened in RAM.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -13,13 +13,15 @@
 
 namespace deltafin {
 
-// The tiny qwen3moe model (written once per process) opened with `threads`, and its
-// tokenizer. Fails the calling test (call it in ASSERT_NO_FATAL_FAILURE) if it cannot.
-inline void open_tiny(int threads, std::unique_ptr<Engine>* engine, std::optional<Tokenizer>* tok) {
+// The tiny model of `arch` (written once per process) opened with `threads` (0: all),
+// and its tokenizer. Fails the calling test (call it in ASSERT_NO_FATAL_FAILURE) if it
+// cannot.
+inline void open_tiny(int threads, std::unique_ptr<Engine>* engine, std::optional<Tokenizer>* tok,
+                      const std::string& arch = "qwen3moe") {
   SynthSpec s;
-  ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+  ASSERT_TRUE(synth_preset("tiny", arch, &s));
   std::string why;
-  const std::string path = synth_once("sched", "tiny-qwen3moe", s, &why);
+  const std::string path = synth_once("sched", "tiny-" + arch, s, &why);
   ASSERT_FALSE(path.empty()) << why;
   EngineOptions eo;
   eo.threads = threads;
