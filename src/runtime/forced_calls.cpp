@@ -62,60 +62,129 @@ json arguments_schema(const json& tool) {
   return params;
 }
 
-// One call of `name` (a tool of the request) as the format writes it. Parameter
-// formats write the required parameters, in the schema's order.
-std::vector<JsonPiece> call_pieces(ToolFormat f, const std::string& name, const json& tool) {
-  auto lit = [](std::string t) { return JsonPiece{Kind::Literal, std::move(t), nullptr, {}}; };
-  auto framed = [&](std::string pre, std::string post) {
-    return std::vector<JsonPiece>{lit(std::move(pre)), {Kind::Json, "", arguments_schema(tool), {}},
-                                  lit(std::move(post))};
-  };
+// The grammar of a forced reply under construction: segments and their successors.
+class CallGraph {
+ public:
+  uint32_t add(std::vector<JsonPiece> pieces, bool end = false) {
+    segs_.push_back(JsonSegment{std::move(pieces), {}, end});
+    return uint32_t(segs_.size() - 1);
+  }
+  void link(uint32_t from, uint32_t to) { segs_[from].next.push_back(to); }
+  void set_end(uint32_t seg) { segs_[seg].end = true; }
+  void link(uint32_t from, const std::vector<uint32_t>& to) {
+    for (uint32_t t : to) link(from, t);
+  }
+  const std::vector<JsonSegment>& segments() const { return segs_; }
+
+ private:
+  std::vector<JsonSegment> segs_;
+};
+
+JsonPiece lit(std::string t) { return JsonPiece{Kind::Literal, std::move(t), nullptr, {}}; }
+
+// How a format writes a reply of calls: `begin` + calls + `close`, each call
+// `call_head` + arguments + `call_tail`, calls apart by `sep`. In the parameter formats
+// the arguments are parameters, each its tag, value and closing tag; in the others a
+// JSON object. {name} and {index} stand for the tool's name and the call's index.
+struct CallFormat {
+  std::string begin, call_head, call_tail, sep, close;
+  bool params = false;
+  bool dsml = false;
+  int index_base = 0;  // the first call's index
+};
+
+CallFormat call_format(ToolFormat f, std::string_view prompt) {
   switch (f) {
     case ToolFormat::Hermes:
-      return framed("<tool_call>\n{\"name\": " + json(name).dump() + ", \"arguments\": ", "}\n</tool_call>");
-    case ToolFormat::KimiK2:
-      return framed("<|tool_calls_section_begin|><|tool_call_begin|>functions." + name + ":0<|tool_call_argument_begin|>",
-                    "<|tool_call_end|><|tool_calls_section_end|>");
-    case ToolFormat::DeepSeek:
-      return framed("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>" + name + "<｜tool▁sep｜>",
-                    "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
-    case ToolFormat::Xtml:
-      return framed("<|open|>tools<|sep|><|open|>call tool=\"" + xtml_attr(name) +
-                        "\" index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>",
-                    "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|>");
-    case ToolFormat::QwenXml:
-    case ToolFormat::Dsml: {
-      const bool dsml = f == ToolFormat::Dsml;
-      std::vector<JsonPiece> out{lit(dsml ? "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"" + name + "\">\n"
-                                          : "<tool_call>\n<function=" + name + ">\n")};
-      // Parameter by parameter: one the grammar cannot take is any value.
-      const json raw = parameters_of(tool);
-      const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
-      const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
-      if (props.is_object() && required.is_array())
-        for (const auto& [key, prop] : props.items()) {
-          if (std::find(required.begin(), required.end(), key) == required.end()) continue;
-          const bool text = is_text(prop);
-          const std::string end = dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
-          out.push_back(lit(dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (text ? "true" : "false") + "\">"
-                                 : "<parameter=" + key + ">\n"));
-          if (text && prop.contains("enum")) {  // one of the words, unquoted
-            JsonPiece w{Kind::Json, "", nullptr, {}};
-            for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
-            out.push_back(std::move(w));
-            out.push_back(lit(end));
-          } else if (text) {
-            out.push_back({Kind::Text, end, nullptr, {}});
-          } else {
-            out.push_back({Kind::Json, "", value_schema(prop), {}});
-            out.push_back(lit(end));
-          }
-        }
-      out.push_back(lit(dsml ? "</｜DSML｜invoke>\n</｜DSML｜function_calls>" : "</function>\n</tool_call>"));
-      return out;
+      return {"", "<tool_call>\n{\"name\": {name}, \"arguments\": ", "}\n</tool_call>", "\n", ""};
+    case ToolFormat::KimiK2: {
+      // Kimi K2 numbers calls across the conversation (its template's counter).
+      int seen = 0;
+      for (size_t at = prompt.find("<|tool_call_begin|>"); at != std::string_view::npos;
+           at = prompt.find("<|tool_call_begin|>", at + 1))
+        ++seen;
+      return {"<|tool_calls_section_begin|>", "<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>",
+              "<|tool_call_end|>", "", "<|tool_calls_section_end|>", false, false, seen};
     }
+    case ToolFormat::DeepSeek:
+      return {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "",
+              "<｜tool▁calls▁end｜>"};
+    case ToolFormat::Xtml:
+      return {"<|open|>tools<|sep|>",
+              "<|open|>call tool=\"{name}\" index=\"{index}\"<|sep|><|open|>json type=\"object\"<|sep|>",
+              "<|close|>json<|sep|><|close|>call<|sep|>", "", "<|close|>tools<|sep|><|close|>message<|sep|>", false,
+              false, 1};
+    case ToolFormat::QwenXml:
+      return {"", "<tool_call>\n<function={name}>\n", "</function>\n</tool_call>", "\n", "", true};
+    case ToolFormat::Dsml:
+      return {"<｜DSML｜function_calls>\n", "<｜DSML｜invoke name=\"{name}\">\n", "</｜DSML｜invoke>\n", "",
+              "</｜DSML｜function_calls>", true, true};
     default: return {};
   }
+}
+
+std::string fill(std::string t, std::string_view key, const std::string& value) {
+  if (size_t at = t.find(key); at != std::string::npos) t.replace(at, key.size(), value);
+  return t;
+}
+
+// One call of `tool` (index `index`) as segments of `g`: its first segment (what
+// `lead` comes before) and its last (whose successors the caller adds). Parameter
+// formats write the parameters in the schema's order, the required ones always and
+// the optional ones where the model chooses.
+std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallFormat& cf, ToolFormat f, const json& tool,
+                                       const std::string& lead, int index) {
+  const std::string name = name_of(tool);
+  std::string head = fill(cf.call_head, "{index}", std::to_string(index));
+  head = fill(head, "{name}", f == ToolFormat::Hermes ? json(name).dump() : f == ToolFormat::Xtml ? xtml_attr(name) : name);
+  if (!cf.params) {
+    const uint32_t s = g->add({lit(lead + head), {Kind::Json, "", arguments_schema(tool), {}}, lit(cf.call_tail)});
+    return {s, s};
+  }
+  const uint32_t first = g->add({lit(lead + head)});
+  const uint32_t last = g->add({lit(cf.call_tail)});
+  const json raw = parameters_of(tool);
+  const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
+  const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
+  struct Param {
+    uint32_t seg;
+    bool required;
+  };
+  std::vector<Param> params;
+  if (props.is_object())
+    for (const auto& [key, prop] : props.items()) {
+      const bool req = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+      const bool text = is_text(prop);
+      const std::string end = cf.dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
+      std::vector<JsonPiece> ps{lit(cf.dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" +
+                                                  (text ? "true" : "false") + "\">"
+                                            : "<parameter=" + key + ">\n")};
+      if (text && prop.contains("enum")) {  // one of the words, unquoted
+        JsonPiece w{Kind::Json, "", nullptr, {}};
+        for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
+        ps.push_back(std::move(w));
+        ps.push_back(lit(end));
+      } else if (text) {
+        ps.push_back({Kind::Text, end, nullptr, {}});
+      } else {
+        ps.push_back({Kind::Json, "", value_schema(prop), {}});  // one the grammar cannot take is any value
+        ps.push_back(lit(end));
+      }
+      params.push_back({g->add(std::move(ps)), req});
+      if (params.size() + 1 == JsonGrammar::kMaxCandidates) break;
+    }
+  // After the head or a parameter: any later parameter up to the next required one,
+  // or the tail where none is required.
+  auto follow = [&](uint32_t from, size_t i) {
+    for (; i < params.size(); ++i) {
+      g->link(from, params[i].seg);
+      if (params[i].required) return;
+    }
+    g->link(from, last);
+  };
+  follow(first, 0);
+  for (size_t i = 0; i < params.size(); ++i) follow(params[i].seg, i + 1);
+  return {first, last};
 }
 
 // The text that ends what the prompt left open before a call may start.
@@ -134,31 +203,50 @@ std::string opening(ToolFormat f, std::string_view prompt) {
 bool can_force_calls(ToolFormat f) { return f != ToolFormat::None; }
 
 std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json& tools, const json& choice,
-                                                       std::string_view prompt, const Tokenizer& tok) {
-  if (!can_force_calls(f) || !tools.is_array()) return nullptr;
+                                                       std::string_view prompt, const Tokenizer& tok, int max_calls) {
+  if (!can_force_calls(f) || !tools.is_array() || max_calls < 1) return nullptr;
   std::string want;  // empty: any tool
   if (choice.is_object() && choice.contains("function") && choice["function"].is_object())
     want = choice["function"].value("name", "");
   else if (choice != "required")
     return nullptr;
-  const std::string open = opening(f, prompt);
-  std::vector<std::vector<JsonPiece>> docs;
+  std::vector<const json*> chosen;  // the close of the calls is one more candidate
   for (const json& t : tools) {
     const std::string name = name_of(t);
     if (name.empty() || (!want.empty() && name != want)) continue;
-    std::vector<JsonPiece> d = call_pieces(f, name, t);
-    d.insert(d.begin(), JsonPiece{Kind::Literal, open, nullptr, {}});
-    docs.push_back(std::move(d));
-    if (docs.size() == JsonGrammar::kMaxCandidates) break;
+    chosen.push_back(&t);
+    if (chosen.size() + 1 == JsonGrammar::kMaxCandidates) break;
   }
-  if (docs.empty()) return nullptr;
-  Result<JsonGrammar> g = JsonGrammar::one_of(docs);
-  if (!g.ok()) return nullptr;  // names that do not tell the calls apart: the template asks
+  if (chosen.empty()) return nullptr;
+  const CallFormat cf = call_format(f, prompt);
+  CallGraph g;
+  // Call k of any chosen tool: after it call k + 1 (led by the separator), and the close
+  // of the calls or, in formats without one, the end.
+  const uint32_t close = cf.close.empty() ? UINT32_MAX : g.add({lit(cf.close)}, true);
+  std::vector<uint32_t> starts, tails;
+  for (int k = 0; k < max_calls; ++k) {
+    const std::string lead = k == 0 ? opening(f, prompt) + cf.begin : cf.sep;
+    std::vector<uint32_t> heads, last;
+    for (const json* t : chosen) {
+      auto [first, end] = add_call(&g, cf, f, *t, lead, cf.index_base + k);
+      heads.push_back(first);
+      last.push_back(end);
+    }
+    for (uint32_t t : tails) g.link(t, heads);
+    if (k == 0) starts = heads;
+    tails = std::move(last);
+    for (uint32_t t : tails) {
+      if (close == UINT32_MAX) g.set_end(t);
+      else g.link(t, close);
+    }
+  }
+  Result<JsonGrammar> grammar = JsonGrammar::graph(g.segments(), starts);
+  if (!grammar.ok()) return nullptr;  // names that do not tell the calls apart: the template asks
   std::vector<std::string_view> markers = tool_markers(f);
   markers.push_back("</think>");
   for (std::string_view m : markers)
-    if (int32_t id = tok.vocab().find(m); id >= 0) g->force_token(m, id);
-  return std::make_shared<const JsonGrammar>(std::move(g).value());
+    if (int32_t id = tok.vocab().find(m); id >= 0) grammar->force_token(m, id);
+  return std::make_shared<const JsonGrammar>(std::move(grammar).value());
 }
 
 }  // namespace deltafin

@@ -1,6 +1,6 @@
-// tool_choice "required" or a named function, enforced: the reply is one call, in the
-// chat format's own markup, to the named tool (or to any of the request's tools), its
-// arguments following that tool's parameter schema where JsonGrammar takes it (else
+// tool_choice "required" or a named function, enforced: the reply is a call (or up to
+// max_calls calls), in the chat format's own markup, to the named tool (or to any of the
+// request's tools), its arguments following that tool's parameter schema where JsonGrammar takes it (else
 // any object). The text before the arguments decides the tool, so with several tools
 // each keeps its own schema:
 //
@@ -19,9 +19,13 @@
 //                       <｜DSML｜parameter name="k" string="true">value</｜DSML｜parameter>\n
 //                       </｜DSML｜invoke>\n</｜DSML｜function_calls>
 //
-// as their templates render a call in the history. In the two parameter formats the
-// required parameters come in the schema's order (the optional ones are left out), a
-// string's value as free text, any other as JSON of its schema. A prompt that leaves
+// as their templates render a call in the history. Several calls follow one another as
+// the templates render them: in one section (K2, DeepSeek, XTML, DSML), Hermes and
+// Qwen3-Coder calls a newline apart; K2 numbers them on from the calls in the prompt,
+// K3 from 1. In the two parameter formats the parameters come in the schema's order,
+// the required ones always and the optional ones where the model writes them (none can
+// be given twice or out of order), a string's value as free text, any other as JSON of
+// its schema. A prompt that leaves
 // <think> open gets it closed first. The markers come as the vocabulary's single
 // tokens where it has them (JsonGrammar::force_token), as the model was trained to
 // write them.
@@ -40,10 +44,15 @@ namespace deltafin {
 // Whether a format's calls can be enforced (all but None).
 bool can_force_calls(ToolFormat f);
 
+// The most calls a forced reply may hold (parallel_tool_calls).
+constexpr int kMaxForcedCalls = 8;
+
 // Null where the format cannot be enforced, tool_choice asks for no call, or no tool
-// matches. prompt: the rendered prompt the reply continues.
+// matches. prompt: the rendered prompt the reply continues. The reply holds 1 to
+// max_calls calls.
 std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const nlohmann::ordered_json& tools,
                                                        const nlohmann::ordered_json& tool_choice,
-                                                       std::string_view prompt, const Tokenizer& tok);
+                                                       std::string_view prompt, const Tokenizer& tok,
+                                                       int max_calls = 1);
 
 }  // namespace deltafin

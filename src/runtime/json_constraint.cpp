@@ -49,19 +49,36 @@ uint32_t ending_step(const JsonPart& p, uint32_t k, uint8_t c) {
 
 }  // namespace
 
-JsonState::JsonState(const JsonGrammar& g) : g_(&g) {
-  alive_ = g.n_variants() >= 64 ? ~uint64_t(0) : (uint64_t(1) << g.n_variants()) - 1;
-  if (g.n_variants() == 1) {
-    var_ = 0;
+JsonState::JsonState(const JsonGrammar& g) : g_(&g) { choose(&g.starts(), false); }
+
+void JsonState::choose(const std::vector<uint32_t>* cands, bool end_ok) {
+  cands_ = cands;
+  end_ok_ = end_ok;
+  off_ = 0;
+  cur_ = nullptr;
+  var_ = kNoVariant;
+  const size_t n = cands->size();
+  alive_ = n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+  if (n == 1 && !end_ok) {  // no choice: straight in
+    var_ = (*cands)[0];
     enter(0);
   }
+}
+
+const JsonPart& JsonState::first_part(uint64_t bit) const {
+  return g_->variant((*cands_)[size_t(std::countr_zero(bit))]).parts[0];
 }
 
 const std::vector<JsonPart>& JsonState::parts() const { return g_->variant(var_).parts; }
 
 void JsonState::enter(uint32_t p) {
-  const std::vector<JsonPart>& ps = parts();
+  const JsonVariant& v = g_->variant(var_);
+  const std::vector<JsonPart>& ps = v.parts;
   while (p < ps.size() && ps[p].kind == JsonPart::Kind::Literal && ps[p].text.empty()) ++p;
+  if (p == ps.size() && !v.next.empty()) {
+    choose(&v.next, v.end);
+    return;
+  }
   part_ = p;
   cur_ = p < ps.size() ? &ps[p] : nullptr;
   off_ = 0;
@@ -72,7 +89,7 @@ void JsonState::enter(uint32_t p) {
 bool JsonState::prefix_byte(uint8_t c) {
   uint64_t keep = 0;
   for (uint64_t m = alive_; m; m &= m - 1) {
-    const JsonPart& p = g_->variant(uint32_t(std::countr_zero(m))).parts[0];
+    const JsonPart& p = first_part(m);
     if (off_ < p.text.size() && uint8_t(p.text[off_]) == c && !span_at(p.tokens, off_)) keep |= m & -m;
   }
   if (!keep) return false;
@@ -82,10 +99,10 @@ bool JsonState::prefix_byte(uint8_t c) {
   return true;
 }
 
-// One variant left: from here it is read alone (its first part, off_ bytes in).
+// One candidate left: from here it is read alone (its first part, off_ bytes in).
 void JsonState::settle() {
   if (std::popcount(alive_) != 1) return;
-  var_ = uint32_t(std::countr_zero(alive_));
+  var_ = (*cands_)[size_t(std::countr_zero(alive_))];
   part_ = 0;
   cur_ = &parts()[0];
   if (off_ == cur_->text.size()) enter(1);
@@ -103,7 +120,7 @@ const JsonPart* JsonState::literal_now(uint32_t* off) const {
 void JsonState::forced_tokens(std::vector<int32_t>* ids) const {
   if (var_ == kNoVariant) {
     for (uint64_t m = alive_; m; m &= m - 1)
-      if (const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).parts[0].tokens, off_))
+      if (const JsonSpan* t = span_at(first_part(m).tokens, off_))
         if (std::find(ids->begin(), ids->end(), t->id) == ids->end()) ids->push_back(t->id);
     return;
   }
@@ -117,7 +134,7 @@ bool JsonState::take_token(int32_t id) {
     uint64_t keep = 0;
     uint32_t len = 0;
     for (uint64_t m = alive_; m; m &= m - 1) {
-      const JsonSpan* t = span_at(g_->variant(uint32_t(std::countr_zero(m))).parts[0].tokens, off_);
+      const JsonSpan* t = span_at(first_part(m).tokens, off_);
       if (t && t->id == id) keep |= m & -m, len = t->len;
     }
     if (!keep) return false;
@@ -151,13 +168,15 @@ void JsonState::assign(const JsonState& o) {
   off_ = o.off_;
   alive_ = o.alive_;
   var_ = o.var_;
+  cands_ = o.cands_;
+  end_ok_ = o.end_ok_;
   depth_ = o.depth_;
   x_ = o.x_;
   std::copy_n(o.stack_.begin(), depth_, stack_.begin());
 }
 
 bool JsonState::complete() const {
-  if (var_ == kNoVariant) return false;
+  if (var_ == kNoVariant) return off_ == 0 && end_ok_;  // between segments, none begun
   const std::vector<JsonPart>& ps = parts();
   if (part_ >= ps.size()) return true;
   if (part_ + 1 < ps.size() || ps[part_].kind != JsonPart::Kind::Json) return false;

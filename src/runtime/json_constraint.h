@@ -75,10 +75,13 @@ class JsonState {
   };
 
   static constexpr uint32_t kNoVariant = UINT32_MAX;
-  bool prefix_byte(uint8_t c);  // several variants still match their first part
+  // Opens a choice between the segments `cands` (and the end, where end_ok).
+  void choose(const std::vector<uint32_t>* cands, bool end_ok);
+  const JsonPart& first_part(uint64_t bit) const;  // of the candidate at that bit of alive_
+  bool prefix_byte(uint8_t c);  // several candidates still match their first part
   void settle();                // one is left
-  const std::vector<JsonPart>& parts() const;  // the variant's
-  void enter(uint32_t p);       // starts part p (skipping empty text; p = size: the end)
+  const std::vector<JsonPart>& parts() const;  // the segment's
+  void enter(uint32_t p);       // starts part p (skipping empty text; p = size: its successors)
   bool after_value(uint8_t c);  // a Json part's value ended before c
   bool json_byte(uint8_t c);    // in a Json part
   // The literal text the next byte goes to (the current part, or the one after a
@@ -117,8 +120,10 @@ class JsonState {
   };
 
   const JsonGrammar* g_;
-  uint64_t alive_ = 0;           // the variants whose first part matches so far
-  uint32_t var_ = kNoVariant;    // the variant being read, once one is left
+  const std::vector<uint32_t>* cands_ = nullptr;  // the open choice's segments (var_ == kNoVariant)
+  bool end_ok_ = false;          // ... and whether the document may end instead
+  uint64_t alive_ = 0;           // the candidates (bits of cands_) whose first part matches so far
+  uint32_t var_ = kNoVariant;    // the segment being read, once one is left
   uint32_t part_ = 0;            // its part being read (parts().size(): all read)
   const JsonPart* cur_ = nullptr;  // that part (null: none, or all read)
   uint32_t off_ = 0;             // Literal: bytes matched; Text: bytes of its ending matched

@@ -54,6 +54,7 @@ JsonGrammar JsonGrammar::any_object() {
   JsonVariant v;
   v.parts.push_back(JsonPart{JsonPart::Kind::Json, "", g.nodes_[any].dispatch['{'], {}, false, {}});
   g.variants_.push_back(std::move(v));
+  g.starts_ = {0};
   return g;
 }
 
@@ -316,20 +317,78 @@ Result<JsonGrammar> JsonGrammar::from_schema(const nlohmann::ordered_json& schem
   v.parts.emplace_back();
   DF_ASSIGN(v.parts[0].root, c.compile(schema, "", 0));
   g.variants_.push_back(std::move(v));
+  g.starts_ = {0};
   return g;
 }
 
 Result<JsonGrammar> JsonGrammar::one_of(const std::vector<std::vector<JsonPiece>>& docs) {
-  using Kind = JsonPart::Kind;
   if (docs.empty() || docs.size() > kMaxCandidates)
     return make_error("a grammar holds 1 to {} documents, not {}", kMaxCandidates, docs.size());
+  std::vector<JsonSegment> segs;
+  std::vector<uint32_t> starts;
+  for (const std::vector<JsonPiece>& d : docs) {
+    starts.push_back(uint32_t(segs.size()));
+    segs.push_back(JsonSegment{d, {}, true});
+  }
+  Result<JsonGrammar> g = graph(segs, starts);
+  if (g.ok()) return g;
+  std::string msg = g.error().message;  // one segment per document: name them so
+  for (size_t at = msg.find("segment"); at != std::string::npos; at = msg.find("segment", at))
+    msg.replace(at, 7, "document");
+  return make_error("{}", msg);
+}
+
+namespace {
+
+// The ending's failure function (KMP): border[k], the longest proper border of t[0, k).
+std::vector<uint32_t> borders(const std::string& t) {
+  std::vector<uint32_t> border(t.size() + 1, 0);
+  for (size_t k = 2; k <= t.size(); ++k) {
+    uint32_t j = border[k - 1];
+    while (j > 0 && t[j] != t[k - 1]) j = border[j];
+    border[k] = t[j] == t[k - 1] ? j + 1 : 0;
+  }
+  return border;
+}
+
+}  // namespace
+
+// Checks a choice between `cands` (and the end, where end_ok): each must begin with
+// literal text that no other's begins with.
+Status JsonGrammar::check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where) const {
+  using Kind = JsonPart::Kind;
+  if (cands.size() > kMaxCandidates)
+    return make_error("{}: more than {} segments to choose from", where, kMaxCandidates);
+  if (cands.size() < 2 && !(cands.size() == 1 && end_ok)) return {};
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const JsonVariant& v = variants_[cands[i]];
+    if (v.parts[0].kind != Kind::Literal) return make_error("segment {} does not begin with text", cands[i] + 1);
+    for (size_t j = 0; j < i; ++j) {
+      const std::string &a = variants_[cands[j]].parts[0].text, &b = v.parts[0].text;
+      if (a.starts_with(b) || b.starts_with(a))
+        return make_error("segment {}'s beginning '{}' and another's, '{}', do not tell them apart", cands[i] + 1, b,
+                          a);
+    }
+  }
+  return {};
+}
+
+Result<JsonGrammar> JsonGrammar::graph(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts) {
+  using Kind = JsonPart::Kind;
+  if (segs.empty() || starts.empty()) return make_error("a grammar needs a segment to start with");
   JsonGrammar g;
   SchemaCompiler c(&g);
-  for (size_t i = 0; i < docs.size(); ++i) {
+  std::map<std::string, uint32_t> compiled;  // a schema's JSON text -> its root
+  for (size_t i = 0; i < segs.size(); ++i) {
     JsonVariant v;
-    for (const JsonPiece& piece : docs[i]) {
+    v.end = segs[i].end;
+    v.next = segs[i].next;
+    for (uint32_t n : v.next)
+      if (n >= segs.size()) return make_error("segment {}: no segment {} to follow it", i + 1, n + 1);
+    if (v.next.empty() && !v.end) return make_error("segment {} neither ends nor goes on", i + 1);
+    for (const JsonPiece& piece : segs[i].pieces) {
       if (piece.kind != Kind::Json && piece.text.empty()) {
-        if (piece.kind == Kind::Text) return make_error("document {}: free text needs an ending", i + 1);
+        if (piece.kind == Kind::Text) return make_error("segment {}: free text needs an ending", i + 1);
         continue;
       }
       if (piece.kind == Kind::Literal && !v.parts.empty() && v.parts.back().kind == Kind::Literal) {
@@ -337,47 +396,44 @@ Result<JsonGrammar> JsonGrammar::one_of(const std::vector<std::vector<JsonPiece>
         continue;
       }
       JsonPart part{piece.kind, piece.text, 0, {}, false, {}};
-      if (piece.kind == Kind::Text) {  // the ending's failure function (KMP)
-        const std::string& t = piece.text;
-        part.border.assign(t.size() + 1, 0);
-        for (size_t k = 2; k <= t.size(); ++k) {
-          uint32_t j = part.border[k - 1];
-          while (j > 0 && t[j] != t[k - 1]) j = part.border[j];
-          part.border[k] = t[j] == t[k - 1] ? j + 1 : 0;
-        }
-      }
+      if (piece.kind == Kind::Text) part.border = borders(piece.text);
       if (piece.kind == Kind::Json && !piece.words.empty()) {
         if (piece.words.size() > kMaxCandidates)
-          return make_error("document {}: more than {} words", i + 1, kMaxCandidates);
+          return make_error("segment {}: more than {} words", i + 1, kMaxCandidates);
         JsonNode n;
         n.kind = JsonNode::Kind::Literal;
         n.literals = piece.words;
         part.root = g.add(std::move(n));
         part.bare = true;
       } else if (piece.kind == Kind::Json) {
-        Result<uint32_t> root = c.compile(piece.schema, "", 0);
-        if (!root.ok()) return make_error("document {}: {}", i + 1, root.error().message);
-        part.root = root.value();
+        const std::string key = piece.schema.dump();
+        if (auto it = compiled.find(key); it != compiled.end()) {
+          part.root = it->second;
+        } else {
+          Result<uint32_t> root = c.compile(piece.schema, "", 0);
+          if (!root.ok()) return make_error("segment {}: {}", i + 1, root.error().message);
+          part.root = compiled[key] = root.value();
+        }
       }
       v.parts.push_back(std::move(part));
     }
-    if (v.parts.empty()) return make_error("document {} is empty", i + 1);
+    if (v.parts.empty()) return make_error("segment {} is empty", i + 1);
     for (size_t k = 0; k + 1 < v.parts.size(); ++k) {
       if (v.parts[k].kind != Kind::Json) continue;
       const JsonPart& next = v.parts[k + 1];
       if (next.kind != Kind::Literal || std::string_view("0123456789.eE+-").find(next.text[0]) != std::string::npos)
-        return make_error("document {}: a value must be followed by text that no number could go on with", i + 1);
+        return make_error("segment {}: a value must be followed by text that no number could go on with", i + 1);
     }
-    if (docs.size() > 1) {
-      if (v.parts[0].kind != Kind::Literal) return make_error("document {} does not begin with text", i + 1);
-      for (const JsonVariant& o : g.variants_) {
-        const std::string &a = o.parts[0].text, &b = v.parts[0].text;
-        if (a.starts_with(b) || b.starts_with(a))
-          return make_error("document {}'s beginning '{}' and another's, '{}', do not tell them apart", i + 1, b, a);
-      }
-    }
+    if (!v.next.empty() && v.parts.back().kind == Kind::Json)
+      return make_error("segment {} ends with a value but goes on: its end would be ambiguous", i + 1);
     g.variants_.push_back(std::move(v));
   }
+  for (uint32_t s : starts)
+    if (s >= segs.size()) return make_error("no segment {} to start with", s + 1);
+  DF_TRY(g.check_choice(starts, false, "the start"));
+  for (size_t i = 0; i < segs.size(); ++i)
+    DF_TRY(g.check_choice(g.variants_[i].next, g.variants_[i].end, "after segment " + std::to_string(i + 1)));
+  g.starts_ = starts;
   return g;
 }
 
@@ -392,14 +448,15 @@ Result<JsonGrammar> JsonGrammar::one_of(const std::vector<JsonFramed>& docs) {
 
 void JsonGrammar::wrap(std::string prefix, std::string suffix) {
   using Kind = JsonPart::Kind;
-  for (JsonVariant& v : variants_) {
-    if (!prefix.empty()) {
+  for (size_t i = 0; i < variants_.size(); ++i) {
+    JsonVariant& v = variants_[i];
+    if (!prefix.empty() && std::find(starts_.begin(), starts_.end(), uint32_t(i)) != starts_.end()) {
       if (v.parts.front().kind != Kind::Literal) v.parts.insert(v.parts.begin(), JsonPart{Kind::Literal, "", 0, {}, false, {}});
       JsonPart& p = v.parts.front();
       p.text = prefix + p.text;
       for (JsonSpan& t : p.tokens) t.at += uint32_t(prefix.size());
     }
-    if (!suffix.empty()) {
+    if (!suffix.empty() && v.next.empty()) {
       if (v.parts.back().kind != Kind::Literal) v.parts.push_back(JsonPart{Kind::Literal, "", 0, {}, false, {}});
       v.parts.back().text += suffix;
     }

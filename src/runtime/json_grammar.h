@@ -19,7 +19,10 @@
 //
 // A grammar may also frame its document in literal text (a tool call's tags) and hold
 // several framed documents, one of which the reply is (a call of any of several tools,
-// each with its own arguments): the literal text decides which.
+// each with its own arguments): the literal text decides which. More generally it is a
+// graph of segments (JsonGrammar::graph): each a run of parts, then one of its
+// successors (again told apart by their first literal text) or the end, which makes
+// optional pieces and repeats (a call's optional parameters, several calls) possible.
 //
 // Immutable once built: one grammar serves every choice of a request, from any thread.
 #pragma once
@@ -83,9 +86,12 @@ struct JsonPart {
   std::vector<uint32_t> border;  // Text: border[k], the longest proper border of text[0, k)
 };
 
-// One document the grammar allows: its parts in order.
+// A segment of what the grammar allows: its parts in order, then one of the segments
+// `next` or, where `end`, nothing (the document may end there).
 struct JsonVariant {
   std::vector<JsonPart> parts;
+  std::vector<uint32_t> next;
+  bool end = true;
 };
 
 // A document to compile into a grammar of several (JsonGrammar::one_of): a JSON value
@@ -104,6 +110,14 @@ struct JsonPiece {
   std::string text;
   nlohmann::ordered_json schema;
   std::vector<std::string> words;
+};
+
+// A segment to compile (JsonGrammar::graph): its pieces, then one of the segments
+// `next` (by index) or, where `end`, the end of the document.
+struct JsonSegment {
+  std::vector<JsonPiece> pieces;
+  std::vector<uint32_t> next;
+  bool end = false;
 };
 
 class JsonGrammar {
@@ -125,8 +139,16 @@ class JsonGrammar {
   // the document.
   static Result<JsonGrammar> one_of(const std::vector<std::vector<JsonPiece>>& docs);
   static Result<JsonGrammar> one_of(const std::vector<JsonFramed>& docs);
+  // A document is one of the segments `starts`, then one of its successors, and so on
+  // until one that may end does. Where a choice is open (several candidates, or one
+  // and the end) each candidate begins with literal text that is no prefix of
+  // another's; a segment followed by another ends with literal or free text (never a
+  // value, whose end would be ambiguous); one that has no successor may end. At most
+  // kMaxCandidates candidates per choice. Schemas that are the same JSON compile once.
+  static Result<JsonGrammar> graph(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts);
 
-  // Puts literal text around every document (a tool call's tags). For tests and
+  // Puts literal text around every document (before each start segment, after each
+  // segment that ends without successors; a tool call's tags). For tests and
   // one-document grammars.
   void wrap(std::string prefix, std::string suffix);
   // Where `text` occurs in the literal text, it must come as the single token `id`.
@@ -134,6 +156,7 @@ class JsonGrammar {
 
   size_t n_variants() const { return variants_.size(); }
   const JsonVariant& variant(size_t i) const { return variants_[i]; }
+  const std::vector<uint32_t>& starts() const { return starts_; }
   const JsonNode& node(uint32_t i) const { return nodes_[i]; }
   size_t size() const { return nodes_.size(); }
 
@@ -141,9 +164,11 @@ class JsonGrammar {
   friend class SchemaCompiler;
   uint32_t add(JsonNode n);
   uint32_t add_any();  // the "any value" node and its children
+  Status check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where) const;
 
   std::vector<JsonNode> nodes_;
   std::vector<JsonVariant> variants_;
+  std::vector<uint32_t> starts_;
   uint32_t any_ = kNoNode;  // built on first use
 };
 

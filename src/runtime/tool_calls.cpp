@@ -310,7 +310,7 @@ ToolCallStream::Step ToolCallStream::header(ToolText* out) {
   out->calls.back().arguments = args;
   in_call_ = false;
   hermes_whole_ = false;
-  st_ = St::AfterCall;
+  st_ = St::Between;
   return Step::Done;
 }
 
@@ -423,25 +423,26 @@ ToolCallStream::Step ToolCallStream::step(ToolText* out) {
       if (!a.empty()) out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
       held_.erase(0, at + end.size());
       close_call(out);
-      st_ = f_ == ToolFormat::Hermes ? St::AfterCall : St::Section;
+      st_ = f_ == ToolFormat::Hermes ? St::Between : St::Section;
       return Step::Done;
     }
     case St::Params: return params(out);
-    case St::AfterCall: {
-      // QwenXml closes the call's tag; then another call, or text.
+    case St::AfterCall: {  // QwenXml closes the call's tag
+      const size_t at = skip_space(held_);
+      if (at == held_.size()) return Step::More;
+      const Prefix p = against(std::string_view(held_).substr(at), kHermesClose);
+      if (p == Prefix::More) return Step::More;
+      if (p == Prefix::Done) {
+        eat(at + kHermesClose.size());
+        raw_.clear();
+      }
+      st_ = St::Between;
+      return Step::Done;
+    }
+    case St::Between: {  // after a call: another, or text
       const size_t at = skip_space(held_);
       if (at == held_.size()) return Step::More;
       const std::string_view rest = std::string_view(held_).substr(at);
-      if (f_ == ToolFormat::QwenXml) {
-        const Prefix p = against(rest, kHermesClose);
-        if (p == Prefix::More) return Step::More;
-        if (p == Prefix::Done) {
-          eat(at + kHermesClose.size());
-          raw_.clear();
-          st_ = St::Text;  // what follows: another <tool_call>, or text
-          return Step::Done;
-        }
-      }
       const Prefix p = against(rest, kHermesOpen);
       if (p == Prefix::More) return Step::More;
       raw_.clear();
@@ -487,7 +488,7 @@ ToolText ToolCallStream::finish() {
       if (!a.empty()) out.calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
       held_.clear();
       close_call(&out);
-    } else if (st_ == St::Section || st_ == St::AfterCall) {
+    } else if (st_ == St::Section || st_ == St::AfterCall || st_ == St::Between) {
       if (held_.find_first_not_of(" \n\t\r") == std::string::npos) held_.clear();
       if (!section_calls_ && st_ == St::Section) out.content += raw_;
     } else if (st_ == St::Header || st_ == St::Params) {

@@ -96,7 +96,7 @@ class ToolCallStream {
   ToolText finish();  // the end of the reply
 
  private:
-  enum class St { Text, Section, Header, Raw, Params, AfterCall };
+  enum class St { Text, Section, Header, Raw, Params, AfterCall, Between };
   enum class Step { Done, More, Fail };
   Step step(ToolText* out);
   Step header(ToolText* out);

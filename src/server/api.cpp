@@ -364,8 +364,10 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
       return bad("tool_choice", "'tool_choice' \"required\" or a named function and a JSON 'response_format' cannot "
                                 "both decide the reply");
   }
-  if (auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null() && !p->is_boolean())
-    return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  if (auto p = j.find("parallel_tool_calls"); p != j.end() && !p->is_null()) {
+    if (!p->is_boolean()) return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    out->parallel_tool_calls = p->get<bool>();
+  }
   out->reasoning_effort = nullptr;
   if (auto r = j.find("reasoning_effort"); r != j.end() && !r->is_null()) {
     if (!r->is_string() || r->get<std::string>().empty())

@@ -56,9 +56,11 @@ struct ChatRequest {
   // tool_choice: null (absent), "none", "auto", "required", or {"type": "function",
   // "function": {"name": ...}} naming one of the tools. Passed to the template (Kimi
   // K3's tells the model); "none" also leaves calls unparsed; "required" or a name is
-  // enforced by constrained decoding where the calls' arguments are JSON (Hermes, Kimi
-  // K2/K3, DeepSeek V3.1: forced_calls.h), not in the other formats.
+  // enforced by constrained decoding in every tool-call format (forced_calls.h).
   json tool_choice;
+  // parallel_tool_calls (default true): whether a reply forced to call ("required") may
+  // hold several calls; false: one.
+  bool parallel_tool_calls = true;
   // reasoning_effort (a string or null), passed to the template as it is: gpt-oss's
   // and DeepSeek V4's read it (Kimi K3's thinking_effort goes in chat_template_kwargs).
   json reasoning_effort;

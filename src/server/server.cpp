@@ -451,7 +451,10 @@ struct Server::Impl {
     if (!text.ok()) return send_error(res, error(400, "cannot render the conversation with the model's chat template: " +
                                                           text.error().message, "invalid_request_error", "messages"));
     const std::string& prompt = text.value();
-    if (forced_call) cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice, prompt, tok);
+    if (forced_call) {  // a named function: one call of it; "required": one or, in parallel, several
+      const int max_calls = cr.tool_choice == "required" && cr.parallel_tool_calls ? kMaxForcedCalls : 1;
+      cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice, prompt, tok, max_calls);
+    }
     std::vector<int32_t> ids;
     const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
     if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());

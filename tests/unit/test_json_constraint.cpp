@@ -7,13 +7,11 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <random>
 
-#include "format/gguf.h"
-#include "io/byte_source.h"
 #include "runtime/forced_calls.h"
 #include "runtime/json_constraint.h"
+#include "qwen2_vocab.h"
 
 using namespace deltafin;
 using ojson = nlohmann::ordered_json;
@@ -288,31 +286,6 @@ TEST(JsonConstraint, UnsupportedSchemasNameTheKeyword) {
   }
 }
 
-namespace {
-// The Qwen2 vocabulary, with `extra` tokens of type `type` appended (3: control, 4:
-// user-defined), as a model with tool-call markers has them.
-std::unique_ptr<Tokenizer> qwen2_with(const std::vector<std::string>& extra, int64_t type) {
-  std::unique_ptr<Tokenizer> t;
-  const auto path = std::filesystem::path(DELTAFIN_SHARED_DIR) / "vocab" / "ggml-vocab-qwen2.gguf";
-  if (!std::filesystem::exists(path)) return t;
-  auto src = open_file_source(path.string());
-  if (!src.ok()) return t;
-  auto meta = parse_gguf(**src);
-  if (!meta.ok()) return t;
-  for (const std::string& e : extra) {
-    meta->kv.at("tokenizer.ggml.tokens").strings.push_back(e);
-    meta->kv.at("tokenizer.ggml.token_type").ints.push_back(type);
-  }
-  auto r = Tokenizer::from_gguf(*meta);
-  if (r.ok()) t = std::make_unique<Tokenizer>(std::move(r).value());
-  return t;
-}
-
-const Tokenizer* qwen2_tokenizer() {
-  static std::unique_ptr<Tokenizer> tok = qwen2_with({}, 0);
-  return tok.get();
-}
-}  // namespace
 
 // The mask over a real ~151k-token vocabulary equals feeding each token's bytes from
 // the state alone (its shortcuts change nothing), at every prefix of a document (JSON,
