@@ -4,7 +4,7 @@
 # a conversation with tool calls and their results renders; streamed equals whole;
 # tool_choice, reasoning_effort and the server's --chat-template-kwargs reach the
 # template; tool_choice "required" or named is enforced (K3, Kimi K2, DeepSeek V3.1/V3.2,
-# Qwen3-Coder).
+# Qwen3-Coder), "required" with up to 8 calls unless parallel_tool_calls is false.
 # (Reading the markers and tool calls back is covered by ReplyFormats.* unit tests;
 # the tiny model writes no calls.)
 # usage: serve_formats.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -117,6 +117,48 @@ w=json.load(open('$dir/whole.json'))['choices'][0]['message']['tool_calls'][0]['
 first=deltas[0] if deltas else {}
 sys.exit(0 if name == w['name'] and args == w['arguments'] and len(deltas) >= 3
          and first.get('id') and first['function'].get('name') else 1)"
+  stop_server
+done
+# tool_choice "required" with parallel calls (the default): where the calls end with the
+# reply (Qwen3 Hermes, Qwen3-Coder) and the end of generation is biased away, the reply
+# holds as many calls as a forced reply may (8); where a section closes them, 1 to 8. Each
+# goes to a tool of the request with its arguments as its schema says (days optional),
+# with its own id. With parallel_tool_calls false, one call.
+ptools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"unit":{"enum":["c","f"]},"days":{"type":"integer"}},"required":["unit"]}}},{"type":"function","function":{"name":"now","parameters":{"type":"object","properties":{"zone":{"enum":["utc","cet"]}},"required":["zone"]}}}]'
+for t in Qwen3-Coder Qwen-Qwen3-0.6B deepseek-ai-DeepSeek-V3.2 Kimi-K2-Instruct; do
+  tmpl=$shared/templates/$t.jinja
+  [ -f "$tmpl" ] || continue
+  start_server -c 4096
+  for par in true false; do
+    case $t in Qwen*) n=8 ;; *) n="1 to 8" ;; esac
+    [ $par = false ] && n=1
+    body="{\"messages\":$msgs,\"tools\":$ptools,\"tool_choice\":\"required\",\"parallel_tool_calls\":$par,\"max_tokens\":2000,\"temperature\":0,\"logit_bias\":{\"151643\":-100,\"151645\":-100}}"
+    check "$t required, parallel_tool_calls $par: 200" test "$(req /v1/chat/completions "$body")" = 200
+    check "  $n calls, each to a tool with its arguments as its schema says" python3 -c "
+import json,sys
+c=json.load(open('$dir/body'))['choices'][0]; cs=c['message'].get('tool_calls') or []
+def ok(f):
+    a=json.loads(f['arguments'])
+    if f['name'] == 'now': return a in ({'zone': 'utc'}, {'zone': 'cet'})
+    return f['name'] == 'get_weather' and a.get('unit') in ('c', 'f') and set(a) <= {'unit', 'days'} and isinstance(a.get('days', 0), (int, float))
+want = [int(w) for w in '$n'.split(' to ')]
+good = c['finish_reason'] == 'tool_calls' and want[0] <= len(cs) <= want[-1] and all(ok(x['function']) for x in cs) and len({x['id'] for x in cs}) == len(cs)
+if not good: print(c)
+sys.exit(0 if good else 1)"
+    [ "$t-$par" = Qwen3-Coder-true ] || continue
+    cp "$dir/body" "$dir/whole.json"
+    curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "${body%\}},\"stream\":true}" >"$dir/stream"
+    check "  streamed: the same calls, by index" python3 -c "
+import json,sys
+calls={}
+for l in open('$dir/stream'):
+    if l.startswith('data: {'):
+        for d in json.loads(l[6:])['choices'][0]['delta'].get('tool_calls') or []:
+            c=calls.setdefault(d['index'], ['', ''])
+            c[0] += d['function'].get('name') or ''; c[1] += d['function'].get('arguments') or ''
+w=[[x['function']['name'], x['function']['arguments']] for x in json.load(open('$dir/whole.json'))['choices'][0]['message']['tool_calls']]
+sys.exit(0 if [calls[i] for i in sorted(calls)] == w and sorted(calls) == list(range(len(w))) else 1)"
+  done
   stop_server
 done
 # Forced calls in one batch: four greedy requests at once (two tools, each named twice;
