@@ -128,62 +128,81 @@ std::string fill(std::string t, std::string_view key, const std::string& value) 
   return t;
 }
 
-// One call of `tool` (index `index`) as segments of `g`: its first segment (what
-// `lead` comes before) and its last (whose successors the caller adds). Parameter
-// formats write the parameters in the schema's order, the required ones always and
-// the optional ones where the model chooses.
-std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallFormat& cf, ToolFormat f, const json& tool,
-                                       const std::string& lead, int index) {
+// What a call of one tool is made of, built once per tool: the name as the call's
+// head writes it, and the arguments' schema (JSON formats) or the parameters' pieces
+// in the schema's order (parameter formats).
+struct ToolPieces {
+  std::string name;
+  json args;
+  struct Param {
+    std::vector<JsonPiece> pieces;
+    bool required = false;
+  };
+  std::vector<Param> params;
+};
+
+ToolPieces tool_pieces(const CallFormat& cf, ToolFormat f, const json& tool) {
+  ToolPieces out;
   const std::string name = name_of(tool);
-  std::string head = fill(cf.call_head, "{index}", std::to_string(index));
-  head = fill(head, "{name}", f == ToolFormat::Hermes ? json(name).dump() : f == ToolFormat::Xtml ? xtml_attr(name) : name);
+  out.name = f == ToolFormat::Hermes ? json(name).dump() : f == ToolFormat::Xtml ? xtml_attr(name) : name;
   if (!cf.params) {
-    const uint32_t s = g->add({lit(lead + head), {Kind::Json, "", arguments_schema(tool), {}}, lit(cf.call_tail)});
+    out.args = arguments_schema(tool);
+    return out;
+  }
+  const json raw = parameters_of(tool);
+  const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
+  const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
+  if (!props.is_object()) return out;
+  for (const auto& [key, prop] : props.items()) {
+    const bool text = is_text(prop);
+    const std::string end = cf.dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
+    ToolPieces::Param p;
+    p.required = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
+    p.pieces.push_back(lit(cf.dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (text ? "true" : "false") + "\">"
+                                   : "<parameter=" + key + ">\n"));
+    if (text && prop.contains("enum")) {  // one of the words, unquoted
+      JsonPiece w{Kind::Json, "", nullptr, {}};
+      for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
+      p.pieces.push_back(std::move(w));
+      p.pieces.push_back(lit(end));
+    } else if (text) {
+      p.pieces.push_back({Kind::Text, end, nullptr, {}});
+    } else {
+      p.pieces.push_back({Kind::Json, "", value_schema(prop), {}});  // one the grammar cannot take is any value
+      p.pieces.push_back(lit(end));
+    }
+    out.params.push_back(std::move(p));
+    if (out.params.size() + 1 == JsonGrammar::kMaxChoices) break;
+  }
+  return out;
+}
+
+// One call (index `index`) as segments of `g`: its first segment (what `lead` comes
+// before) and its last (whose successors the caller adds). Parameter formats write the
+// parameters in the schema's order, the required ones always and the optional ones
+// where the model chooses.
+std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallFormat& cf, const ToolPieces& tool,
+                                       const std::string& lead, int index) {
+  const std::string head = fill(fill(cf.call_head, "{index}", std::to_string(index)), "{name}", tool.name);
+  if (!cf.params) {
+    const uint32_t s = g->add({lit(lead + head), {Kind::Json, "", tool.args, {}}, lit(cf.call_tail)});
     return {s, s};
   }
   const uint32_t first = g->add({lit(lead + head)});
   const uint32_t last = g->add({lit(cf.call_tail)});
-  const json raw = parameters_of(tool);
-  const json& props = raw.is_object() && raw.contains("properties") ? raw["properties"] : json();
-  const json& required = raw.is_object() && raw.contains("required") ? raw["required"] : json();
-  struct Param {
-    uint32_t seg;
-    bool required;
-  };
-  std::vector<Param> params;
-  if (props.is_object())
-    for (const auto& [key, prop] : props.items()) {
-      const bool req = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
-      const bool text = is_text(prop);
-      const std::string end = cf.dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
-      std::vector<JsonPiece> ps{lit(cf.dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" +
-                                                  (text ? "true" : "false") + "\">"
-                                            : "<parameter=" + key + ">\n")};
-      if (text && prop.contains("enum")) {  // one of the words, unquoted
-        JsonPiece w{Kind::Json, "", nullptr, {}};
-        for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
-        ps.push_back(std::move(w));
-        ps.push_back(lit(end));
-      } else if (text) {
-        ps.push_back({Kind::Text, end, nullptr, {}});
-      } else {
-        ps.push_back({Kind::Json, "", value_schema(prop), {}});  // one the grammar cannot take is any value
-        ps.push_back(lit(end));
-      }
-      params.push_back({g->add(std::move(ps)), req});
-      if (params.size() + 1 == JsonGrammar::kMaxCandidates) break;
-    }
+  std::vector<uint32_t> segs;
+  for (const ToolPieces::Param& p : tool.params) segs.push_back(g->add(p.pieces));
   // After the head or a parameter: any later parameter up to the next required one,
   // or the tail where none is required.
   auto follow = [&](uint32_t from, size_t i) {
-    for (; i < params.size(); ++i) {
-      g->link(from, params[i].seg);
-      if (params[i].required) return;
+    for (; i < segs.size(); ++i) {
+      g->link(from, segs[i]);
+      if (tool.params[i].required) return;
     }
     g->link(from, last);
   };
   follow(first, 0);
-  for (size_t i = 0; i < params.size(); ++i) follow(params[i].seg, i + 1);
+  for (size_t i = 0; i < segs.size(); ++i) follow(segs[i], i + 1);
   return {first, last};
 }
 
@@ -210,15 +229,15 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json&
     want = choice["function"].value("name", "");
   else if (choice != "required")
     return nullptr;
-  std::vector<const json*> chosen;  // the close of the calls is one more candidate
+  const CallFormat cf = call_format(f, prompt);
+  std::vector<ToolPieces> chosen;  // the close of the calls is one more candidate
   for (const json& t : tools) {
     const std::string name = name_of(t);
     if (name.empty() || (!want.empty() && name != want)) continue;
-    chosen.push_back(&t);
-    if (chosen.size() + 1 == JsonGrammar::kMaxCandidates) break;
+    chosen.push_back(tool_pieces(cf, f, t));
+    if (chosen.size() + 1 == JsonGrammar::kMaxChoices) break;
   }
   if (chosen.empty()) return nullptr;
-  const CallFormat cf = call_format(f, prompt);
   CallGraph g;
   // Call k of any chosen tool: after it call k + 1 (led by the separator), and the close
   // of the calls or, in formats without one, the end.
@@ -227,8 +246,8 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json&
   for (int k = 0; k < max_calls; ++k) {
     const std::string lead = k == 0 ? opening(f, prompt) + cf.begin : cf.sep;
     std::vector<uint32_t> heads, last;
-    for (const json* t : chosen) {
-      auto [first, end] = add_call(&g, cf, f, *t, lead, cf.index_base + k);
+    for (const ToolPieces& t : chosen) {
+      auto [first, end] = add_call(&g, cf, t, lead, cf.index_base + k);
       heads.push_back(first);
       last.push_back(end);
     }

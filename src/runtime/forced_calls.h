@@ -49,7 +49,7 @@ constexpr int kMaxForcedCalls = 8;
 
 // Null where the format cannot be enforced, tool_choice asks for no call, or no tool
 // matches. prompt: the rendered prompt the reply continues. The reply holds 1 to
-// max_calls calls.
+// max_calls calls, to the first 255 tools (JsonGrammar::kMaxChoices less the close).
 std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const nlohmann::ordered_json& tools,
                                                        const nlohmann::ordered_json& tool_choice,
                                                        std::string_view prompt, const Tokenizer& tok,

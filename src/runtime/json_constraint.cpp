@@ -58,15 +58,30 @@ void JsonState::choose(const std::vector<uint32_t>* cands, bool end_ok) {
   cur_ = nullptr;
   var_ = kNoVariant;
   const size_t n = cands->size();
-  alive_ = n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+  alive_ = Alive{};
+  for (size_t i = 0; i < n; ++i) alive_.set(i);
   if (n == 1 && !end_ok) {  // no choice: straight in
     var_ = (*cands)[0];
     enter(0);
   }
 }
 
-const JsonPart& JsonState::first_part(uint64_t bit) const {
-  return g_->variant((*cands_)[size_t(std::countr_zero(bit))]).parts[0];
+const JsonPart& JsonState::first_part(size_t i) const { return g_->variant((*cands_)[i]).parts[0]; }
+
+bool JsonState::Alive::any() const {
+  return std::any_of(w.begin(), w.end(), [](uint64_t x) { return x != 0; });
+}
+
+int JsonState::Alive::count() const {
+  int n = 0;
+  for (uint64_t x : w) n += std::popcount(x);
+  return n;
+}
+
+size_t JsonState::Alive::first() const {
+  for (size_t k = 0; k < w.size(); ++k)
+    if (w[k]) return k * 64 + size_t(std::countr_zero(w[k]));
+  return w.size() * 64;
 }
 
 const std::vector<JsonPart>& JsonState::parts() const { return g_->variant(var_).parts; }
@@ -87,12 +102,12 @@ void JsonState::enter(uint32_t p) {
 }
 
 bool JsonState::prefix_byte(uint8_t c) {
-  uint64_t keep = 0;
-  for (uint64_t m = alive_; m; m &= m - 1) {
-    const JsonPart& p = first_part(m);
-    if (off_ < p.text.size() && uint8_t(p.text[off_]) == c && !span_at(p.tokens, off_)) keep |= m & -m;
-  }
-  if (!keep) return false;
+  Alive keep;
+  alive_.each([&](size_t i) {
+    const JsonPart& p = first_part(i);
+    if (off_ < p.text.size() && uint8_t(p.text[off_]) == c && !span_at(p.tokens, off_)) keep.set(i);
+  });
+  if (!keep.any()) return false;
   alive_ = keep;
   ++off_;
   settle();
@@ -101,8 +116,8 @@ bool JsonState::prefix_byte(uint8_t c) {
 
 // One candidate left: from here it is read alone (its first part, off_ bytes in).
 void JsonState::settle() {
-  if (std::popcount(alive_) != 1) return;
-  var_ = (*cands_)[size_t(std::countr_zero(alive_))];
+  if (alive_.count() != 1) return;
+  var_ = (*cands_)[alive_.first()];
   part_ = 0;
   cur_ = &parts()[0];
   if (off_ == cur_->text.size()) enter(1);
@@ -119,9 +134,10 @@ const JsonPart* JsonState::literal_now(uint32_t* off) const {
 
 void JsonState::forced_tokens(std::vector<int32_t>* ids) const {
   if (var_ == kNoVariant) {
-    for (uint64_t m = alive_; m; m &= m - 1)
-      if (const JsonSpan* t = span_at(first_part(m).tokens, off_))
+    alive_.each([&](size_t i) {
+      if (const JsonSpan* t = span_at(first_part(i).tokens, off_))
         if (std::find(ids->begin(), ids->end(), t->id) == ids->end()) ids->push_back(t->id);
+    });
     return;
   }
   uint32_t off = 0;
@@ -131,13 +147,13 @@ void JsonState::forced_tokens(std::vector<int32_t>* ids) const {
 
 bool JsonState::take_token(int32_t id) {
   if (var_ == kNoVariant) {
-    uint64_t keep = 0;
+    Alive keep;
     uint32_t len = 0;
-    for (uint64_t m = alive_; m; m &= m - 1) {
-      const JsonSpan* t = span_at(first_part(m).tokens, off_);
-      if (t && t->id == id) keep |= m & -m, len = t->len;
-    }
-    if (!keep) return false;
+    alive_.each([&](size_t i) {
+      const JsonSpan* t = span_at(first_part(i).tokens, off_);
+      if (t && t->id == id) keep.set(i), len = t->len;
+    });
+    if (!keep.any()) return false;
     alive_ = keep;
     off_ += len;
     settle();

@@ -20,6 +20,7 @@
 // half of a pair (as strict parsers such as nlohmann::json demand).
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -77,7 +78,7 @@ class JsonState {
   static constexpr uint32_t kNoVariant = UINT32_MAX;
   // Opens a choice between the segments `cands` (and the end, where end_ok).
   void choose(const std::vector<uint32_t>* cands, bool end_ok);
-  const JsonPart& first_part(uint64_t bit) const;  // of the candidate at that bit of alive_
+  const JsonPart& first_part(size_t i) const;  // of candidate i of cands_
   bool prefix_byte(uint8_t c);  // several candidates still match their first part
   void settle();                // one is left
   const std::vector<JsonPart>& parts() const;  // the segment's
@@ -122,7 +123,20 @@ class JsonState {
   const JsonGrammar* g_;
   const std::vector<uint32_t>* cands_ = nullptr;  // the open choice's segments (var_ == kNoVariant)
   bool end_ok_ = false;          // ... and whether the document may end instead
-  uint64_t alive_ = 0;           // the candidates (bits of cands_) whose first part matches so far
+  // The candidates (bits: indices into cands_) whose first part matches so far.
+  struct Alive {
+    std::array<uint64_t, JsonGrammar::kMaxChoices / 64> w{};
+    template <class F>
+    void each(F f) const {  // f(i) for every candidate i still alive
+      for (size_t k = 0; k < w.size(); ++k)
+        for (uint64_t m = w[k]; m; m &= m - 1) f(k * 64 + size_t(std::countr_zero(m)));
+    }
+    void set(size_t i) { w[i / 64] |= uint64_t(1) << (i % 64); }
+    bool any() const;
+    int count() const;
+    size_t first() const;
+  };
+  Alive alive_;
   uint32_t var_ = kNoVariant;    // the segment being read, once one is left
   uint32_t part_ = 0;            // its part being read (parts().size(): all read)
   const JsonPart* cur_ = nullptr;  // that part (null: none, or all read)

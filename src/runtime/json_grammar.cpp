@@ -322,8 +322,8 @@ Result<JsonGrammar> JsonGrammar::from_schema(const nlohmann::ordered_json& schem
 }
 
 Result<JsonGrammar> JsonGrammar::one_of(const std::vector<std::vector<JsonPiece>>& docs) {
-  if (docs.empty() || docs.size() > kMaxCandidates)
-    return make_error("a grammar holds 1 to {} documents, not {}", kMaxCandidates, docs.size());
+  if (docs.empty() || docs.size() > kMaxChoices)
+    return make_error("a grammar holds 1 to {} documents, not {}", kMaxChoices, docs.size());
   std::vector<JsonSegment> segs;
   std::vector<uint32_t> starts;
   for (const std::vector<JsonPiece>& d : docs) {
@@ -357,19 +357,19 @@ std::vector<uint32_t> borders(const std::string& t) {
 // literal text that no other's begins with.
 Status JsonGrammar::check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where) const {
   using Kind = JsonPart::Kind;
-  if (cands.size() > kMaxCandidates)
-    return make_error("{}: more than {} segments to choose from", where, kMaxCandidates);
+  if (cands.size() > kMaxChoices) return make_error("{}: more than {} segments to choose from", where, kMaxChoices);
   if (cands.size() < 2 && !(cands.size() == 1 && end_ok)) return {};
-  for (size_t i = 0; i < cands.size(); ++i) {
-    const JsonVariant& v = variants_[cands[i]];
-    if (v.parts[0].kind != Kind::Literal) return make_error("segment {} does not begin with text", cands[i] + 1);
-    for (size_t j = 0; j < i; ++j) {
-      const std::string &a = variants_[cands[j]].parts[0].text, &b = v.parts[0].text;
-      if (a.starts_with(b) || b.starts_with(a))
-        return make_error("segment {}'s beginning '{}' and another's, '{}', do not tell them apart", cands[i] + 1, b,
-                          a);
-    }
-  }
+  for (uint32_t c : cands)
+    if (variants_[c].parts[0].kind != Kind::Literal) return make_error("segment {} does not begin with text", c + 1);
+  // In byte order a text that begins another comes right before it or before texts it
+  // also begins: neighbours tell.
+  std::vector<uint32_t> order = cands;
+  auto text = [&](uint32_t c) -> const std::string& { return variants_[c].parts[0].text; };
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return text(a) < text(b); });
+  for (size_t i = 1; i < order.size(); ++i)
+    if (text(order[i]).starts_with(text(order[i - 1])))
+      return make_error("segment {}'s beginning '{}' and another's, '{}', do not tell them apart", order[i] + 1,
+                        text(order[i]), text(order[i - 1]));
   return {};
 }
 

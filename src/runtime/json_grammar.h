@@ -125,6 +125,8 @@ class JsonGrammar {
   static constexpr uint32_t kNoNode = UINT32_MAX;
   // Literal sets and objects hold at most this many candidates (a 64-bit mask).
   static constexpr size_t kMaxCandidates = 64;
+  // A choice between segments (or documents) has at most this many.
+  static constexpr size_t kMaxChoices = 256;
   // Schemas nest at most this deep (JsonState caps documents at kMaxDepth).
   static constexpr int kMaxSchemaDepth = 32;
 
@@ -132,7 +134,7 @@ class JsonGrammar {
   // Errors name the keyword and the schema path, e.g. "keyword 'pattern' (at
   // /properties/id) is not supported".
   static Result<JsonGrammar> from_schema(const nlohmann::ordered_json& schema);
-  // Any one of `docs` (at most kMaxCandidates). With several, each begins with literal
+  // Any one of `docs` (at most kMaxChoices). With several, each begins with literal
   // text and none of those is a prefix of another's (the text decides the document).
   // A value must be followed by literal text or nothing, and that text may not begin
   // with a byte that could go on a number (its end must be unambiguous). Errors name
@@ -144,7 +146,7 @@ class JsonGrammar {
   // and the end) each candidate begins with literal text that is no prefix of
   // another's; a segment followed by another ends with literal or free text (never a
   // value, whose end would be ambiguous); one that has no successor may end. At most
-  // kMaxCandidates candidates per choice. Schemas that are the same JSON compile once.
+  // kMaxChoices candidates per choice. Schemas that are the same JSON compile once.
   static Result<JsonGrammar> graph(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts);
 
   // Puts literal text around every document (before each start segment, after each

@@ -5,6 +5,7 @@
 // reader takes back.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -259,4 +260,44 @@ TEST(ForcedCalls, SeveralCallsInEveryFormat) {
   ASSERT_TRUE(named);
   EXPECT_TRUE(whole(*named, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(whole(*named, "<tool_call>\n{\"name\": \"search\", \"arguments\": " + args + "}\n</tool_call>"));
+}
+
+// Many tools, many parameters, eight calls: the grammar builds, takes the 255th tool
+// (a choice holds up to 256 candidates: the tools and the close), and a mask at its
+// widest choices (which tool; which parameter) stays under a millisecond or so.
+TEST(ForcedCalls, ManyToolsStayCheap) {
+  const Tokenizer* tok = qwen2_tokenizer();
+  if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
+  ojson tools = ojson::array();
+  for (int t = 0; t < 300; ++t) {
+    ojson props = ojson::object();
+    for (int p = 0; p < 12; ++p) props["p" + std::to_string(p)] = {{"type", p % 2 ? "integer" : "string"}};
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", "tool_" + std::to_string(t)},
+                                   {"parameters", {{"type", "object"}, {"properties", props}, {"required", {"p11"}}}}}}});
+  }
+  auto table = std::make_shared<const JsonTokenTable>(*tok);
+  for (ToolFormat f : {ToolFormat::QwenXml, ToolFormat::KimiK2}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto g = forced_call_grammar(f, tools, "required", "", *tok, kMaxForcedCalls);
+    const auto t1 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(g);
+    JsonConstraint c(g, table);
+    std::vector<float> logits(size_t(tok->n_vocab()));
+    const std::string reply = f == ToolFormat::QwenXml ? "<tool_call>\n<function=tool_42>\n<parameter=p3>\n7\n</parameter>\n"
+                                                       : "<|tool_calls_section_begin|><|tool_call_begin|>functions.tool_254:0";
+    double worst = 0;
+    for (size_t i = 0; i <= reply.size(); ++i) {
+      const auto m0 = std::chrono::steady_clock::now();
+      ASSERT_TRUE(c.mask(logits.data(), tok->n_vocab()));
+      worst = std::max(worst, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count());
+      if (i < reply.size()) {
+        ASSERT_TRUE(c.advance(tok->encode(reply.substr(i, 1), false, false)[0])) << i;
+      }
+    }
+    std::printf("[ forced ] %s, 300 tools (255 taken) x 12 parameters x 8 calls: %zu segments, built in %.1f ms; "
+                "mask at most %.2f ms\n",
+                f == ToolFormat::QwenXml ? "Qwen3-Coder" : "Kimi K2", g->n_variants(),
+                std::chrono::duration<double, std::milli>(t1 - t0).count(), worst);
+  }
 }
