@@ -13,30 +13,46 @@ std::vector<int32_t> marker_tokens(const Tokenizer& tok, const ReplyFormat& f) {
 }
 
 ReplyParser::ReplyParser(const ReplyFormat& f)
-    : split_(f.think && !f.xtml, f.think_open), tools_(f.xtml ? ToolFormat::None : f.tools, f.tool_defs) {
+    : split_(f.think && !f.xtml, f.think_open),
+      tools_(f.xtml ? ToolFormat::None : f.tools, f.tool_defs),
+      max_calls_(f.max_calls) {
   if (f.xtml) xtml_.emplace(f.xtml_open, f.think);
 }
 
+ReplyPiece ReplyParser::cap(ReplyPiece p) {
+  if (full_) return {};
+  if (max_calls_ <= 0) return p;
+  for (size_t i = 0; i < p.calls.size(); ++i)
+    if (p.calls[i].index >= max_calls_) {
+      p.calls.resize(i);  // the calls' deltas come in order: the rest belong to later calls
+      full_ = true;
+      break;
+    }
+  return p;
+}
+
 ReplyPiece ReplyParser::push(const std::string& text) {
+  if (full_) return {};
   if (xtml_) {
     SplitText t = xtml_->push(text);
-    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()};
+    return cap(ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()});
   }
   SplitText t = split_.push(text);
   ToolText c = tools_.push(t.content);
-  return ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)};
+  return cap(ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)});
 }
 
 ReplyPiece ReplyParser::finish() {
+  if (full_) return {};
   if (xtml_) {
     SplitText t = xtml_->finish();
-    return ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()};
+    return cap(ReplyPiece{std::move(t.reasoning), std::move(t.content), xtml_->take_calls()});
   }
   SplitText t = split_.finish();
   ToolText c = tools_.push(t.content), end = tools_.finish();
   c.content += end.content;
   c.calls.insert(c.calls.end(), end.calls.begin(), end.calls.end());
-  return ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)};
+  return cap(ReplyPiece{std::move(t.reasoning), std::move(c.content), std::move(c.calls)});
 }
 
 }  // namespace deltafin

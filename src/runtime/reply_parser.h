@@ -24,6 +24,9 @@ struct ReplyFormat {
   nlohmann::ordered_json tool_defs;     // the request's tools (their parameters' types)
   bool xtml = false;                    // Kimi K3: the reply is XTML
   std::vector<std::string> xtml_open;   // xtml: the tags open at the prompt's end
+  // > 0: the reply ends where a call beyond this many begins (parallel_tool_calls
+  // false: 1); what follows is dropped and full() tells the caller to stop generating.
+  int max_calls = 0;
 };
 
 struct ReplyPiece {
@@ -40,8 +43,12 @@ class ReplyParser {
   explicit ReplyParser(const ReplyFormat& f);
   ReplyPiece push(const std::string& text);  // what can be sent now
   ReplyPiece finish();                       // the rest, and the calls
+  bool full() const { return full_; }        // a call beyond max_calls began: the reply is over
 
  private:
+  ReplyPiece cap(ReplyPiece p);  // drops what comes from the first call beyond max_calls on
+  int max_calls_ = 0;
+  bool full_ = false;
   std::optional<XtmlReply> xtml_;
   ReasoningSplitter split_;
   ToolCallStream tools_;

@@ -259,6 +259,10 @@ void Scheduler::loop() {
         finish(*s, "cancelled");
         continue;
       }
+      if (s->handle->stop_) {
+        finish(*s, "stop");
+        continue;
+      }
       if (!s->sampler) {
         s->sampler = std::make_unique<Sampler>(s->req.sampling);
         for (int32_t id : s->req.prompt) s->sampler->accept(id);

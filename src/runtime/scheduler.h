@@ -138,6 +138,9 @@ class GenHandle {
   // Asks the scheduler to drop the request at the next step (idempotent).
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // Asks the scheduler to end the request at the next step as a finished one ("stop":
+  // its state is kept for the prompt cache); text generated before then still comes.
+  void stop() { stop_ = true; }
 
  private:
   friend class Scheduler;
@@ -152,6 +155,7 @@ class GenHandle {
   int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
   std::shared_ptr<GenSignal> signal_;  // set when it is one of several choices
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> stop_{false};
 };
 
 struct SchedulerStats {

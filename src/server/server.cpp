@@ -307,6 +307,7 @@ struct Server::Impl {
                   out += chunk(i, ctx->echo_text, nullptr, take_lps(c, c.prompt_in ? ctx->echo_offsets.size() : 0));
                 }
                 out += text_chunks(i, c, c.reply.push(u.text));
+                if (c.reply.full()) c.h->stop();
                 if (!u.done) return;
                 const ReplyPiece end = c.reply.finish();
                 out += text_chunks(i, c, end);
@@ -355,6 +356,7 @@ struct Server::Impl {
           for (;;) {
             ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
               c.add(c.reply.push(u.text));
+              if (c.reply.full()) c.h->stop();
               if (!u.done) return;
               c.add(c.reply.finish());
               if (u.finish_reason == "error") failed = u.error;
@@ -471,6 +473,7 @@ struct Server::Impl {
       f.think_open = f.think && prompt_opens_think(prompt);
       if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
     }
+    if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
     if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }

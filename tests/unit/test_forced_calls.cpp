@@ -176,7 +176,9 @@ TEST(ForcedCalls, OptionalParametersInOrder) {
 // Several calls, as each format writes them: a forced reply of "required" with
 // max_calls 3 takes one, two or three calls (K2 numbering them on from the prompt's
 // calls, K3 from 1), not four; the format's reader takes each back with its
-// arguments. With max_calls 1 the first call ends the reply.
+// arguments. With max_calls 1 the first call ends the reply; a reader told to take one
+// call (parallel_tool_calls false without forcing) gives the first of three and says
+// it is full when the second begins.
 TEST(ForcedCalls, SeveralCallsInEveryFormat) {
   const Tokenizer* tok = qwen2_tokenizer();
   if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
@@ -251,6 +253,21 @@ TEST(ForcedCalls, SeveralCallsInEveryFormat) {
       }
     }
     EXPECT_FALSE(whole(*g3, reply(4))) << "at most three calls";
+    ReplyFormat one;
+    if (c.f == ToolFormat::Xtml) one.xtml = true, one.xtml_open = xtml_open_tags(c.prompt);
+    else one.tools = c.f, one.tool_defs = kTools;
+    one.max_calls = 1;
+    ReplyParser p(one);
+    std::vector<ToolCall> got;
+    const std::string r3 = reply(3);
+    size_t fed = 0;
+    for (; fed < r3.size() && !p.full(); fed += 7) add_deltas(&got, p.push(r3.substr(fed, 7)).calls);
+    EXPECT_TRUE(p.full()) << "the second call went unnoticed";
+    EXPECT_LT(fed, reply(2).size()) << "full only at the end of the second call";
+    add_deltas(&got, p.finish().calls);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].name, "now");
+    EXPECT_EQ(got[0].arguments, "{}");
     EXPECT_TRUE(whole(*g1, reply(1)));
     EXPECT_FALSE(whole(*g1, reply(2))) << "one call only";
   }

@@ -182,6 +182,29 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
   h->cancel();
 }
 
+// A request asked to stop (the server's reply reader has all it may take: a second
+// tool call with parallel_tool_calls false) ends at the next step as a finished one:
+// "stop", its text so far as alone, counted as finished, not cancelled.
+TEST_P(PromptCache, StopEndsARequestAsFinished) {
+  SchedulerOptions so;
+  so.n_parallel = 2;
+  so.n_ctx = kCtx;
+  so.spec_max = 0;
+  const std::vector<int32_t> p = encode("one two three four", true);
+  const std::string want = alone(p, 100);
+  Scheduler sched(engine_->model(), *tok_, so);
+  std::string text;
+  auto h = start(sched, p, 100, &text);
+  ASSERT_TRUE(h);
+  h->stop();
+  const GenUpdate u = wait_done(*h, &text);
+  EXPECT_EQ(u.finish_reason, "stop");
+  EXPECT_LT(u.n_generated, 100);
+  EXPECT_EQ(want.substr(0, text.size()), text);
+  EXPECT_EQ(sched.stats().finished, 1u);
+  EXPECT_EQ(sched.stats().cancelled, 0u);
+}
+
 // A request that shares a long prefix (a system prompt) with one still decoding
 // starts from a copy of that one's state, which goes on unchanged. (A KDA state may
 // have moved more than its 16-position window past the prefix by then: it may start
