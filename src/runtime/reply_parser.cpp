@@ -21,7 +21,7 @@ ReplyParser::ReplyParser(const ReplyFormat& f)
 
 ReplyPiece ReplyParser::cap(ReplyPiece p) {
   if (full_) return {};
-  if (max_calls_ <= 0) return p;
+  if (max_calls_ < 0) return p;
   for (size_t i = 0; i < p.calls.size(); ++i)
     if (p.calls[i].index >= max_calls_) {
       p.calls.resize(i);  // the calls' deltas come in order: the rest belong to later calls

@@ -24,9 +24,10 @@ struct ReplyFormat {
   nlohmann::ordered_json tool_defs;     // the request's tools (their parameters' types)
   bool xtml = false;                    // Kimi K3: the reply is XTML
   std::vector<std::string> xtml_open;   // xtml: the tags open at the prompt's end
-  // > 0: the reply ends where a call beyond this many begins (parallel_tool_calls
-  // false: 1); what follows is dropped and full() tells the caller to stop generating.
-  int max_calls = 0;
+  // >= 0: the reply ends where a call beyond this many begins (parallel_tool_calls
+  // false: 1; Kimi K3's XTML with tool_choice none: 0); what follows is dropped and
+  // full() tells the caller to stop generating. < 0: no limit.
+  int max_calls = -1;
 };
 
 struct ReplyPiece {

@@ -474,6 +474,7 @@ struct Server::Impl {
       if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
     }
     if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
+    if (cr.tool_choice == "none") f.max_calls = 0;  // K3's XTML reads calls: one ends the reply
     if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }

@@ -178,7 +178,7 @@ TEST(ForcedCalls, OptionalParametersInOrder) {
 // calls, K3 from 1), not four; the format's reader takes each back with its
 // arguments. With max_calls 1 the first call ends the reply; a reader told to take one
 // call (parallel_tool_calls false without forcing) gives the first of three and says
-// it is full when the second begins.
+// it is full when the second begins; told to take none, none.
 TEST(ForcedCalls, SeveralCallsInEveryFormat) {
   const Tokenizer* tok = qwen2_tokenizer();
   if (!tok) GTEST_SKIP() << "no ggml-vocab-qwen2.gguf in the shared vocab directory";
@@ -268,6 +268,11 @@ TEST(ForcedCalls, SeveralCallsInEveryFormat) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].name, "now");
     EXPECT_EQ(got[0].arguments, "{}");
+    one.max_calls = 0;  // tool_choice none (Kimi K3: calls are structure, read anyway)
+    ReplyParser none(one);
+    ReplyPiece a = none.push(r3), b = none.finish();
+    EXPECT_TRUE(none.full());
+    EXPECT_TRUE(a.calls.empty() && b.calls.empty());
     EXPECT_TRUE(whole(*g1, reply(1)));
     EXPECT_FALSE(whole(*g1, reply(2))) << "one call only";
   }
