@@ -85,6 +85,15 @@ class PromptCache : public ::testing::TestWithParam<const char*> {
     return h;
   }
 
+  // n_parallel places, the test context, no speculation.
+  static SchedulerOptions options(int n_parallel = 2) {
+    SchedulerOptions so;
+    so.n_parallel = n_parallel;
+    so.n_ctx = kCtx;
+    so.spec_max = 0;
+    return so;
+  }
+
   static constexpr int kCtx = 160;
   std::unique_ptr<Engine> engine_;
   std::optional<Tokenizer> tok_;
@@ -141,10 +150,7 @@ TEST_P(PromptCache, ContinuedDivergedAndRepeatedPromptsMatchAFreshState) {
 // next turn: the state goes back to where its prompt ended (pinned there), so the
 // first prompt is not evaluated again on any architecture.
 TEST_P(PromptCache, NextTurnAfterALongReplyReturnsToThePromptsEnd) {
-  SchedulerOptions so;
-  so.n_parallel = 2;
-  so.n_ctx = kCtx;
-  so.spec_max = 0;
+  const SchedulerOptions so = options();
   const std::vector<int32_t> p1 = encode("one two three four five six seven", true);
   std::vector<int32_t> p2 = p1;
   for (int32_t id : encode(" user: and then? assistant:", false)) p2.push_back(id);
@@ -186,10 +192,7 @@ TEST_P(PromptCache, OffMeansEveryPromptIsEvaluated) {
 // tool call with parallel_tool_calls false) ends at the next step as a finished one:
 // "stop", its text so far as alone, counted as finished, not cancelled.
 TEST_P(PromptCache, StopEndsARequestAsFinished) {
-  SchedulerOptions so;
-  so.n_parallel = 2;
-  so.n_ctx = kCtx;
-  so.spec_max = 0;
+  const SchedulerOptions so = options();
   const std::vector<int32_t> p = encode("one two three four", true);
   const std::string want = alone(p, 100);
   Scheduler sched(engine_->model(), *tok_, so);
@@ -217,10 +220,7 @@ TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
   for (int32_t id : encode(" one two three", false)) pa.push_back(id);
   for (int32_t id : encode(" zebra quartz", false)) pb.push_back(id);
   const std::string want_a = alone(pa, 30), want_b = alone(pb, 8);  // one pass at a time on the model
-  SchedulerOptions so;
-  so.n_parallel = 2;
-  so.n_ctx = kCtx;
-  so.spec_max = 0;
+  const SchedulerOptions so = options();
   Scheduler sched(engine_->model(), *tok_, so);
   std::string text_a;
   auto ha = start(sched, pa, 30, &text_a);
@@ -257,10 +257,7 @@ TEST_P(PromptCache, ParkedStatesServeMoreConversationsThanBatchPlaces) {
   const uint64_t full = engine_->model().state_bytes(kCtx);
   for (uint64_t budget : {uint64_t(64) << 20, full / 16, uint64_t(0)}) {
     SCOPED_TRACE(::testing::Message() << "prompt_cache_bytes " << budget);
-    SchedulerOptions so;
-    so.n_parallel = 1;
-    so.n_ctx = kCtx;
-    so.spec_max = 0;
+    SchedulerOptions so = options(1);
     so.prompt_cache_bytes = budget;
     Scheduler sched(engine_->model(), *tok_, so);
     ask(sched, a1, 6);
@@ -303,10 +300,7 @@ TEST_P(PromptCache, DiskTierResumesConversationsAfterARestart) {
   for (int32_t id : encode(" nine ten eleven", false)) a2.push_back(id);
   for (int32_t id : encode(" apple pear", false)) b2.push_back(id);
   const std::string want_a2 = alone(a2, 6), want_b2 = alone(b2, 6);
-  SchedulerOptions so;
-  so.n_parallel = 1;
-  so.n_ctx = kCtx;
-  so.spec_max = 0;
+  SchedulerOptions so = options(1);
   so.prompt_cache_bytes = 0;
   {
     auto disk = PromptDiskCache::open(dir, "tiny", 64 << 20);
