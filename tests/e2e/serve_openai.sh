@@ -2,7 +2,8 @@
 # deltafin serve with the official `openai` npm client (pinned version, installed into
 # the build directory at test time; skipped when npm or the registry is unavailable):
 # chat completions streaming and not, completions, logprobs (and echo's prompt logprobs), response_format
-# (json_object and json_schema), the model list, and the client's
+# (json_object and json_schema), tool calls (one named, several required, streamed through
+# the client's helper), the model list, and the client's
 # typed errors for a wrong key (401) and an unknown model (404).
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -185,6 +186,24 @@ const check = (what, cond) => { console.log((cond ? "ok   " : "FAIL ") + what); 
     messages: [{ role: "user", content: "Weather?" }, tc.choices[0].message,
                { role: "tool", tool_call_id: call.id, content: "sunny" }] });
   check("the call and its result as history: answered", typeof after.choices[0].message.content === "string");
+
+  // Several calls (tool_choice required, parallel_tool_calls by default): the client's
+  // stream helper puts the streamed deltas together by index into the calls of the
+  // whole reply; with parallel_tool_calls false the reply is one call.
+  const ptools = [...wtools, { type: "function", function: { name: "now", parameters: { type: "object",
+                   properties: { zone: { enum: ["utc", "cet"] } }, required: ["zone"] } } }];
+  const pq = { model: id, messages: [{ role: "user", content: "Weather?" }], max_tokens: 200, temperature: 0,
+               logit_bias: { "1": 7, "92": 5 }, tools: ptools, tool_choice: "required" };
+  const pw = await client.chat.completions.create(pq);
+  const pf = await client.beta.chat.completions.stream(pq).finalChatCompletion();
+  const callsOf = (m) => (m.tool_calls ?? []).map((c) => [c.function.name, c.function.arguments]);
+  const pcalls = callsOf(pw.choices[0].message);
+  console.log(`  (${pcalls.length} calls, finish ${pw.choices[0].finish_reason})`);
+  check("several calls: the client's stream helper gives the whole reply's calls",
+        pcalls.length >= 1 && JSON.stringify(callsOf(pf.choices[0].message)) === JSON.stringify(pcalls) &&
+        pf.choices[0].finish_reason === pw.choices[0].finish_reason);
+  const single = await client.chat.completions.create({ ...pq, parallel_tool_calls: false });
+  check("parallel_tool_calls false: one call", single.choices[0].message.tool_calls?.length === 1);
 
   try {
     await client.chat.completions.create({ model: id, messages: msgs, max_tokens: 2, top_logprobs: 2 });
