@@ -223,6 +223,12 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
     rest = s.out->finish();
     lps = take_logprobs(s, !s.out->stopped());
   }
+  {  // counted before the client hears of the end (a test or /metrics reading then sees it)
+    std::lock_guard<std::mutex> lk(mu_);
+    if (reason == "cancelled") ++stats_.cancelled;
+    else if (reason == "error") ++stats_.failed;
+    else ++stats_.finished;
+  }
   s.handle->post(rest, true, reason, error, s.n_generated, std::move(lps));
   s.done = true;
   if (s.publisher && !s.shared->ready) s.shared->failed = true;  // the other choices evaluate the prompt
@@ -231,10 +237,6 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
       s.state->n_past > 0)
     kept_.push_back({std::move(s.state), std::move(s.held)});
   s.state.reset();
-  std::lock_guard<std::mutex> lk(mu_);
-  if (reason == "cancelled") ++stats_.cancelled;
-  else if (reason == "error") ++stats_.failed;
-  else ++stats_.finished;
 }
 
 void Scheduler::loop() {
