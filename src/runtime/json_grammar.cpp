@@ -330,12 +330,7 @@ Result<JsonGrammar> JsonGrammar::one_of(const std::vector<std::vector<JsonPiece>
     starts.push_back(uint32_t(segs.size()));
     segs.push_back(JsonSegment{d, {}, true});
   }
-  Result<JsonGrammar> g = graph(segs, starts);
-  if (g.ok()) return g;
-  std::string msg = g.error().message;  // one segment per document: name them so
-  for (size_t at = msg.find("segment"); at != std::string::npos; at = msg.find("segment", at))
-    msg.replace(at, 7, "document");
-  return make_error("{}", msg);
+  return build(segs, starts, "document");  // one segment per document: named so
 }
 
 namespace {
@@ -355,12 +350,13 @@ std::vector<uint32_t> borders(const std::string& t) {
 
 // Checks a choice between `cands` (and the end, where end_ok): each must begin with
 // literal text that no other's begins with.
-Status JsonGrammar::check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where) const {
+Status JsonGrammar::check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where,
+                                 std::string_view noun) const {
   using Kind = JsonPart::Kind;
-  if (cands.size() > kMaxChoices) return make_error("{}: more than {} segments to choose from", where, kMaxChoices);
+  if (cands.size() > kMaxChoices) return make_error("{}: more than {} {}s to choose from", where, kMaxChoices, noun);
   if (cands.size() < 2 && !(cands.size() == 1 && end_ok)) return {};
   for (uint32_t c : cands)
-    if (variants_[c].parts[0].kind != Kind::Literal) return make_error("segment {} does not begin with text", c + 1);
+    if (variants_[c].parts[0].kind != Kind::Literal) return make_error("{} {} does not begin with text", noun, c + 1);
   // In byte order a text that begins another comes right before it or before texts it
   // also begins: neighbours tell.
   std::vector<uint32_t> order = cands;
@@ -368,14 +364,19 @@ Status JsonGrammar::check_choice(const std::vector<uint32_t>& cands, bool end_ok
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return text(a) < text(b); });
   for (size_t i = 1; i < order.size(); ++i)
     if (text(order[i]).starts_with(text(order[i - 1])))
-      return make_error("segment {}'s beginning '{}' and another's, '{}', do not tell them apart", order[i] + 1,
+      return make_error("{} {}'s beginning '{}' and another's, '{}', do not tell them apart", noun, order[i] + 1,
                         text(order[i]), text(order[i - 1]));
   return {};
 }
 
 Result<JsonGrammar> JsonGrammar::graph(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts) {
+  return build(segs, starts, "segment");
+}
+
+Result<JsonGrammar> JsonGrammar::build(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts,
+                                       std::string_view noun) {
   using Kind = JsonPart::Kind;
-  if (segs.empty() || starts.empty()) return make_error("a grammar needs a segment to start with");
+  if (segs.empty() || starts.empty()) return make_error("a grammar needs a {} to start with", noun);
   JsonGrammar g;
   SchemaCompiler c(&g);
   std::map<std::string, uint32_t> compiled;  // a schema's JSON text -> its root
@@ -384,11 +385,11 @@ Result<JsonGrammar> JsonGrammar::graph(const std::vector<JsonSegment>& segs, con
     v.end = segs[i].end;
     v.next = segs[i].next;
     for (uint32_t n : v.next)
-      if (n >= segs.size()) return make_error("segment {}: no segment {} to follow it", i + 1, n + 1);
-    if (v.next.empty() && !v.end) return make_error("segment {} neither ends nor goes on", i + 1);
+      if (n >= segs.size()) return make_error("{} {}: no {} {} to follow it", noun, i + 1, noun, n + 1);
+    if (v.next.empty() && !v.end) return make_error("{} {} neither ends nor goes on", noun, i + 1);
     for (const JsonPiece& piece : segs[i].pieces) {
       if (piece.kind != Kind::Json && piece.text.empty()) {
-        if (piece.kind == Kind::Text) return make_error("segment {}: free text needs an ending", i + 1);
+        if (piece.kind == Kind::Text) return make_error("{} {}: free text needs an ending", noun, i + 1);
         continue;
       }
       if (piece.kind == Kind::Literal && !v.parts.empty() && v.parts.back().kind == Kind::Literal) {
@@ -399,7 +400,7 @@ Result<JsonGrammar> JsonGrammar::graph(const std::vector<JsonSegment>& segs, con
       if (piece.kind == Kind::Text) part.border = borders(piece.text);
       if (piece.kind == Kind::Json && !piece.words.empty()) {
         if (piece.words.size() > kMaxCandidates)
-          return make_error("segment {}: more than {} words", i + 1, kMaxCandidates);
+          return make_error("{} {}: more than {} words", noun, i + 1, kMaxCandidates);
         JsonNode n;
         n.kind = JsonNode::Kind::Literal;
         n.literals = piece.words;
@@ -411,28 +412,28 @@ Result<JsonGrammar> JsonGrammar::graph(const std::vector<JsonSegment>& segs, con
           part.root = it->second;
         } else {
           Result<uint32_t> root = c.compile(piece.schema, "", 0);
-          if (!root.ok()) return make_error("segment {}: {}", i + 1, root.error().message);
+          if (!root.ok()) return make_error("{} {}: {}", noun, i + 1, root.error().message);
           part.root = compiled[key] = root.value();
         }
       }
       v.parts.push_back(std::move(part));
     }
-    if (v.parts.empty()) return make_error("segment {} is empty", i + 1);
+    if (v.parts.empty()) return make_error("{} {} is empty", noun, i + 1);
     for (size_t k = 0; k + 1 < v.parts.size(); ++k) {
       if (v.parts[k].kind != Kind::Json) continue;
       const JsonPart& next = v.parts[k + 1];
       if (next.kind != Kind::Literal || std::string_view("0123456789.eE+-").find(next.text[0]) != std::string::npos)
-        return make_error("segment {}: a value must be followed by text that no number could go on with", i + 1);
+        return make_error("{} {}: a value must be followed by text that no number could go on with", noun, i + 1);
     }
     if (!v.next.empty() && v.parts.back().kind == Kind::Json)
-      return make_error("segment {} ends with a value but goes on: its end would be ambiguous", i + 1);
+      return make_error("{} {} ends with a value but goes on: its end would be ambiguous", noun, i + 1);
     g.variants_.push_back(std::move(v));
   }
   for (uint32_t s : starts)
-    if (s >= segs.size()) return make_error("no segment {} to start with", s + 1);
-  DF_TRY(g.check_choice(starts, false, "the start"));
+    if (s >= segs.size()) return make_error("no {} {} to start with", noun, s + 1);
+  DF_TRY(g.check_choice(starts, false, "the start", noun));
   for (size_t i = 0; i < segs.size(); ++i)
-    DF_TRY(g.check_choice(g.variants_[i].next, g.variants_[i].end, "after segment " + std::to_string(i + 1)));
+    DF_TRY(g.check_choice(g.variants_[i].next, g.variants_[i].end, fmt::format("after {} {}", noun, i + 1), noun));
   g.starts_ = starts;
   return g;
 }

@@ -166,7 +166,11 @@ class JsonGrammar {
   friend class SchemaCompiler;
   uint32_t add(JsonNode n);
   uint32_t add_any();  // the "any value" node and its children
-  Status check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where) const;
+  // graph() with errors naming a segment `noun` (one_of: "document").
+  static Result<JsonGrammar> build(const std::vector<JsonSegment>& segs, const std::vector<uint32_t>& starts,
+                                   std::string_view noun);
+  Status check_choice(const std::vector<uint32_t>& cands, bool end_ok, const std::string& where,
+                      std::string_view noun) const;
 
   std::vector<JsonNode> nodes_;
   std::vector<JsonVariant> variants_;
