@@ -58,8 +58,8 @@ struct ChatRequest {
   // K3's tells the model); "none" also leaves calls unparsed; "required" or a name is
   // enforced by constrained decoding in every tool-call format (forced_calls.h).
   json tool_choice;
-  // parallel_tool_calls (default true): whether a reply forced to call ("required") may
-  // hold several calls; false: one.
+  // parallel_tool_calls (default true); false: a reply holds one call at most (a forced
+  // one is constrained to one; otherwise generation stops where a second begins).
   bool parallel_tool_calls = true;
   // reasoning_effort (a string or null), passed to the template as it is: gpt-oss's
   // and DeepSeek V4's read it (Kimi K3's thinking_effort goes in chat_template_kwargs).

@@ -49,11 +49,13 @@ TEST(ServerApi, ToolChoice) {
     auto e = parse_chat_request(head + R"("parallel_tool_calls":false,"tool_choice":)" + choice + "}", 100, &r);
     ASSERT_FALSE(e) << choice << ": " << e->message;
     EXPECT_EQ(r.tool_choice, json::parse(choice));
+    EXPECT_FALSE(r.parallel_tool_calls);
   }
   ChatRequest r;
   ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"none"})", 100, &r));
   ASSERT_FALSE(parse_chat_request(head + R"("stream":false})", 100, &r));
   EXPECT_TRUE(r.tool_choice.is_null());
+  EXPECT_TRUE(r.parallel_tool_calls) << "OpenAI's default";
   EXPECT_TRUE(r.reasoning_effort.is_null());
   ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"high"})", 100, &r));
   EXPECT_EQ(r.reasoning_effort, "high");
