@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "tokenizer/unicode.h"
 
@@ -336,8 +338,25 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
   out->tools = nullptr;
   if (auto t = j.find("tools"); t != j.end() && !t->is_null()) {
     if (!t->is_array()) return bad("tools", fmt::format("'tools' must be an array, not {}", type_name(*t)));
-    for (size_t i = 0; i < t->size(); ++i)
-      if (!(*t)[i].is_object()) return bad("tools", fmt::format("tools[{}] must be an object", i));
+    // OpenAI's shape, {"type": "function", "function": {"name", "parameters"?, ...}}: a
+    // call names its tool, so the names must be there and tell the tools apart.
+    std::set<std::string> names;
+    for (size_t i = 0; i < t->size(); ++i) {
+      const json& tool = (*t)[i];
+      if (!tool.is_object()) return bad("tools", fmt::format("tools[{}] must be an object", i));
+      if (tool.value("type", json()) != "function")
+        return bad("tools", fmt::format("tools[{}].type must be \"function\"", i));
+      const auto fn = tool.find("function");
+      if (fn == tool.end() || !fn->is_object())
+        return bad("tools", fmt::format("tools[{}].function must be an object", i));
+      const auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+        return bad("tools", fmt::format("tools[{}].function.name must be a non-empty string", i));
+      if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null() && !p->is_object())
+        return bad("tools", fmt::format("tools[{}].function.parameters must be an object (a JSON schema)", i));
+      if (!names.insert(name->get<std::string>()).second)
+        return bad("tools", fmt::format("tools[{}]: the function name '{}' is given twice", i, name->get<std::string>()));
+    }
     if (!t->empty()) out->tools = *t;
   }
   out->tool_choice = nullptr;

@@ -124,6 +124,8 @@ check "seed 7 twice: the same text" test "$(sampled 7)" = "$(sampled 7)"
 check "seed -1 twice: different texts" test "$(sampled -1)" != "$(sampled -1)"
 check "bad include_usage: names it" test "$(req POST /v1/completions "${auth[@]}" -d '{"prompt":"x","stream":true,"stream_options":{"include_usage":3}}')" = 400
 check "  as stream_options.include_usage" py "j['error']['param'] == 'stream_options.include_usage'"
+check "two tools of one name: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}')" = 400
+check "  names tools and the name" py "j['error']['param'] == 'tools' and \"'f' is given twice\" in j['error']['message']"
 check "tool_choice required with response_format json: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"tools":'"$wtools"',"tool_choice":"required","response_format":{"type":"json_object"}}')" = 400
 check "response_format without json_schema: 400" test "$(req POST /v1/chat/completions "${auth[@]}" -d '{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}}')" = 400
 check "... names the field" py "j['error']['param'] == 'response_format.json_schema'"
