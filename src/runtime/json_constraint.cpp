@@ -169,6 +169,15 @@ bool JsonState::take_token(int32_t id) {
   return true;
 }
 
+std::string JsonState::literal_ahead(std::vector<JsonSpan>* spans) const {
+  uint32_t off = 0;
+  const JsonPart* p = var_ == kNoVariant ? nullptr : literal_now(&off);
+  if (!p || off >= p->text.size()) return {};
+  for (const JsonSpan& t : p->tokens)
+    if (t.at >= off) spans->push_back(JsonSpan{t.at - off, t.len, t.id});
+  return p->text.substr(off);
+}
+
 bool JsonState::in_text(uint8_t* last) const {
   if (var_ == kNoVariant || part_ >= parts().size()) return false;
   const JsonPart& p = parts()[part_];
@@ -624,6 +633,25 @@ bool JsonConstraint::mask(float* logits, int64_t n_vocab) const {
   for (int64_t id = 0; id < n_vocab; ++id)
     if (id >= t.n_vocab() || !ok[size_t(id)]) logits[id] = kNegInf;
   return n_ok > 0;
+}
+
+std::vector<int32_t> JsonConstraint::tokens_ahead(const Tokenizer& tok, int max_n) const {
+  std::vector<JsonSpan> spans;
+  const std::string text = state_.literal_ahead(&spans);
+  std::vector<int32_t> out;
+  uint32_t at = 0;
+  auto plain = [&](uint32_t end) {  // text between markers, as the tokenizer spells it
+    if (end > at)
+      for (int32_t id : tok.encode(text.substr(at, end - at), false, false)) out.push_back(id);
+  };
+  for (const JsonSpan& t : spans) {
+    plain(t.at);
+    out.push_back(t.id);
+    at = t.at + t.len;
+  }
+  plain(uint32_t(text.size()));
+  if (int(out.size()) > max_n) out.resize(size_t(std::max(0, max_n)));
+  return out;
 }
 
 bool JsonConstraint::advance(int32_t id) {

@@ -53,6 +53,10 @@ class JsonState {
   void forced_tokens(std::vector<int32_t>* ids) const;
   // Takes such a token; false (and no change) when none is expected here.
   bool take_token(int32_t id);
+  // The rest of the literal text that must come next (a call's closing tags), and the
+  // spans in it that must come as single tokens (positions from its start); empty
+  // where the next bytes are not certain.
+  std::string literal_ahead(std::vector<JsonSpan>* spans) const;
   // In free text (JsonPart::Text): any bytes without its ending's last byte, *last,
   // keep it there (the ending cannot be completed without it).
   bool in_text(uint8_t* last) const;
@@ -174,6 +178,10 @@ class JsonConstraint {
   bool advance(int32_t id);
   bool complete() const { return state_.complete(); }
   bool allows(int32_t id) const;  // (tests) what mask() would leave
+  // Up to max_n tokens the document certainly takes next (the rest of a literal, as the
+  // tokenizer spells it, its marker tokens whole): a guess to verify, as a speculative
+  // draft, since the model may spell the same text otherwise.
+  std::vector<int32_t> tokens_ahead(const Tokenizer& tok, int max_n) const;
 
  private:
   std::shared_ptr<const JsonGrammar> grammar_;

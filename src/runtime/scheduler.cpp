@@ -457,7 +457,15 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         int limit = opts_.n_ctx - s.state->n_past - 1;
         if (s.req.max_tokens >= 0) limit = std::min(limit, s.req.max_tokens - s.n_generated - 1);
         guesses.clear();
-        if (limit > 0) {
+        // Where the document's next text is certain (a call's closing tags), it is the
+        // guess, while the model mostly spells such text as the tokenizer does (a
+        // random or oddly trained one may not: then the drafters guess); otherwise the
+        // drafters guess.
+        const bool spells = s.literal_drafted < 8 || 2 * s.literal_kept >= s.literal_drafted;
+        if (limit > 0 && s.json && spells)
+          guesses = s.json->tokens_ahead(tok_, std::min({limit, opts_.spec_max, SpecOptions::kMaxDraft}));
+        s.literal_draft = !guesses.empty();
+        if (limit > 0 && !s.literal_draft) {
           Status ds = s.spec->draft(s.hist, *s.state, limit, &guesses);
           if (!ds.ok()) guesses.clear();  // a failed guess only costs the speed-up
         }
@@ -500,7 +508,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     held.insert(held.end(), slices[i].tokens, slices[i].tokens + slices[i].n);
   }
   int generated = 0;
-  uint64_t drafted = 0, accepted = 0;
+  uint64_t drafted = 0, accepted = 0, literal_drafted = 0, literal_accepted = 0;
   for (size_t i = 0; i < who.size(); ++i) {
     Seq& s = *who[i];
     if (!s.decoding) {
@@ -538,6 +546,10 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
     }
     drafted += uint64_t(k);
     accepted += uint64_t(kept);
+    if (s.literal_draft) {
+      literal_drafted += uint64_t(k), literal_accepted += uint64_t(kept);
+      s.literal_drafted += k, s.literal_kept += kept;
+    }
     if (s.done || !s.spec) continue;
     if (k > 0) {
       // The state keeps the pending token and the accepted guesses.
@@ -548,7 +560,7 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
       }
       s.held.resize(size_t(s.state->n_past));
     }
-    s.spec->feedback(k, kept, dt);
+    if (!s.literal_draft) s.spec->feedback(k, kept, dt);
   }
   std::lock_guard<std::mutex> lk(mu_);
   const int rows = prefill_rows + decode_rows;
@@ -559,6 +571,8 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   stats_.generated_tokens += uint64_t(generated);
   stats_.drafted += drafted;
   stats_.accepted += accepted;
+  stats_.literal_drafted += literal_drafted;
+  stats_.literal_accepted += literal_accepted;
   stats_.prefill_s += dt * prefill_rows / rows;
   stats_.decode_s += dt * decode_rows / rows;
   const double now = now_s();

@@ -173,6 +173,7 @@ struct SchedulerStats {
   int active = 0, queued = 0;
   uint64_t finished = 0, cancelled = 0, failed = 0;
   uint64_t drafted = 0, accepted = 0;  // speculation: guessed tokens verified / kept
+  uint64_t literal_drafted = 0, literal_accepted = 0;  // of them, a document's certain literal text
   uint64_t prefill_lent_bytes = 0;     // expert cache memory lent to the prompts' steps now
   int max_prefill_rows = 0;            // the most prompt tokens one step evaluated
 };

@@ -31,6 +31,8 @@ struct Scheduler::Seq {
   std::unique_ptr<OutputText> out;
   std::vector<float> logits;
   std::unique_ptr<Speculator> spec;  // null: speculation off
+  bool literal_draft = false;        // this pass's guesses are the document's literal text, not spec's
+  int literal_drafted = 0, literal_kept = 0;  // those guesses so far (kept: the model spelled them so)
   std::unique_ptr<JsonConstraint> json;  // req.json's document so far; null: free text
   std::vector<int32_t> hist;         // prompt and sampled tokens (the last one pending while decoding)
   std::vector<int32_t> pass;         // this step's rows while decoding: the pending token, then guesses

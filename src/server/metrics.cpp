@@ -55,6 +55,11 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
          "Guessed tokens verified in batched passes (prompt-lookup speculation).", double(s.drafted));
   metric(o, "deltafin_spec_accepted_tokens_total", "counter", "Guessed tokens the model agreed with (kept).",
          double(s.accepted));
+  metric(o, "deltafin_spec_literal_drafted_tokens_total", "counter",
+         "Of the guessed tokens, a constrained reply's certain literal text (a call's closing tags).",
+         double(s.literal_drafted));
+  metric(o, "deltafin_spec_literal_accepted_tokens_total", "counter", "Of those, the ones the model agreed with.",
+         double(s.literal_accepted));
   metric(o, "deltafin_tool_calls_total", "counter", "Tool calls read from replies.", double(tool_calls_.load()));
   metric(o, "deltafin_structured_requests_total", "counter",
          "Requests whose reply was constrained (response_format JSON, or a forced tool call).",
