@@ -248,20 +248,24 @@ TEST_F(JsonOnTiny, ForcedToolCallsParse) {
   EXPECT_TRUE(calls[0].name == "get_weather" || calls[0].name == "now");
 }
 
+// Two tools for the forced-call tests (days optional), and a Kimi K3 prompt that
+// leaves the assistant's response open.
+const ojson kCallTools = ojson::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit"]}}},
+    {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
+       "properties": {"zone": {"enum": ["utc"]}}, "required": ["zone"]}}}])");
+const std::string kK3Prompt = "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
+
 // Where a forced reply's next text is certain (a call's closing tags, the markers), it
 // is drafted and verified in one pass: greedy replies equal those without speculation,
 // and literal guesses are kept. (The random tiny model often spells the text in other
 // tokens than the tokenizer: it keeps 34-73% of them; a sequence that keeps fewer than
 // half stops drafting its literal text.)
 TEST_F(JsonOnTiny, CertainTextIsDraftedAndVerified) {
-  const ojson tools = ojson::parse(R"([
-      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-         "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit"]}}},
-      {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
-         "properties": {"zone": {"enum": ["utc"]}}, "required": ["zone"]}}}])");
-  const std::string k3_prompt = "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
+  const ojson& tools = kCallTools;
   for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::Xtml, ToolFormat::QwenXml, ToolFormat::Dsml}) {
-    const std::string prompt = f == ToolFormat::Xtml ? k3_prompt : "Weather?";
+    const std::string prompt = f == ToolFormat::Xtml ? kK3Prompt : "Weather?";
     auto grammar = forced_call_grammar(f, tools, "required", prompt, *tok, 3);
     ASSERT_TRUE(grammar);
     std::string texts[2];
@@ -295,18 +299,13 @@ TEST_F(JsonOnTiny, CertainTextIsDraftedAndVerified) {
 // vocabulary has no marker tokens: the markers come as text). Kimi K3's reply first
 // closes the response the prompt opened.
 TEST_F(JsonOnTiny, ForcedCallsInEveryFormat) {
-  const ojson tools = ojson::parse(R"([
-      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
-         "properties": {"unit": {"enum": ["c", "f"]}, "days": {"type": "integer"}}, "required": ["unit"]}}},
-      {"type": "function", "function": {"name": "now", "parameters": {"type": "object",
-         "properties": {"zone": {"enum": ["utc"]}}, "required": ["zone"]}}}])");
+  const ojson& tools = kCallTools;
   Scheduler sched(engine->model(), *tok, options(0));
-  const std::string k3_prompt = "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
   std::set<std::string> names;
   int several = 0, with_days = 0, without_days = 0;
   for (ToolFormat f : {ToolFormat::Hermes, ToolFormat::KimiK2, ToolFormat::DeepSeek, ToolFormat::Xtml,
                        ToolFormat::QwenXml, ToolFormat::Dsml}) {
-    const std::string prompt = f == ToolFormat::Xtml ? k3_prompt : "Weather?";
+    const std::string prompt = f == ToolFormat::Xtml ? kK3Prompt : "Weather?";
     auto grammar = forced_call_grammar(f, tools, "required", prompt, *tok, 3);
     ASSERT_TRUE(grammar);
     for (uint64_t seed = 1; seed <= 4; ++seed) {
