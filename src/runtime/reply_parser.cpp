@@ -23,7 +23,7 @@ ReplyPiece ReplyParser::cap(ReplyPiece p) {
   if (full_) return {};
   if (max_calls_ < 0) return p;
   for (size_t i = 0; i < p.calls.size(); ++i)
-    if (p.calls[i].index >= max_calls_) {
+    if (p.calls[i].index >= size_t(max_calls_)) {
       p.calls.resize(i);  // the calls' deltas come in order: the rest belong to later calls
       full_ = true;
       break;

@@ -48,11 +48,11 @@ class ReplyParser {
 
  private:
   ReplyPiece cap(ReplyPiece p);  // drops what comes from the first call beyond max_calls on
-  int max_calls_ = 0;
-  bool full_ = false;
   std::optional<XtmlReply> xtml_;
   ReasoningSplitter split_;
   ToolCallStream tools_;
+  int max_calls_ = -1;
+  bool full_ = false;
 };
 
 }  // namespace deltafin

@@ -32,6 +32,7 @@ size_t feed_reply(JsonState* s, const std::string& text, const Tokenizer* tok = 
     s->forced_tokens(&due);
     bool took = false;
     for (int32_t id : due) {
+      if (tok == nullptr) break;  // no vocabulary: no marker tokens either
       const std::string t = tok->piece(id, true);
       if (text.compare(i, t.size(), t) == 0 && s->take_token(id)) {
         i += t.size();

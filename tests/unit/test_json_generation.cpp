@@ -336,7 +336,9 @@ TEST_F(JsonOnTiny, ForcedCallsInEveryFormat) {
         ASSERT_EQ(c.name, "get_weather");
         EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << args;
         EXPECT_LE(args.size(), 2u) << args;
-        if (args.contains("days")) EXPECT_TRUE(args["days"].is_number()) << args;
+        if (args.contains("days")) {
+          EXPECT_TRUE(args["days"].is_number()) << args;
+        }
         ++(args.contains("days") ? with_days : without_days);
       }
       if (seed == 1) std::printf("[ forced ] %s\n", rep.text.c_str());
