@@ -458,9 +458,8 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         if (s.req.max_tokens >= 0) limit = std::min(limit, s.req.max_tokens - s.n_generated - 1);
         guesses.clear();
         // Where the document's next text is certain (a call's closing tags), it is the
-        // guess, while the model mostly spells such text as the tokenizer does (a
-        // random or oddly trained one may not: then the drafters guess); otherwise the
-        // drafters guess.
+        // guess while the model keeps most such guesses (one that spells the text in
+        // other tokens stops them); otherwise the drafters guess.
         const bool spells = s.literal_drafted < 8 || 2 * s.literal_kept >= s.literal_drafted;
         if (limit > 0 && s.json && spells)
           guesses = s.json->tokens_ahead(tok_, std::min({limit, opts_.spec_max, SpecOptions::kMaxDraft}));
