@@ -31,6 +31,7 @@ Command add_serve(CLI::App& app) {
     double drain_timeout = 30;
     bool no_reasoning = false, no_prompt_cache = false;
     std::string template_kwargs;
+    std::vector<std::string> cors;
     StoreCli store;
   };
   auto o = std::make_shared<Opts>();
@@ -38,7 +39,11 @@ Command add_serve(CLI::App& app) {
   sub->add_option("-m,--model", o->model, "Model .gguf")->required();
   sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->port, "Port (0: any free port, printed at start)")->capture_default_str();
-  sub->add_option("--api-key", o->api_key, "Require 'Authorization: Bearer KEY' on /v1/ endpoints");
+  sub->add_option("--api-key", o->api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/ endpoints, /tokenize and /detokenize");
+  sub->add_option("--cors", o->cors,
+                  "Let web pages from this origin (e.g. http://localhost:3000; '*': any) call the server from a "
+                  "browser; repeatable (default: none)");
   sub->add_option("--alias", o->alias, "Model name clients use (default: the file name without .gguf)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
@@ -202,6 +207,7 @@ Command add_serve(CLI::App& app) {
             sv.host = o->host;
             sv.port = o->port;
             sv.api_key = o->api_key;
+            sv.cors_origins = o->cors;
             sv.batched = model.batches();
             sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias;
             sv.max_body_bytes = size_t(max_body);

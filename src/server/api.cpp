@@ -148,6 +148,18 @@ Err parse_body(const std::string& body, json* out) {
   return {};
 }
 
+// Token ids in 0..n_vocab-1 from a JSON array under `param`.
+Err token_ids(const json& arr, const char* param, const char* not_ids, int64_t n_vocab, std::vector<int32_t>* out) {
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) return bad(param, not_ids);
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= n_vocab)
+      return bad(param, fmt::format("{} token id {} is out of range (the vocabulary has {} tokens)", param, id, n_vocab));
+    out->push_back(int32_t(id));
+  }
+  return {};
+}
+
 // response_format: {"type": "text"}, {"type": "json_object"} or {"type": "json_schema",
 // "json_schema": {"name", "schema", "strict", "description"}}. The schema's subset is
 // JsonGrammar's; "strict" changes nothing (undeclared properties are never generated).
@@ -414,14 +426,8 @@ std::optional<ApiError> parse_completion_request(const std::string& body, int64_
     out->prompt = p.get<std::string>();
     if (out->prompt.empty()) return bad("prompt", "'prompt' must not be empty");
   } else if (p.is_array() && !p.empty()) {
-    for (auto& t : p) {
-      if (!t.is_number_integer())
-        return bad("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
-      const int64_t id = t.get<int64_t>();
-      if (id < 0 || id >= n_vocab)
-        return bad("prompt", fmt::format("prompt token id {} is out of range (the vocabulary has {} tokens)", id, n_vocab));
-      out->prompt_tokens.push_back(int32_t(id));
-    }
+    API_TRY(token_ids(p, "prompt", "'prompt' must be a string, an array of one string, or an array of token ids",
+                      n_vocab, &out->prompt_tokens));
   } else {
     return bad("prompt", "'prompt' must be a non-empty string, an array of one string, or an array of token ids "
                          "(several prompts in one request are not supported)");
@@ -436,6 +442,41 @@ std::optional<ApiError> parse_completion_request(const std::string& body, int64_
   API_TRY(integer(j, "best_of", 1, 1 << 30, &best_of));
   if (best_of && *best_of != 1) return bad("best_of", "only best_of = 1 is supported");
   return {};
+}
+
+std::optional<ApiError> parse_tokenize_request(const std::string& body, TokenizeRequest* out) {
+  json j;
+  API_TRY(parse_body(body, &j));
+  auto it = j.find("content");
+  if (it == j.end() || it->is_null()) return bad("content", "'content' is required: the text to tokenize");
+  if (!it->is_string()) return bad("content", fmt::format("'content' must be a string, not {}", type_name(*it)));
+  out->content = it->get<std::string>();
+  API_TRY(boolean(j, "add_special", &out->add_special));
+  API_TRY(boolean(j, "parse_special", &out->parse_special));
+  API_TRY(boolean(j, "with_pieces", &out->with_pieces));
+  return {};
+}
+
+std::optional<ApiError> parse_detokenize_request(const std::string& body, int64_t n_vocab, std::vector<int32_t>* out) {
+  json j;
+  API_TRY(parse_body(body, &j));
+  auto it = j.find("tokens");
+  if (it == j.end() || it->is_null()) return bad("tokens", "'tokens' is required: an array of token ids");
+  if (!it->is_array()) return bad("tokens", fmt::format("'tokens' must be an array of token ids, not {}", type_name(*it)));
+  return token_ids(*it, "tokens", "'tokens' must be an array of token ids (integers)", n_vocab, out);
+}
+
+json tokenize_json(const std::vector<int32_t>& ids, bool with_pieces, const PieceFn& piece) {
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string p = piece(id);
+    tokens.push_back(json{{"id", id}, {"piece", unicode::is_valid_utf8(p) ? json(p) : byte_list(p)}});
+  }
+  return json{{"tokens", tokens}};
 }
 
 }  // namespace deltafin::server

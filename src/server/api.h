@@ -77,6 +77,18 @@ struct CompletionRequest {
 std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out);
 std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out);
 
+// /tokenize (as llama.cpp's server has it): {"content": text, "add_special": false,
+// "parse_special": true, "with_pieces": false}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;   // the model's BOS (and EOS) where it adds them
+  bool parse_special = true;  // special-token text becomes those tokens
+  bool with_pieces = false;
+};
+std::optional<ApiError> parse_tokenize_request(const std::string& body, TokenizeRequest* out);
+// /detokenize: {"tokens": [id, ...]}, each id in 0..n_vocab-1.
+std::optional<ApiError> parse_detokenize_request(const std::string& body, int64_t n_vocab, std::vector<int32_t>* out);
+
 // Response ids ("chatcmpl-...", "cmpl-...") unique within the process.
 std::string make_id(const char* prefix);
 
@@ -85,6 +97,10 @@ json usage_json(int n_prompt, int n_generated, int n_cached);
 
 // A token id's text (bytes as the detokenizer gives them).
 using PieceFn = std::function<std::string(int32_t)>;
+// /tokenize's answer: {"tokens": [id, ...]}, or with pieces [{"id", "piece"}], the
+// piece a string where its bytes are valid UTF-8, else the list of its bytes.
+json tokenize_json(const std::vector<int32_t>& ids, bool with_pieces, const PieceFn& piece);
+
 // A choice's "logprobs" for these tokens: chat {"content": [{token, logprob, bytes,
 // top_logprobs}], "refusal": null}; completions {tokens, token_logprobs, top_logprobs
 // (token -> logprob), text_offset (bytes into the text)}; a NaN logprob (a prompt's

@@ -14,6 +14,7 @@
 #include "runtime/reply_parser.h"
 #include "runtime/tool_calls.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/unicode.h"
 
 namespace deltafin::server {
 
@@ -501,6 +502,57 @@ struct Server::Impl {
                   {"batched", opts.batched}}}};
   }
 
+  // Paths that take the API key: the model's endpoints (/health and /metrics stay open
+  // for probes and scrapers).
+  static bool needs_key(const std::string& path) {
+    return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+  }
+
+  // CORS: a request from an allowed origin gets Access-Control-Allow-Origin; a
+  // preflight (OPTIONS) is answered here, before the key is checked (browsers send
+  // none with it). True when the request is answered.
+  bool cors(const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = req.get_header_value("Origin");
+    const bool allowed =
+        !origin.empty() && std::any_of(opts.cors_origins.begin(), opts.cors_origins.end(),
+                                       [&](const std::string& o) { return o == "*" || o == origin; });
+    if (allowed) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+    }
+    if (req.method != "OPTIONS") return false;
+    if (!allowed) {
+      DF_LOG_WARN("refused a cross-origin request from '{}' (allow it with --cors)", origin);
+      send_error(res, error(403,
+                            origin.empty() ? "OPTIONS is only answered for cross-origin requests (an Origin header)"
+                                           : fmt::format("cross-origin requests from '{}' are not allowed; start "
+                                                         "the server with --cors '{}'", origin, origin)));
+      return true;
+    }
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+    return true;
+  }
+
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    TokenizeRequest r;
+    if (auto e = parse_tokenize_request(req.body, &r)) return send_error(res, *e);
+    const std::vector<int32_t> ids = tok.encode(r.content, r.add_special, r.parse_special);
+    PieceFn piece = [this](int32_t id) { return tok.piece(id, true); };
+    res.set_content(tokenize_json(ids, r.with_pieces, piece).dump(), "application/json");
+  }
+
+  void detokenize(const httplib::Request& req, httplib::Response& res) {
+    std::vector<int32_t> ids;
+    if (auto e = parse_detokenize_request(req.body, tok.n_vocab(), &ids)) return send_error(res, *e);
+    DecodeOptions d;
+    d.unparse_special = true;
+    res.set_content(json{{"content", unicode::sanitize_utf8(tok.decode(ids, d))}}.dump(), "application/json");
+  }
+
   void routes() {
     http.set_payload_max_length(opts.max_body_bytes);
     http.set_read_timeout(30);
@@ -510,7 +562,8 @@ struct Server::Impl {
     http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (opts.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
+      if (opts.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       const std::string auth = req.get_header_value("Authorization");
       const std::string prefix = "Bearer ";
       if (auth.empty()) {
@@ -574,6 +627,8 @@ struct Server::Impl {
     });
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
+    http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+    http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   }
 };
 

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: any free port (see bind())
   std::string api_key;           // empty: no authentication
+  // Origins whose pages may call the server from a browser (CORS); "*": any. Empty: none.
+  std::vector<std::string> cors_origins;
   std::string model_id;          // the name /v1/models lists and requests must use
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;          // 0: enough for every running and queued request

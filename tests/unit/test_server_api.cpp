@@ -126,6 +126,38 @@ TEST(ServerApi, CompletionPrompts) {
   }
 }
 
+TEST(ServerApi, TokenizeBodies) {
+  TokenizeRequest r;
+  ASSERT_FALSE(parse_tokenize_request(R"({"content":"hi","add_special":true,"parse_special":false,"with_pieces":true})", &r));
+  EXPECT_EQ(r.content, "hi");
+  EXPECT_TRUE(r.add_special);
+  EXPECT_FALSE(r.parse_special);
+  EXPECT_TRUE(r.with_pieces);
+  TokenizeRequest d;
+  ASSERT_FALSE(parse_tokenize_request(R"({"content":""})", &d));  // an empty text has no tokens
+  EXPECT_FALSE(d.add_special);
+  EXPECT_TRUE(d.parse_special);
+  EXPECT_FALSE(d.with_pieces);
+  for (const char* bad : {R"({})", R"({"content":3})", R"({"content":"a","with_pieces":"yes"})", "[]"}) {
+    TokenizeRequest x;
+    EXPECT_TRUE(parse_tokenize_request(bad, &x)) << bad;
+  }
+  std::vector<int32_t> ids;
+  ASSERT_FALSE(parse_detokenize_request(R"({"tokens":[0,5,99]})", 100, &ids));
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 5, 99}));
+  for (const char* bad : {R"({})", R"({"tokens":[100]})", R"({"tokens":[-1]})", R"({"tokens":[1.5]})", R"({"tokens":"1"})"}) {
+    std::vector<int32_t> x;
+    auto e = parse_detokenize_request(bad, 100, &x);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->param, "tokens") << bad;
+  }
+  // Pieces: whole UTF-8 as a string, part of a character as its bytes.
+  const PieceFn piece = [](int32_t id) { return id == 1 ? std::string("\xe9\xbe") : std::string("ab"); };
+  EXPECT_EQ(tokenize_json({2, 1}, false, piece), json::parse(R"({"tokens":[2,1]})"));
+  EXPECT_EQ(tokenize_json({2, 1}, true, piece),
+            json::parse(R"({"tokens":[{"id":2,"piece":"ab"},{"id":1,"piece":[233,190]}]})"));
+}
+
 namespace {
 // Feeds `text` to a splitter in pieces cut at `cuts` and returns the joined result.
 SplitText split_in_pieces(const std::string& text, bool open, size_t every) {
