@@ -25,8 +25,9 @@ json ApiError::body() const {
 std::string make_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
   const auto t = std::chrono::system_clock::now().time_since_epoch().count();
-  // OpenAI's forms: chatcmpl-..., cmpl-..., call_...
-  return fmt::format("{}{}{:x}{:04x}", prefix, std::string_view(prefix) == "call" ? "_" : "-",
+  // OpenAI's forms: chatcmpl-..., cmpl-..., and call_..., resp_..., msg_... (the others)
+  const std::string_view p(prefix);
+  return fmt::format("{}{}{:x}{:04x}", prefix, p == "chatcmpl" || p == "cmpl" ? "-" : "_",
                      uint64_t(t) & 0xffffffffffULL, counter++ & 0xffff);
 }
 

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "server/api.h"
 #include "server/metrics.h"
+#include "server/responses.h"
 #include "runtime/forced_calls.h"
 #include "runtime/reasoning.h"
 #include "runtime/reply_parser.h"
@@ -180,12 +181,12 @@ struct Server::Impl {
 
   // --- generation -------------------------------------------------------------
 
-  enum class Kind { Chat, Completion };
+  enum class Kind { Chat, Completion, Response };
 
-  // Validated prompt + parameters -> queued request (g.n choices), answered by a
-  // content provider.
-  void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
-                const std::string& prompt_param, const ReplyFormat& format = {}) {
+  // Validated prompt + parameters -> queued request (g.n choices); null when refused
+  // (the error is in `res`).
+  std::shared_ptr<Replies> submit(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
+                                  const std::string& prompt_param, const ReplyFormat& format) {
     const int n_ctx = sched.options().n_ctx;
     if (int64_t(prompt.size()) > n_ctx) {
       send_error(res, error(400,
@@ -193,7 +194,7 @@ struct Server::Impl {
                                         "prompt (or start the server with a larger -c)",
                                         prompt.size(), n_ctx),
                             "invalid_request_error", prompt_param, "context_length_exceeded"));
-      return;
+      return nullptr;
     }
     GenRequest r;
     r.prompt = std::move(prompt);
@@ -222,13 +223,22 @@ struct Server::Impl {
       const bool busy = err == SubmitError::Busy || err == SubmitError::ShuttingDown;
       send_error(res, error(busy ? 503 : 400, msg, busy ? "server_error" : "invalid_request_error",
                             busy ? "" : (g.n > 1 ? "n" : prompt_param)));
-      return;
+      return nullptr;
     }
-    auto ctx = std::make_shared<Replies>(std::move(hs), format, make_id(kind == Kind::Chat ? "chatcmpl" : "cmpl"));
+    const char* prefix = kind == Kind::Chat ? "chatcmpl" : kind == Kind::Completion ? "cmpl" : "resp";
+    auto ctx = std::make_shared<Replies>(std::move(hs), format, make_id(prefix));
     if (g.json_grammar) metrics.count_structured();
-    Metrics* const m = &metrics;
     ctx->echo_text = std::move(echo_text);
     ctx->echo_offsets = std::move(echo_offsets);
+    return ctx;
+  }
+
+  // A chat or text completion, answered by a content provider.
+  void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
+                const std::string& prompt_param, const ReplyFormat& format = {}) {
+    std::shared_ptr<Replies> ctx = submit(res, kind, std::move(prompt), g, prompt_param, format);
+    if (!ctx) return;
+    Metrics* const m = &metrics;
     const bool echo = g.echo;
     const std::string model = opts.model_id;
     const auto heartbeat = opts.heartbeat;
@@ -427,6 +437,80 @@ struct Server::Impl {
     ChatRequest cr;
     if (auto e = parse_chat_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
+    std::vector<int32_t> ids;
+    ReplyFormat f;
+    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, *e);
+    generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
+  }
+
+  // /v1/responses: the request as a chat request (responses.h), its reply as output items.
+  void responses(const httplib::Request& req, httplib::Response& res) {
+    json body, echo;
+    if (auto e = responses_to_chat(req.body, &body, &echo)) return send_error(res, *e);
+    ChatRequest cr;
+    if (auto e = parse_chat_request(body.dump(), info.n_vocab, &cr)) return send_error(res, responses_error(*e));
+    if (auto e = check_model(cr.gen)) return send_error(res, *e);
+    std::vector<int32_t> ids;
+    ReplyFormat f;
+    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, responses_error(*e));
+    std::shared_ptr<Replies> ctx = submit(res, Kind::Response, std::move(ids), cr.gen, "input", f);
+    if (!ctx) return;
+    auto w = std::make_shared<ResponseWriter>(ctx->id, opts.model_id, ctx->created, std::move(echo));
+    const auto heartbeat = opts.heartbeat;
+    Metrics* const m = &metrics;
+    const bool stream = cr.gen.stream;
+    if (stream) res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        stream ? "text/event-stream" : "application/json",
+        [ctx, w, heartbeat, m, stream](size_t, httplib::DataSink& sink) {
+          auto write = [&](const std::string& s) {
+            if (sink.write(s.data(), s.size())) return true;
+            ctx->cancel();
+            return false;
+          };
+          if (stream && !write(w->start())) return false;
+          auto last_write = std::chrono::steady_clock::now();
+          for (;;) {
+            std::string out, failed;
+            ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
+              out += w->push(c.reply.push(u.text));
+              if (c.reply.full()) c.h->stop();
+              if (!u.done) return;
+              out += w->push(c.reply.finish());
+              if (u.finish_reason == "error") failed = u.error;
+            });
+            if (failed.empty() && !ctx->all_done()) {
+              // Stream: the events so far, or a comment once a heartbeat; whole: a space
+              // once a heartbeat (how a client that left is noticed).
+              const auto now = std::chrono::steady_clock::now();
+              if (stream && !out.empty()) {
+                if (!write(out)) return false;
+                last_write = now;
+              } else if (now - last_write >= heartbeat) {
+                if (!write(stream ? ": keep-alive\n\n" : " ")) return false;
+                last_write = now;
+              }
+              continue;
+            }
+            if (!failed.empty()) {
+              ctx->cancel();
+              out += w->fail("generation failed: " + failed);
+            } else {
+              if (w->n_calls() > 0) m->count_tool_calls(w->n_calls());
+              out += w->finish(ctx->choices[0].last.finish_reason, ctx->usage());
+            }
+            if (!write(stream ? out : w->response().dump())) return false;
+            sink.done();
+            return true;
+          }
+        },
+        [ctx](bool ok) {
+          if (!ok) ctx->cancel();
+        });
+  }
+
+  // A validated chat request -> its prompt's ids and how its reply is read.
+  std::optional<ApiError> prepare_chat(ChatRequest& cr, std::vector<int32_t>* out_ids, ReplyFormat* out_format) {
     // OpenAI's "developer" role (its newer name for system) where the template has no such
     // role: most would drop the message silently.
     if (!template_has_developer)
@@ -451,8 +535,9 @@ struct Server::Impl {
     if (cr.template_kwargs.is_object())
       for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
     Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
-    if (!text.ok()) return send_error(res, error(400, "cannot render the conversation with the model's chat template: " +
-                                                          text.error().message, "invalid_request_error", "messages"));
+    if (!text.ok())
+      return error(400, "cannot render the conversation with the model's chat template: " + text.error().message,
+                   "invalid_request_error", "messages");
     const std::string& prompt = text.value();
     if (forced_call) {  // a named function: one call of it; "required": one or, in parallel, several
       const int max_calls = cr.tool_choice == "required" && cr.parallel_tool_calls ? kMaxForcedCalls : 1;
@@ -477,7 +562,9 @@ struct Server::Impl {
     if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
     if (cr.tool_choice == "none") f.max_calls = 0;  // K3's XTML reads calls: one ends the reply
     if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
-    generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
+    *out_ids = std::move(ids);
+    *out_format = std::move(f);
+    return {};
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
@@ -627,6 +714,7 @@ struct Server::Impl {
     });
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
+    http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { responses(req, res); });
     http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
     http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   }

@@ -8,14 +8,7 @@
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3; name=serve-openai
-OPENAI_VERSION=4.95.0
-command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: needs node and npm"; exit 77; }
-npmdir=$build/npm-openai-$OPENAI_VERSION
-if [ ! -d "$npmdir/node_modules/openai" ]; then
-  mkdir -p "$npmdir"
-  timeout 120 npm install --prefix "$npmdir" --no-audit --no-fund --silent "openai@$OPENAI_VERSION" >"$npmdir/install.log" 2>&1 ||
-    { echo "skip: cannot install openai@$OPENAI_VERSION from npm: $(tail -3 "$npmdir/install.log")"; exit 77; }
-fi
+source "$src/tests/e2e/serve/openai_npm.sh"
 source "$src/tests/e2e/serve/common.sh"
 start_server --api-key k-123 --parallel 2 -c 512
 

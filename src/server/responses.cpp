@@ -1,0 +1,337 @@
+#include "server/responses.h"
+
+#include <fmt/format.h>
+
+namespace deltafin::server {
+
+namespace {
+
+ApiError bad(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+bool given(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+// A content's text: a string, or an array of text parts (input_text, output_text or
+// text) joined. Images and files are not supported.
+std::optional<ApiError> content_text(const json& c, const std::string& param, std::string* out) {
+  if (c.is_string()) {
+    *out = c.get<std::string>();
+    return {};
+  }
+  if (!c.is_array()) return bad(param, fmt::format("'{}' must be a string or an array of text parts", param));
+  out->clear();
+  for (size_t k = 0; k < c.size(); ++k) {
+    const json& p = c[k];
+    const std::string type = p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
+    if (type != "input_text" && type != "output_text" && type != "text")
+      return bad(param, fmt::format("'{}[{}]': part type '{}' is not supported (only input_text and output_text)",
+                                    param, k, type));
+    if (!p.contains("text") || !p["text"].is_string())
+      return bad(param, fmt::format("'{}[{}].text' must be a string", param, k));
+    *out += p["text"].get<std::string>();
+  }
+  return {};
+}
+
+std::optional<ApiError> string_field(const json& it, const char* key, const std::string& param, std::string* out) {
+  if (!it.contains(key) || !it[key].is_string())
+    return bad(param + "." + key, fmt::format("'{}.{}' must be a string", param, key));
+  *out = it[key].get<std::string>();
+  return {};
+}
+
+// The input items -> chat messages. Calls join the assistant message before them (or
+// start one); their outputs become tool messages.
+std::optional<ApiError> input_messages(const json& input, json* msgs) {
+  if (input.is_string()) {
+    msgs->push_back(json{{"role", "user"}, {"content", input}});
+    return {};
+  }
+  if (!input.is_array() || input.empty())
+    return bad("input", "'input' must be a string or a non-empty array of items");
+  for (size_t i = 0; i < input.size(); ++i) {
+    const json& it = input[i];
+    const std::string p = fmt::format("input[{}]", i);
+    if (!it.is_object()) return bad(p, fmt::format("'{}' must be an object", p));
+    const std::string type = it.contains("type") && it["type"].is_string() ? it["type"].get<std::string>() : "message";
+    if (type == "message") {
+      std::string role, text;
+      if (auto e = string_field(it, "role", p, &role)) return e;
+      if (!it.contains("content")) return bad(p + ".content", fmt::format("'{}.content' is required", p));
+      if (auto e = content_text(it["content"], p + ".content", &text)) return e;
+      msgs->push_back(json{{"role", role}, {"content", text}});
+    } else if (type == "function_call") {
+      std::string call_id, name, args;
+      if (auto e = string_field(it, "call_id", p, &call_id)) return e;
+      if (auto e = string_field(it, "name", p, &name)) return e;
+      if (auto e = string_field(it, "arguments", p, &args)) return e;
+      json call{{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};
+      if (msgs->empty() || msgs->back()["role"] != "assistant")
+        msgs->push_back(json{{"role", "assistant"}, {"content", nullptr}});
+      (*msgs).back()["tool_calls"].push_back(std::move(call));
+    } else if (type == "function_call_output") {
+      std::string call_id, text;
+      if (auto e = string_field(it, "call_id", p, &call_id)) return e;
+      if (!it.contains("output")) return bad(p + ".output", fmt::format("'{}.output' is required", p));
+      if (auto e = content_text(it["output"], p + ".output", &text)) return e;
+      msgs->push_back(json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
+    } else if (type != "reasoning") {  // earlier reasoning is not shown to the model again
+      return bad(p + ".type", fmt::format("input item type '{}' is not supported (message, function_call, "
+                                          "function_call_output, reasoning)", type));
+    }
+  }
+  return {};
+}
+
+// Responses' flat function tools -> chat's {"type": "function", "function": {...}}.
+std::optional<ApiError> chat_tools(const json& tools, json* out) {
+  if (!tools.is_array()) return bad("tools", "'tools' must be an array");
+  *out = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    if (!t.is_object() || t.value("type", json()) != "function")
+      return bad("tools", fmt::format("tools[{}]: only function tools are supported ({{\"type\": \"function\", "
+                                      "\"name\": ..., \"parameters\": ...}})", i));
+    json f = json::object();
+    for (const char* k : {"name", "description", "parameters", "strict"})
+      if (t.contains(k)) f[k] = t[k];
+    out->push_back(json{{"type", "function"}, {"function", f}});
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, json* echo) {
+  json j;
+  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!j.is_object()) return bad("", "the request body must be a JSON object");
+  for (const char* k : {"previous_response_id", "conversation"})
+    if (given(j, k))
+      return bad(k, fmt::format("'{}' is not supported: this server keeps no responses; send the whole "
+                                "conversation in 'input'", k));
+  if (j.value("background", false)) return bad("background", "'background' is not supported");
+  *chat = json::object();
+  json msgs = json::array();
+  if (given(j, "instructions")) {
+    if (!j["instructions"].is_string()) return bad("instructions", "'instructions' must be a string");
+    msgs.push_back(json{{"role", "system"}, {"content", j["instructions"]}});
+  }
+  if (!given(j, "input")) return bad("input", "'input' is required");
+  if (auto e = input_messages(j["input"], &msgs)) return e;
+  (*chat)["messages"] = std::move(msgs);
+  if (given(j, "tools")) {
+    json tools;
+    if (auto e = chat_tools(j["tools"], &tools)) return e;
+    (*chat)["tools"] = std::move(tools);
+  }
+  if (given(j, "tool_choice")) {
+    const json& tc = j["tool_choice"];
+    (*chat)["tool_choice"] = tc.is_object() && tc.value("type", json()) == "function" && tc.contains("name")
+                                 ? json{{"type", "function"}, {"function", {{"name", tc["name"]}}}}
+                                 : tc;
+  }
+  if (given(j, "text") && j["text"].is_object() && given(j["text"], "format")) {
+    const json& f = j["text"]["format"];
+    if (!f.is_object() || !f.contains("type")) return bad("text.format", "'text.format' must be an object with a 'type'");
+    if (f["type"] == "json_schema") {
+      json s = json::object();
+      for (const char* k : {"name", "schema", "strict", "description"})
+        if (f.contains(k)) s[k] = f[k];
+      (*chat)["response_format"] = json{{"type", "json_schema"}, {"json_schema", s}};
+    } else {
+      (*chat)["response_format"] = json{{"type", f["type"]}};
+    }
+  }
+  if (given(j, "reasoning")) {
+    if (!j["reasoning"].is_object()) return bad("reasoning", "'reasoning' must be an object");
+    if (given(j["reasoning"], "effort")) (*chat)["reasoning_effort"] = j["reasoning"]["effort"];
+  }
+  if (given(j, "max_output_tokens")) (*chat)["max_tokens"] = j["max_output_tokens"];
+  // The fields of the chat path under the same names (deltafin's extensions among them).
+  for (const char* k : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "seed", "stop", "top_k",
+                        "min_p", "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
+                        "ignore_eos", "chat_template_kwargs"})
+    if (j.contains(k)) (*chat)[k] = j[k];
+  // What the response object repeats, with the API's defaults.
+  auto or_default = [&j](const char* k, json d) { return given(j, k) ? j[k] : d; };
+  const json effort = given(j, "reasoning") ? j["reasoning"].value("effort", json()) : json();
+  *echo = json{{"instructions", or_default("instructions", nullptr)},
+               {"max_output_tokens", or_default("max_output_tokens", nullptr)},
+               {"parallel_tool_calls", or_default("parallel_tool_calls", true)},
+               {"previous_response_id", nullptr},
+               {"reasoning", json{{"effort", effort}, {"summary", nullptr}}},
+               {"store", false},
+               {"temperature", or_default("temperature", 1.0)},
+               {"text", or_default("text", json{{"format", {{"type", "text"}}}})},
+               {"tool_choice", or_default("tool_choice", "auto")},
+               {"tools", or_default("tools", json::array())},
+               {"top_p", or_default("top_p", 1.0)},
+               {"truncation", "disabled"},
+               {"metadata", or_default("metadata", json::object())},
+               {"user", or_default("user", nullptr)}};
+  return {};
+}
+
+ApiError responses_error(ApiError e) {
+  static const std::pair<const char*, const char*> kNames[] = {{"messages", "input"},
+                                                               {"max_tokens", "max_output_tokens"},
+                                                               {"response_format", "text.format"},
+                                                               {"reasoning_effort", "reasoning.effort"}};
+  for (const auto& [chat, resp] : kNames)
+    if (e.param.rfind(chat, 0) == 0) {
+      e.message = "(as a chat request) " + e.message;
+      e.param = resp;
+    }
+  return e;
+}
+
+json responses_usage(const json& u) {
+  return json{{"input_tokens", u["prompt_tokens"]},
+              {"input_tokens_details", {{"cached_tokens", u["prompt_tokens_details"]["cached_tokens"]}}},
+              {"output_tokens", u["completion_tokens"]},
+              {"output_tokens_details", {{"reasoning_tokens", 0}}},
+              {"total_tokens", u["total_tokens"]}};
+}
+
+ResponseWriter::ResponseWriter(std::string id, std::string model, int64_t created, json echo) {
+  resp_ = json{{"id", std::move(id)},
+               {"object", "response"},
+               {"created_at", created},
+               {"status", "in_progress"},
+               {"error", nullptr},
+               {"incomplete_details", nullptr},
+               {"model", std::move(model)},
+               {"output", json::array()},
+               {"usage", nullptr}};
+  for (auto& [k, v] : echo.items()) resp_[k] = v;
+}
+
+std::string ResponseWriter::event(const std::string& type, json data) {
+  data["type"] = type;
+  data["sequence_number"] = seq_++;
+  return "event: " + type + "\ndata: " + data.dump() + "\n\n";
+}
+
+std::string ResponseWriter::start() {
+  std::string out = event("response.created", json{{"response", resp_}});
+  return out + event("response.in_progress", json{{"response", resp_}});
+}
+
+std::string ResponseWriter::open(Open kind, const std::string& call_name) {
+  json it;
+  if (kind == Open::Reasoning) {
+    it = json{{"type", "reasoning"}, {"id", make_id("rs")}, {"summary", json::array()}, {"content", json::array()}};
+  } else if (kind == Open::Message) {
+    it = json{{"type", "message"}, {"id", make_id("msg")}, {"status", "in_progress"}, {"role", "assistant"},
+              {"content", json::array()}};
+  } else {
+    it = json{{"type", "function_call"}, {"id", make_id("fc")},  {"call_id", make_id("call")},
+              {"name", call_name},       {"arguments", ""},      {"status", "in_progress"}};
+    ++n_calls_;
+  }
+  resp_["output"].push_back(it);
+  open_ = kind;
+  const size_t at = resp_["output"].size() - 1;
+  std::string out = event("response.output_item.added", json{{"output_index", at}, {"item", it}});
+  if (kind != Open::Call) {
+    const json part = kind == Open::Message ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}
+                                            : json{{"type", "reasoning_text"}, {"text", ""}};
+    item()["content"].push_back(part);
+    if (kind == Open::Message)
+      out += event("response.content_part.added",
+                   json{{"item_id", it["id"]}, {"output_index", at}, {"content_index", 0}, {"part", part}});
+  }
+  return out;
+}
+
+std::string ResponseWriter::close() {
+  if (open_ == Open::None) return {};
+  json& it = item();
+  const size_t at = resp_["output"].size() - 1;
+  const json where{{"item_id", it["id"]}, {"output_index", at}};
+  std::string out;
+  auto with = [&](json extra) {
+    json d = where;
+    for (auto& [k, v] : extra.items()) d[k] = v;
+    return d;
+  };
+  const bool cut = resp_["status"] == "incomplete";
+  if (open_ == Open::Reasoning) {
+    out += event("response.reasoning_text.done", with({{"content_index", 0}, {"text", it["content"][0]["text"]}}));
+  } else if (open_ == Open::Message) {
+    out += event("response.output_text.done", with({{"content_index", 0}, {"text", it["content"][0]["text"]}}));
+    out += event("response.content_part.done", with({{"content_index", 0}, {"part", it["content"][0]}}));
+    it["status"] = cut ? "incomplete" : "completed";
+  } else {
+    out += event("response.function_call_arguments.done", with({{"arguments", it["arguments"]}}));
+    it["status"] = cut ? "incomplete" : "completed";
+  }
+  out += event("response.output_item.done", json{{"output_index", at}, {"item", it}});
+  open_ = Open::None;
+  return out;
+}
+
+std::string ResponseWriter::reopen(Open kind, const std::string& call_name) {
+  std::string out = close();  // first: open() makes the new item the last
+  return out + open(kind, call_name);
+}
+
+std::string ResponseWriter::push(const ReplyPiece& piece) {
+  std::string out;
+  auto delta = [&](const char* type, const std::string& text, bool part) {
+    json d{{"item_id", item()["id"]}, {"output_index", resp_["output"].size() - 1}, {"delta", text}};
+    if (part) d["content_index"] = 0;
+    return event(type, std::move(d));
+  };
+  if (!piece.reasoning.empty()) {
+    if (open_ != Open::Reasoning) out += reopen(Open::Reasoning);
+    item()["content"][0]["text"] = item()["content"][0]["text"].get<std::string>() + piece.reasoning;
+    out += delta("response.reasoning_text.delta", piece.reasoning, true);
+  }
+  if (!piece.content.empty()) {
+    std::string text = piece.content;
+    if (open_ != Open::Message) {
+      held_space_ += text;
+      if (held_space_.find_first_not_of(" \t\r\n") == std::string::npos) text.clear();
+      else out += reopen(Open::Message), text = std::move(held_space_), held_space_.clear();
+    }
+    if (!text.empty()) {
+      item()["content"][0]["text"] = item()["content"][0]["text"].get<std::string>() + text;
+      out += delta("response.output_text.delta", text, true);
+    }
+  }
+  for (const ToolCallDelta& d : piece.calls) {
+    if (!d.name.empty()) out += reopen(Open::Call, d.name), held_space_.clear();
+    if (open_ != Open::Call || d.arguments.empty()) continue;
+    item()["arguments"] = item()["arguments"].get<std::string>() + d.arguments;
+    out += delta("response.function_call_arguments.delta", d.arguments, false);
+  }
+  return out;
+}
+
+std::string ResponseWriter::finish(const std::string& finish_reason, const json& usage) {
+  const bool cut = finish_reason == "length";
+  resp_["status"] = cut ? "incomplete" : "completed";
+  std::string out = close();
+  if (cut) resp_["incomplete_details"] = json{{"reason", "max_output_tokens"}};
+  resp_["usage"] = responses_usage(usage);
+  return out + event(cut ? "response.incomplete" : "response.completed", json{{"response", resp_}});
+}
+
+std::string ResponseWriter::fail(const std::string& message) {
+  resp_["status"] = "failed";
+  resp_["error"] = json{{"code", "server_error"}, {"message", message}};
+  return event("response.failed", json{{"response", resp_}});
+}
+
+}  // namespace deltafin::server

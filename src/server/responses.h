@@ -1,0 +1,61 @@
+// OpenAI's Responses API (/v1/responses) over the chat path: a request's `input`
+// items, `instructions`, function tools and `text.format` become a chat completions
+// body (validated by parse_chat_request like any other), and the reply's reasoning,
+// text and calls become the response's output items, whole or as the API's stream of
+// typed events. The server keeps no responses: `previous_response_id` is refused
+// (send the conversation in `input`). No HTTP and no model here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "runtime/reply_parser.h"
+#include "server/api.h"
+
+namespace deltafin::server {
+
+// The body of /v1/responses -> a /v1/chat/completions body in *chat, and in *echo the
+// request's fields that the response object repeats (instructions, tools, ...).
+std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, json* echo);
+
+// An error of the chat parser, its param renamed to the Responses field it came from
+// ("messages[2].content" -> "input", "max_tokens" -> "max_output_tokens", ...).
+ApiError responses_error(ApiError e);
+
+// Usage in the Responses shape from the chat shape (usage_json).
+json responses_usage(const json& chat_usage);
+
+// One response while it is generated: its output items from the reply's pieces, and
+// the events that stream them (each "event: TYPE\ndata: {...}\n\n", numbered).
+class ResponseWriter {
+ public:
+  ResponseWriter(std::string id, std::string model, int64_t created, json echo);
+  std::string start();                       // response.created, response.in_progress
+  std::string push(const ReplyPiece& piece);  // deltas; items opened and closed as kinds change
+  // The end: open items closed, then response.completed (or .incomplete when the
+  // reply hit max_output_tokens); `usage` in the chat shape.
+  std::string finish(const std::string& finish_reason, const json& usage);
+  std::string fail(const std::string& message);  // an "error" event
+  // The whole response object (for a request without `stream`): feed the pieces with
+  // push() and ignore what it returns, then finish(), then this.
+  const json& response() const { return resp_; }
+  size_t n_calls() const { return n_calls_; }
+
+ private:
+  enum class Open { None, Reasoning, Message, Call };
+  std::string event(const std::string& type, json data);
+  std::string open(Open kind, const std::string& call_name = {});
+  std::string close();
+  std::string reopen(Open kind, const std::string& call_name = {});  // close(), then open()
+  json& item() { return resp_["output"].back(); }
+
+  json resp_;
+  int64_t seq_ = 0;
+  Open open_ = Open::None;
+  std::string held_space_;  // whitespace before any message text (dropped if no text follows)
+  size_t n_calls_ = 0;
+};
+
+}  // namespace deltafin::server
