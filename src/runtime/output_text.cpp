@@ -20,6 +20,7 @@ std::string OutputText::push(int32_t id) {
     if (at != std::string::npos) {
       held_.resize(at);
       stopped_ = true;
+      stop_found_ = s;  // a later one found here starts earlier
     }
   }
   // Emit everything that cannot be the beginning of a stop string, without splitting

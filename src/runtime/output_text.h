@@ -24,6 +24,7 @@ class OutputText {
   // The held-back rest at the end of generation ("" after a stop).
   std::string finish();
   bool stopped() const { return stopped_; }
+  const std::string& stop_found() const { return stop_found_; }  // the stop string that ended it
   // Bytes the detokenizer has produced so far (including any cut by a stop string)
   // and bytes returned by push/finish: the text shown is the first shown_bytes() of
   // what was produced.
@@ -36,6 +37,7 @@ class OutputText {
   size_t max_stop_ = 0;
   std::string held_;
   bool stopped_ = false;
+  std::string stop_found_;
   size_t decoded_ = 0, shown_ = 0;
 };
 

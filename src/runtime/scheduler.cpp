@@ -32,6 +32,7 @@ GenUpdate GenHandle::wait(std::chrono::milliseconds timeout) {
   taken_done_ = done_;
   u.finish_reason = reason_;
   u.error = error_;
+  u.stop_string = stop_string_;
   u.n_prompt = n_prompt_;
   u.n_generated = n_generated_;
   u.n_cached = n_cached_;
@@ -228,6 +229,10 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
     if (reason == "cancelled") ++stats_.cancelled;
     else if (reason == "error") ++stats_.failed;
     else ++stats_.finished;
+  }
+  if (reason == "stop" && s.out && s.out->stopped()) {
+    std::lock_guard<std::mutex> lk(s.handle->mu_);
+    s.handle->stop_string_ = s.out->stop_found();
   }
   s.handle->post(rest, true, reason, error, s.n_generated, std::move(lps));
   s.done = true;

@@ -117,6 +117,7 @@ struct GenUpdate {
   // or the context), "cancelled", "error".
   std::string finish_reason;
   std::string error;  // finish_reason == "error"
+  std::string stop_string;  // finish_reason "stop" by a stop string: that string ("" at end of generation)
   int n_prompt = 0, n_generated = 0;
   int n_cached = 0;  // prompt tokens taken from the prompt cache, not evaluated
 };
@@ -151,7 +152,7 @@ class GenHandle {
   std::string text_;
   std::vector<TokenLogprob> logprobs_, prompt_logprobs_;
   bool done_ = false, taken_done_ = false;
-  std::string reason_, error_;
+  std::string reason_, error_, stop_string_;
   int n_prompt_ = 0, n_generated_ = 0, n_cached_ = 0;
   std::shared_ptr<GenSignal> signal_;  // set when it is one of several choices
   std::atomic<bool> cancelled_{false};

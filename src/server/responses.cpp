@@ -227,102 +227,78 @@ std::string ResponseWriter::start() {
   return out + event("response.in_progress", json{{"response", resp_}});
 }
 
-std::string ResponseWriter::open(Open kind, const std::string& call_name) {
+std::string ResponseWriter::open(ReplyBlocks::Kind kind, const std::string& call_name) {
+  using K = ReplyBlocks::Kind;
   json it;
-  if (kind == Open::Reasoning) {
+  if (kind == K::Reasoning) {
     it = json{{"type", "reasoning"}, {"id", make_id("rs")}, {"summary", json::array()}, {"content", json::array()}};
-  } else if (kind == Open::Message) {
+  } else if (kind == K::Text) {
     it = json{{"type", "message"}, {"id", make_id("msg")}, {"status", "in_progress"}, {"role", "assistant"},
               {"content", json::array()}};
   } else {
     it = json{{"type", "function_call"}, {"id", make_id("fc")},  {"call_id", make_id("call")},
               {"name", call_name},       {"arguments", ""},      {"status", "in_progress"}};
-    ++n_calls_;
   }
   resp_["output"].push_back(it);
-  open_ = kind;
-  const size_t at = resp_["output"].size() - 1;
-  std::string out = event("response.output_item.added", json{{"output_index", at}, {"item", it}});
-  if (kind != Open::Call) {
-    const json part = kind == Open::Message ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}
-                                            : json{{"type", "reasoning_text"}, {"text", ""}};
-    item()["content"].push_back(part);
-    if (kind == Open::Message)
-      out += event("response.content_part.added",
-                   json{{"item_id", it["id"]}, {"output_index", at}, {"content_index", 0}, {"part", part}});
+  std::string out = event("response.output_item.added", json{{"output_index", resp_["output"].size() - 1}, {"item", it}});
+  if (kind == K::Call) return out;
+  const json part = kind == K::Text ? json{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}
+                                    : json{{"type", "reasoning_text"}, {"text", ""}};
+  item()["content"].push_back(part);
+  if (kind == K::Text) {
+    json d = where();
+    d["content_index"] = 0;
+    d["part"] = part;
+    out += event("response.content_part.added", std::move(d));
   }
   return out;
+}
+
+std::string ResponseWriter::delta(const std::string& text) {
+  using K = ReplyBlocks::Kind;
+  const K kind = blocks_.open_kind();
+  json d = where();
+  d["delta"] = text;
+  if (kind == K::Call) {
+    item()["arguments"] = item()["arguments"].get<std::string>() + text;
+    return event("response.function_call_arguments.delta", std::move(d));
+  }
+  json& part = item()["content"][0];
+  part["text"] = part["text"].get<std::string>() + text;
+  d["content_index"] = 0;
+  return event(kind == K::Text ? "response.output_text.delta" : "response.reasoning_text.delta", std::move(d));
 }
 
 std::string ResponseWriter::close() {
-  if (open_ == Open::None) return {};
+  using K = ReplyBlocks::Kind;
+  const K kind = blocks_.open_kind();
   json& it = item();
-  const size_t at = resp_["output"].size() - 1;
-  const json where{{"item_id", it["id"]}, {"output_index", at}};
+  json d = where();
   std::string out;
-  auto with = [&](json extra) {
-    json d = where;
-    for (auto& [k, v] : extra.items()) d[k] = v;
-    return d;
-  };
   const bool cut = resp_["status"] == "incomplete";
-  if (open_ == Open::Reasoning) {
-    out += event("response.reasoning_text.done", with({{"content_index", 0}, {"text", it["content"][0]["text"]}}));
-  } else if (open_ == Open::Message) {
-    out += event("response.output_text.done", with({{"content_index", 0}, {"text", it["content"][0]["text"]}}));
-    out += event("response.content_part.done", with({{"content_index", 0}, {"part", it["content"][0]}}));
+  if (kind == K::Call) {
+    d["arguments"] = it["arguments"];
+    out += event("response.function_call_arguments.done", d);
     it["status"] = cut ? "incomplete" : "completed";
   } else {
-    out += event("response.function_call_arguments.done", with({{"arguments", it["arguments"]}}));
-    it["status"] = cut ? "incomplete" : "completed";
-  }
-  out += event("response.output_item.done", json{{"output_index", at}, {"item", it}});
-  open_ = Open::None;
-  return out;
-}
-
-std::string ResponseWriter::reopen(Open kind, const std::string& call_name) {
-  std::string out = close();  // first: open() makes the new item the last
-  return out + open(kind, call_name);
-}
-
-std::string ResponseWriter::push(const ReplyPiece& piece) {
-  std::string out;
-  auto delta = [&](const char* type, const std::string& text, bool part) {
-    json d{{"item_id", item()["id"]}, {"output_index", resp_["output"].size() - 1}, {"delta", text}};
-    if (part) d["content_index"] = 0;
-    return event(type, std::move(d));
-  };
-  if (!piece.reasoning.empty()) {
-    if (open_ != Open::Reasoning) out += reopen(Open::Reasoning);
-    item()["content"][0]["text"] = item()["content"][0]["text"].get<std::string>() + piece.reasoning;
-    out += delta("response.reasoning_text.delta", piece.reasoning, true);
-  }
-  if (!piece.content.empty()) {
-    std::string text = piece.content;
-    if (open_ != Open::Message) {
-      held_space_ += text;
-      if (held_space_.find_first_not_of(" \t\r\n") == std::string::npos) text.clear();
-      else out += reopen(Open::Message), text = std::move(held_space_), held_space_.clear();
-    }
-    if (!text.empty()) {
-      item()["content"][0]["text"] = item()["content"][0]["text"].get<std::string>() + text;
-      out += delta("response.output_text.delta", text, true);
+    d["content_index"] = 0;
+    d["text"] = it["content"][0]["text"];
+    out += event(kind == K::Text ? "response.output_text.done" : "response.reasoning_text.done", d);
+    if (kind == K::Text) {
+      d.erase("text");
+      d["part"] = it["content"][0];
+      out += event("response.content_part.done", d);
+      it["status"] = cut ? "incomplete" : "completed";
     }
   }
-  for (const ToolCallDelta& d : piece.calls) {
-    if (!d.name.empty()) out += reopen(Open::Call, d.name), held_space_.clear();
-    if (open_ != Open::Call || d.arguments.empty()) continue;
-    item()["arguments"] = item()["arguments"].get<std::string>() + d.arguments;
-    out += delta("response.function_call_arguments.delta", d.arguments, false);
-  }
+  out += event("response.output_item.done", json{{"output_index", resp_["output"].size() - 1}, {"item", it}});
   return out;
 }
 
 std::string ResponseWriter::finish(const std::string& finish_reason, const json& usage) {
   const bool cut = finish_reason == "length";
   resp_["status"] = cut ? "incomplete" : "completed";
-  std::string out = close();
+  std::string out = blocks_.close();
   if (cut) resp_["incomplete_details"] = json{{"reason", "max_output_tokens"}};
   resp_["usage"] = responses_usage(usage);
   return out + event(cut ? "response.incomplete" : "response.completed", json{{"response", resp_}});

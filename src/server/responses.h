@@ -13,6 +13,7 @@
 
 #include "runtime/reply_parser.h"
 #include "server/api.h"
+#include "server/reply_blocks.h"
 
 namespace deltafin::server {
 
@@ -29,33 +30,31 @@ json responses_usage(const json& chat_usage);
 
 // One response while it is generated: its output items from the reply's pieces, and
 // the events that stream them (each "event: TYPE\ndata: {...}\n\n", numbered).
-class ResponseWriter {
+class ResponseWriter : private ReplyBlocks::Sink {
  public:
   ResponseWriter(std::string id, std::string model, int64_t created, json echo);
-  std::string start();                       // response.created, response.in_progress
-  std::string push(const ReplyPiece& piece);  // deltas; items opened and closed as kinds change
-  // The end: open items closed, then response.completed (or .incomplete when the
+  std::string start();                                                     // response.created, .in_progress
+  std::string push(const ReplyPiece& piece) { return blocks_.push(piece); }  // items opened and closed as kinds change
+  // The end: the open item closed, then response.completed (or .incomplete when the
   // reply hit max_output_tokens); `usage` in the chat shape.
   std::string finish(const std::string& finish_reason, const json& usage);
-  std::string fail(const std::string& message);  // an "error" event
+  std::string fail(const std::string& message);  // response.failed
   // The whole response object (for a request without `stream`): feed the pieces with
   // push() and ignore what it returns, then finish(), then this.
   const json& response() const { return resp_; }
-  size_t n_calls() const { return n_calls_; }
+  size_t n_calls() const { return blocks_.n_calls(); }
 
  private:
-  enum class Open { None, Reasoning, Message, Call };
+  std::string open(ReplyBlocks::Kind kind, const std::string& call_name) override;
+  std::string delta(const std::string& text) override;
+  std::string close() override;
   std::string event(const std::string& type, json data);
-  std::string open(Open kind, const std::string& call_name = {});
-  std::string close();
-  std::string reopen(Open kind, const std::string& call_name = {});  // close(), then open()
   json& item() { return resp_["output"].back(); }
+  json where() { return json{{"item_id", item()["id"]}, {"output_index", resp_["output"].size() - 1}}; }
 
   json resp_;
   int64_t seq_ = 0;
-  Open open_ = Open::None;
-  std::string held_space_;  // whitespace before any message text (dropped if no text follows)
-  size_t n_calls_ = 0;
+  ReplyBlocks blocks_{*this};
 };
 
 }  // namespace deltafin::server

@@ -1,0 +1,38 @@
+// A reply's pieces (reasoning, text, calls) as a sequence of blocks, each opened, given
+// its text and closed as the kind of text changes: the shape of the Responses API's
+// output items and of Anthropic's content blocks. Whitespace alone opens no text block:
+// it goes before the text that follows, or is dropped.
+#pragma once
+
+#include <string>
+
+#include "runtime/reply_parser.h"
+
+namespace deltafin::server {
+
+class ReplyBlocks {
+ public:
+  enum class Kind { None, Reasoning, Text, Call };
+  // Writes a block's events; each returns what to send.
+  struct Sink {
+    virtual ~Sink() = default;
+    virtual std::string open(Kind kind, const std::string& call_name) = 0;  // open_kind() is `kind` already
+    virtual std::string delta(const std::string& text) = 0;                 // to the open block
+    virtual std::string close() = 0;                                        // the open block (still open_kind())
+  };
+  explicit ReplyBlocks(Sink& sink) : sink_(sink) {}
+  std::string push(const ReplyPiece& piece);
+  std::string close();  // the open block, if any
+  Kind open_kind() const { return open_; }
+  size_t n_calls() const { return n_calls_; }
+
+ private:
+  std::string reopen(Kind kind, const std::string& call_name = {});
+
+  Sink& sink_;
+  Kind open_ = Kind::None;
+  std::string held_space_;
+  size_t n_calls_ = 0;
+};
+
+}  // namespace deltafin::server
