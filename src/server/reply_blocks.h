@@ -7,6 +7,7 @@
 #include <string>
 
 #include "runtime/reply_parser.h"
+#include "server/api.h"
 
 namespace deltafin::server {
 
@@ -33,6 +34,20 @@ class ReplyBlocks {
   Kind open_ = Kind::None;
   std::string held_space_;
   size_t n_calls_ = 0;
+};
+
+// What the server needs of an API's writer (ResponseWriter, MessageWriter) to answer a
+// request: the stream's events as the reply comes, or the whole body at the end.
+struct ReplyWriter {
+  virtual ~ReplyWriter() = default;
+  virtual std::string start() = 0;                         // the stream's first events
+  virtual std::string push(const ReplyPiece& piece) = 0;  // events for a piece
+  // The end: `stop_string` the stop string that ended it (""), `usage` in the chat shape.
+  virtual std::string finish(const std::string& finish_reason, const std::string& stop_string, const json& usage) = 0;
+  virtual std::string fail(const std::string& message) = 0;  // the stream's error event
+  virtual std::string whole() const = 0;                     // the body without `stream`, after finish()
+  virtual std::string keepalive() const = 0;                 // the stream's heartbeat
+  virtual size_t n_calls() const = 0;
 };
 
 }  // namespace deltafin::server

@@ -295,7 +295,7 @@ std::string ResponseWriter::close() {
   return out;
 }
 
-std::string ResponseWriter::finish(const std::string& finish_reason, const json& usage) {
+std::string ResponseWriter::finish(const std::string& finish_reason, const std::string&, const json& usage) {
   const bool cut = finish_reason == "length";
   resp_["status"] = cut ? "incomplete" : "completed";
   std::string out = blocks_.close();

@@ -30,19 +30,20 @@ json responses_usage(const json& chat_usage);
 
 // One response while it is generated: its output items from the reply's pieces, and
 // the events that stream them (each "event: TYPE\ndata: {...}\n\n", numbered).
-class ResponseWriter : private ReplyBlocks::Sink {
+class ResponseWriter : public ReplyWriter, private ReplyBlocks::Sink {
  public:
   ResponseWriter(std::string id, std::string model, int64_t created, json echo);
-  std::string start();                                                     // response.created, .in_progress
-  std::string push(const ReplyPiece& piece) { return blocks_.push(piece); }  // items opened and closed as kinds change
+  std::string start() override;  // response.created, .in_progress
+  std::string push(const ReplyPiece& piece) override { return blocks_.push(piece); }
   // The end: the open item closed, then response.completed (or .incomplete when the
-  // reply hit max_output_tokens); `usage` in the chat shape.
-  std::string finish(const std::string& finish_reason, const json& usage);
-  std::string fail(const std::string& message);  // response.failed
-  // The whole response object (for a request without `stream`): feed the pieces with
-  // push() and ignore what it returns, then finish(), then this.
+  // reply hit max_output_tokens).
+  std::string finish(const std::string& finish_reason, const std::string& stop_string, const json& usage) override;
+  std::string fail(const std::string& message) override;  // response.failed
+  std::string whole() const override { return resp_.dump(); }
+  std::string keepalive() const override { return ": keep-alive\n\n"; }
+  size_t n_calls() const override { return blocks_.n_calls(); }
+  // The whole response object: push() the pieces, finish(), then this.
   const json& response() const { return resp_; }
-  size_t n_calls() const { return blocks_.n_calls(); }
 
  private:
   std::string open(ReplyBlocks::Kind kind, const std::string& call_name) override;

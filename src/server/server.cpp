@@ -7,8 +7,10 @@
 #include <ctime>
 
 #include "core/log.h"
+#include "server/anthropic.h"
 #include "server/api.h"
 #include "server/metrics.h"
+#include "server/replies.h"
 #include "server/responses.h"
 #include "runtime/forced_calls.h"
 #include "runtime/reasoning.h"
@@ -91,74 +93,6 @@ json tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
   return out;
 }
 
-// The replies of one request (its n choices) while they are generated.
-struct Replies {
-  struct Choice {
-    Choice(std::shared_ptr<GenHandle> handle, const ReplyFormat& f) : h(std::move(handle)), reply(f) {}
-    std::shared_ptr<GenHandle> h;
-    ReplyParser reply;  // the model's text -> reasoning, content, tool calls
-    bool done = false;
-    GenUpdate last;                // the final update, once done
-    std::string reasoning, content;  // all of it (non-streaming responses)
-    std::vector<ToolCall> calls;     // all of them (streaming: their names only)
-    std::vector<TokenLogprob> lps;   // logprobs: all (non-streaming) or those not sent yet
-    bool echoed = false;             // streaming echo: the prompt's chunk is out
-    bool prompt_in = false;          // the prompt's logprobs arrived (first in lps)
-    void add(const ReplyPiece& t) {
-      reasoning += t.reasoning;
-      content += t.content;
-      add_deltas(&calls, t.calls);
-    }
-  };
-  std::vector<std::shared_ptr<GenHandle>> hs;
-  std::vector<Choice> choices;
-  std::string id;
-  // echo: the prompt's text (as the detokenizer gives it) and where each of its tokens
-  // starts; the completion's offsets come after it.
-  std::string echo_text;
-  std::vector<size_t> echo_offsets;
-  int64_t created = std::time(nullptr);
-
-  Replies(std::vector<std::shared_ptr<GenHandle>> handles, const ReplyFormat& f, std::string rid)
-      : hs(std::move(handles)), id(std::move(rid)) {
-    for (auto& h : hs) choices.emplace_back(h, f);
-  }
-  void cancel() {
-    for (auto& h : hs) h->cancel();
-  }
-  bool all_done() const {
-    return std::all_of(choices.begin(), choices.end(), [](const Choice& c) { return c.done; });
-  }
-  // Waits up to `timeout` for news and calls f(index, choice, update) for each choice
-  // that has some.
-  template <class F>
-  void next(std::chrono::milliseconds timeout, F&& f) {
-    GenHandle::wait_any(hs, timeout);
-    for (size_t i = 0; i < choices.size(); ++i) {
-      Choice& c = choices[i];
-      if (c.done) continue;
-      GenUpdate u = c.h->wait(std::chrono::milliseconds(0));
-      if (u.done) c.done = true, c.last = u;
-      for (size_t k = 0; k < u.prompt_logprobs.size(); ++k) {
-        c.lps.push_back(u.prompt_logprobs[k]);
-        c.lps.back().offset = k < echo_offsets.size() ? echo_offsets[k] : echo_text.size();
-      }
-      if (!u.prompt_logprobs.empty()) c.prompt_in = true;
-      for (const TokenLogprob& t : u.logprobs) {
-        c.lps.push_back(t);
-        c.lps.back().offset += echo_text.size();
-      }
-      if (!u.text.empty() || u.done || !u.prompt_logprobs.empty()) f(int(i), c, u);
-    }
-  }
-  // The prompt counts once (OpenAI's usage for n choices); completions add up.
-  json usage() const {
-    int generated = 0;
-    for (const Choice& c : choices) generated += c.last.n_generated;
-    return usage_json(choices[0].last.n_prompt, generated, choices[0].last.n_cached);
-  }
-};
-
 }  // namespace
 
 struct Server::Impl {
@@ -181,19 +115,19 @@ struct Server::Impl {
 
   // --- generation -------------------------------------------------------------
 
-  enum class Kind { Chat, Completion, Response };
+  enum class Kind { Chat, Completion, Response, Message };
 
-  // Validated prompt + parameters -> queued request (g.n choices); null when refused
-  // (the error is in `res`).
-  std::shared_ptr<Replies> submit(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
-                                  const std::string& prompt_param, const ReplyFormat& format) {
+  // Validated prompt + parameters -> queued request (g.n choices); null when refused,
+  // with the reason in *refused.
+  std::shared_ptr<Replies> submit(Kind kind, std::vector<int32_t> prompt, const GenParams& g,
+                                  const std::string& prompt_param, const ReplyFormat& format, ApiError* refused) {
     const int n_ctx = sched.options().n_ctx;
     if (int64_t(prompt.size()) > n_ctx) {
-      send_error(res, error(400,
-                            fmt::format("the prompt has {} tokens but the context holds {} tokens; shorten the "
-                                        "prompt (or start the server with a larger -c)",
-                                        prompt.size(), n_ctx),
-                            "invalid_request_error", prompt_param, "context_length_exceeded"));
+      *refused = error(400,
+                       fmt::format("the prompt has {} tokens but the context holds {} tokens; shorten the "
+                                   "prompt (or start the server with a larger -c)",
+                                   prompt.size(), n_ctx),
+                       "invalid_request_error", prompt_param, "context_length_exceeded");
       return nullptr;
     }
     GenRequest r;
@@ -221,11 +155,14 @@ struct Server::Impl {
     std::vector<std::shared_ptr<GenHandle>> hs = sched.submit_choices(std::move(r), g.n, &err, &msg);
     if (hs.empty()) {
       const bool busy = err == SubmitError::Busy || err == SubmitError::ShuttingDown;
-      send_error(res, error(busy ? 503 : 400, msg, busy ? "server_error" : "invalid_request_error",
-                            busy ? "" : (g.n > 1 ? "n" : prompt_param)));
+      *refused = error(busy ? 503 : 400, msg, busy ? "server_error" : "invalid_request_error",
+                       busy ? "" : (g.n > 1 ? "n" : prompt_param));
       return nullptr;
     }
-    const char* prefix = kind == Kind::Chat ? "chatcmpl" : kind == Kind::Completion ? "cmpl" : "resp";
+    const char* prefix = kind == Kind::Chat         ? "chatcmpl"
+                         : kind == Kind::Completion ? "cmpl"
+                         : kind == Kind::Response   ? "resp"
+                                                    : "msg";
     auto ctx = std::make_shared<Replies>(std::move(hs), format, make_id(prefix));
     if (g.json_grammar) metrics.count_structured();
     ctx->echo_text = std::move(echo_text);
@@ -236,8 +173,9 @@ struct Server::Impl {
   // A chat or text completion, answered by a content provider.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
                 const std::string& prompt_param, const ReplyFormat& format = {}) {
-    std::shared_ptr<Replies> ctx = submit(res, kind, std::move(prompt), g, prompt_param, format);
-    if (!ctx) return;
+    ApiError refused;
+    std::shared_ptr<Replies> ctx = submit(kind, std::move(prompt), g, prompt_param, format, &refused);
+    if (!ctx) return send_error(res, refused);
     Metrics* const m = &metrics;
     const bool echo = g.echo;
     const std::string model = opts.model_id;
@@ -453,60 +391,50 @@ struct Server::Impl {
     std::vector<int32_t> ids;
     ReplyFormat f;
     if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, responses_error(*e));
-    std::shared_ptr<Replies> ctx = submit(res, Kind::Response, std::move(ids), cr.gen, "input", f);
-    if (!ctx) return;
-    auto w = std::make_shared<ResponseWriter>(ctx->id, opts.model_id, ctx->created, std::move(echo));
-    const auto heartbeat = opts.heartbeat;
-    Metrics* const m = &metrics;
-    const bool stream = cr.gen.stream;
-    if (stream) res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        stream ? "text/event-stream" : "application/json",
-        [ctx, w, heartbeat, m, stream](size_t, httplib::DataSink& sink) {
-          auto write = [&](const std::string& s) {
-            if (sink.write(s.data(), s.size())) return true;
-            ctx->cancel();
-            return false;
-          };
-          if (stream && !write(w->start())) return false;
-          auto last_write = std::chrono::steady_clock::now();
-          for (;;) {
-            std::string out, failed;
-            ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
-              out += w->push(c.reply.push(u.text));
-              if (c.reply.full()) c.h->stop();
-              if (!u.done) return;
-              out += w->push(c.reply.finish());
-              if (u.finish_reason == "error") failed = u.error;
-            });
-            if (failed.empty() && !ctx->all_done()) {
-              // Stream: the events so far, or a comment once a heartbeat; whole: a space
-              // once a heartbeat (how a client that left is noticed).
-              const auto now = std::chrono::steady_clock::now();
-              if (stream && !out.empty()) {
-                if (!write(out)) return false;
-                last_write = now;
-              } else if (now - last_write >= heartbeat) {
-                if (!write(stream ? ": keep-alive\n\n" : " ")) return false;
-                last_write = now;
-              }
-              continue;
-            }
-            if (!failed.empty()) {
-              ctx->cancel();
-              out += w->fail("generation failed: " + failed);
-            } else {
-              if (w->n_calls() > 0) m->count_tool_calls(w->n_calls());
-              out += w->finish(ctx->choices[0].last.finish_reason, ctx->usage());
-            }
-            if (!write(stream ? out : w->response().dump())) return false;
-            sink.done();
-            return true;
-          }
-        },
-        [ctx](bool ok) {
-          if (!ok) ctx->cancel();
-        });
+    ApiError refused;
+    std::shared_ptr<Replies> ctx = submit(Kind::Response, std::move(ids), cr.gen, "input", f, &refused);
+    if (!ctx) return send_error(res, refused);
+    write_reply(res, ctx, std::make_shared<ResponseWriter>(ctx->id, opts.model_id, ctx->created, std::move(echo)),
+                cr.gen.stream, opts.heartbeat, &metrics);
+  }
+
+  // /v1/messages (Anthropic): the request as a chat request (anthropic.h), its reply as
+  // content blocks. Errors in Anthropic's shape.
+  void messages(const httplib::Request& req, httplib::Response& res) {
+    auto fail = [&](const ApiError& e) {
+      res.status = e.status;
+      res.set_content(anthropic_error_body(e).dump(), "application/json");
+    };
+    ChatRequest cr;
+    std::vector<int32_t> ids;
+    ReplyFormat f;
+    if (auto e = anthropic_chat(req.body, &cr, &ids, &f)) return fail(*e);
+    ApiError refused;
+    std::shared_ptr<Replies> ctx = submit(Kind::Message, ids, cr.gen, "messages", f, &refused);
+    if (!ctx) return fail(refused);
+    write_reply(res, ctx, std::make_shared<MessageWriter>(ctx->id, opts.model_id, int(ids.size())), cr.gen.stream,
+                opts.heartbeat, &metrics);
+  }
+
+  // /v1/messages/count_tokens: the prompt's length as /v1/messages would evaluate it.
+  void count_tokens(const httplib::Request& req, httplib::Response& res) {
+    ChatRequest cr;
+    std::vector<int32_t> ids;
+    ReplyFormat f;
+    if (auto e = anthropic_chat(req.body, &cr, &ids, &f)) {
+      res.status = e->status;
+      return res.set_content(anthropic_error_body(*e).dump(), "application/json");
+    }
+    res.set_content(json{{"input_tokens", ids.size()}}.dump(), "application/json");
+  }
+
+  std::optional<ApiError> anthropic_chat(const std::string& body, ChatRequest* cr, std::vector<int32_t>* ids,
+                                         ReplyFormat* f) {
+    json chat;
+    if (auto e = messages_to_chat(body, &chat)) return e;
+    if (auto e = parse_chat_request(chat.dump(), info.n_vocab, cr)) return messages_error(*e);
+    if (auto e = check_model(cr->gen)) return e;
+    return prepare_chat(*cr, ids, f);
   }
 
   // A validated chat request -> its prompt's ids and how its reply is read.
@@ -651,17 +579,25 @@ struct Server::Impl {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
       if (opts.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
-      const std::string auth = req.get_header_value("Authorization");
+      // 'Authorization: Bearer KEY', or Anthropic's 'x-api-key: KEY'.
+      const std::string auth = req.get_header_value("Authorization"), x_key = req.get_header_value("x-api-key");
       const std::string prefix = "Bearer ";
-      if (auth.empty()) {
-        send_error(res, error(401, "no API key given: send it as 'Authorization: Bearer KEY'",
-                              "invalid_request_error", "", "invalid_api_key"));
+      const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
+      auto refuse = [&](const std::string& why) {
+        const ApiError e = error(401, why, "invalid_request_error", "", "invalid_api_key");
+        if (anthropic) {
+          res.status = 401;
+          res.set_content(anthropic_error_body(e).dump(), "application/json");
+        } else {
+          send_error(res, e);
+        }
         return httplib::Server::HandlerResponse::Handled;
-      }
-      if (auth.rfind(prefix, 0) != 0 || !same_key(auth.substr(prefix.size()), opts.api_key)) {
-        send_error(res, error(401, "the API key is wrong", "invalid_request_error", "", "invalid_api_key"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+      };
+      if (auth.empty() && x_key.empty())
+        return refuse("no API key given: send it as 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
+      const bool ok = !x_key.empty() ? same_key(x_key, opts.api_key)
+                                     : auth.rfind(prefix, 0) == 0 && same_key(auth.substr(prefix.size()), opts.api_key);
+      if (!ok) return refuse("the API key is wrong");
       return httplib::Server::HandlerResponse::Unhandled;
     });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -715,6 +651,9 @@ struct Server::Impl {
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
     http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { responses(req, res); });
+    http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
+    http.Post("/v1/messages/count_tokens",
+              [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
     http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
     http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   }

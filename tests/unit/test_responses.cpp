@@ -95,7 +95,7 @@ TEST(Responses, PiecesBecomeItemsAndNumberedEvents) {
   sse += w.push(ReplyPiece{"", " there", {{0, "f", "{\"a\""}}});
   sse += w.push(ReplyPiece{"", "", {{0, "", ":1}"}, {1, "g", "{}"}}});
   json usage{{"prompt_tokens", 5}, {"completion_tokens", 9}, {"total_tokens", 14}, {"prompt_tokens_details", {{"cached_tokens", 2}}}};
-  sse += w.finish("stop", usage);
+  sse += w.finish("stop", "", usage);
   const json ev = events_of(sse);
   for (size_t i = 0; i < ev.size(); ++i) EXPECT_EQ(ev[i]["sequence_number"], i);
   std::vector<std::string> types;
@@ -127,7 +127,7 @@ TEST(Responses, PiecesBecomeItemsAndNumberedEvents) {
 
   ResponseWriter cut("resp_2", "m", 7, json::object());
   cut.push(ReplyPiece{"", "abc", {}});
-  const json end = events_of(cut.finish("length", usage));
+  const json end = events_of(cut.finish("length", "", usage));
   EXPECT_EQ(end.back()["type"], "response.incomplete");
   EXPECT_EQ(cut.response()["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(cut.response()["output"][0]["status"], "incomplete");
