@@ -8,11 +8,12 @@
 # usage: serve_openai.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3; name=serve-openai
-source "$src/tests/e2e/serve/openai_npm.sh"
+source "$src/tests/e2e/serve/npm_client.sh"
+npm_client openai 4.95.0
 source "$src/tests/e2e/serve/common.sh"
 start_server --api-key k-123 --parallel 2 -c 512
 
-NODE_PATH=$npmdir/node_modules node - "$base" <<'JS' || fail=1
+node - "$base" <<'JS' || fail=1
 const OpenAI = require("openai");
 const base = process.argv[2] + "/v1";
 const client = new OpenAI({ baseURL: base, apiKey: "k-123", maxRetries: 0 });

@@ -8,11 +8,12 @@
 # usage: serve_responses.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3; name=serve-responses
-source "$src/tests/e2e/serve/openai_npm.sh"
+source "$src/tests/e2e/serve/npm_client.sh"
+npm_client openai 4.95.0
 source "$src/tests/e2e/serve/common.sh"
 start_server --api-key k-9 --parallel 2 -c 1024
 
-NODE_PATH=$npmdir/node_modules node - "$base" <<'JS' || fail=1
+node - "$base" <<'JS' || fail=1
 const OpenAI = require("openai");
 const client = new OpenAI({ baseURL: process.argv[2] + "/v1", apiKey: "k-9", maxRetries: 0 });
 let failed = 0;
