@@ -24,14 +24,14 @@ namespace deltafin::tools {
 
 Command add_serve(CLI::App& app) {
   struct Opts {
-    std::string model, host = "127.0.0.1", api_key, alias, chat_template_file, max_body = "4M", prompt_cache_mem;
+    std::string model, host = "127.0.0.1", api_key, chat_template_file, max_body = "4M", prompt_cache_mem;
     std::string prompt_cache_dir, prompt_cache_disk = "8G";
     int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
     std::string spec = "auto";
     double drain_timeout = 30;
     bool no_reasoning = false, no_prompt_cache = false;
     std::string template_kwargs;
-    std::vector<std::string> cors;
+    std::vector<std::string> cors, alias;
     StoreCli store;
   };
   auto o = std::make_shared<Opts>();
@@ -44,7 +44,9 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--cors", o->cors,
                   "Let web pages from this origin (e.g. http://localhost:3000; '*': any) call the server from a "
                   "browser; repeatable (default: none)");
-  sub->add_option("--alias", o->alias, "Model name clients use (default: the file name without .gguf)");
+  sub->add_option("--alias", o->alias,
+                  "Model name clients use (default: the file name without .gguf); repeatable: the first is the id "
+                  "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
   sub->add_option("--parallel", o->parallel, "Sequences decoded together at most")->capture_default_str();
@@ -209,7 +211,8 @@ Command add_serve(CLI::App& app) {
             sv.api_key = o->api_key;
             sv.cors_origins = o->cors;
             sv.batched = model.batches();
-            sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias;
+            sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias[0];
+            if (o->alias.size() > 1) sv.model_aliases.assign(o->alias.begin() + 1, o->alias.end());
             sv.max_body_bytes = size_t(max_body);
             sv.chat_template = tmpl_src;
             sv.reasoning = !o->no_reasoning;

@@ -364,8 +364,13 @@ struct Server::Impl {
         release);
   }
 
+  bool serves(const std::string& name) const {
+    return name == opts.model_id ||
+           std::find(opts.model_aliases.begin(), opts.model_aliases.end(), name) != opts.model_aliases.end();
+  }
+
   std::optional<ApiError> check_model(const GenParams& g) const {
-    if (!g.model.empty() && g.model != opts.model_id)
+    if (!g.model.empty() && !serves(g.model))
       return error(404, fmt::format("the model '{}' does not exist; this server serves '{}'", g.model, opts.model_id),
                    "invalid_request_error", "model", "model_not_found");
     return {};
@@ -643,7 +648,7 @@ struct Server::Impl {
     });
     http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       const std::string id = req.matches[1];
-      if (id != opts.model_id)
+      if (!serves(id))
         return send_error(res, error(404, fmt::format("the model '{}' does not exist", id), "invalid_request_error",
                                      "model", "model_not_found"));
       res.set_content(model_json().dump(), "application/json");

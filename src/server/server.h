@@ -31,6 +31,7 @@ struct ServerOptions {
   // Origins whose pages may call the server from a browser (CORS); "*": any. Empty: none.
   std::vector<std::string> cors_origins;
   std::string model_id;          // the name /v1/models lists and requests must use
+  std::vector<std::string> model_aliases;  // other names requests may use
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;          // 0: enough for every running and queued request
   std::string chat_template;     // Jinja source; empty: ChatML

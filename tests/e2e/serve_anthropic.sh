@@ -12,7 +12,7 @@ source "$src/tests/e2e/serve/npm_client.sh"
 npm_client @anthropic-ai/sdk 0.60.0
 npm_client openai 4.95.0
 source "$src/tests/e2e/serve/common.sh"
-start_server --api-key k-7 --parallel 2 -c 1024
+start_server --api-key k-7 --parallel 2 -c 1024 --alias tiny-qwen3moe-qwen2 --alias claude-haiku-4-5
 
 node - "$base" <<'JS' || fail=1
 const Anthropic = require("@anthropic-ai/sdk");
@@ -110,6 +110,9 @@ const tools = [{ name: "get_weather", description: "Weather in a city",
   check("a bad role: 400", s === 400 && body.error.message.includes("messages[0].role"));
   [s, body] = await status({ model: "claude-9", max_tokens: 5, messages: [{ role: "user", content: "x" }] });
   check("an unknown model: 404 not_found_error", s === 404 && body.error.type === "not_found_error");
+  const alias = await client.messages.create({ model: "claude-haiku-4-5", max_tokens: 2,
+                                               messages: [{ role: "user", content: "x" }] });
+  check("a second --alias is served, the reply naming the model id", alias.model === model);
   [s, body] = await status({ model, max_tokens: 5, messages: [{ role: "user", content: "x" }] },
                            new Anthropic({ baseURL: process.argv[2], apiKey: "nope", maxRetries: 0 }));
   check("a wrong key: 401 authentication_error", s === 401 && body.error.type === "authentication_error");
