@@ -6,13 +6,6 @@ namespace deltafin::server {
 
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
 std::string block_type(const json& b) {
   return b.is_object() && b.contains("type") && b["type"].is_string() ? b["type"].get<std::string>() : "";
 }
@@ -23,11 +16,11 @@ std::optional<ApiError> text_of(const json& c, const std::string& param, std::st
     *out = c.get<std::string>();
     return {};
   }
-  if (!c.is_array()) return bad(param, fmt::format("'{}' must be a string or an array of content blocks", param));
+  if (!c.is_array()) return bad_request(param, fmt::format("'{}' must be a string or an array of content blocks", param));
   out->clear();
   for (size_t k = 0; k < c.size(); ++k) {
     if (block_type(c[k]) != "text" || !c[k].contains("text") || !c[k]["text"].is_string())
-      return bad(param, fmt::format("'{}[{}]': only text blocks are supported here (got '{}')", param, k,
+      return bad_request(param, fmt::format("'{}[{}]': only text blocks are supported here (got '{}')", param, k,
                                     block_type(c[k])));
     *out += c[k]["text"].get<std::string>();
   }
@@ -49,14 +42,14 @@ std::optional<ApiError> user_message(const json& content, const std::string& p, 
       text += b["text"].get<std::string>();
     } else if (type == "tool_result") {
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string())
-        return bad(bp + ".tool_use_id", fmt::format("'{}.tool_use_id' must be a string", bp));
+        return bad_request(bp + ".tool_use_id", fmt::format("'{}.tool_use_id' must be a string", bp));
       std::string out;
       if (b.contains("content") && !b["content"].is_null())
         if (auto e = text_of(b["content"], bp + ".content", &out)) return e;
       if (b.value("is_error", false)) out = "Error: " + out;
       msgs->push_back(json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", out}});
     } else {
-      return bad(bp, fmt::format("'{}': block type '{}' is not supported in a user message (text, tool_result)", bp, type));
+      return bad_request(bp, fmt::format("'{}': block type '{}' is not supported in a user message (text, tool_result)", bp, type));
     }
   }
   if (!text.empty() || msgs->empty() || msgs->back()["role"] != "tool")
@@ -82,12 +75,12 @@ std::optional<ApiError> assistant_message(const json& content, const std::string
       thinking += b["thinking"].get<std::string>();
     } else if (type == "tool_use") {
       if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") || !b["name"].is_string())
-        return bad(bp, fmt::format("'{}': a tool_use block needs a string 'id' and 'name'", bp));
+        return bad_request(bp, fmt::format("'{}': a tool_use block needs a string 'id' and 'name'", bp));
       const json input = b.contains("input") ? b["input"] : json::object();
       calls.push_back(json{{"id", b["id"]}, {"type", "function"},
                            {"function", {{"name", b["name"]}, {"arguments", input.dump()}}}});
     } else if (type != "redacted_thinking") {
-      return bad(bp, fmt::format("'{}': block type '{}' is not supported in an assistant message (text, "
+      return bad_request(bp, fmt::format("'{}': block type '{}' is not supported in an assistant message (text, "
                                  "thinking, tool_use)", bp, type));
     }
   }
@@ -99,13 +92,13 @@ std::optional<ApiError> assistant_message(const json& content, const std::string
 }
 
 std::optional<ApiError> chat_tools(const json& tools, json* out) {
-  if (!tools.is_array()) return bad("tools", "'tools' must be an array");
+  if (!tools.is_array()) return bad_request("tools", "'tools' must be an array");
   *out = json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string type = t.is_object() && t.contains("type") ? block_type(t) : "custom";
     if (!t.is_object() || type != "custom")
-      return bad("tools", fmt::format("tools[{}]: tool type '{}' is not supported (only custom tools: name, "
+      return bad_request("tools", fmt::format("tools[{}]: tool type '{}' is not supported (only custom tools: name, "
                                       "description, input_schema)", i, type));
     json f = json::object();
     if (t.contains("name")) f["name"] = t["name"];
@@ -120,13 +113,7 @@ std::optional<ApiError> chat_tools(const json& tools, json* out) {
 
 std::optional<ApiError> messages_to_chat(const std::string& body, json* chat) {
   json j;
-  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (!j.is_object()) return bad("", "the request body must be a JSON object");
+  if (auto e = parse_json_body(body, &j)) return e;
   json msgs = json::array();
   if (j.contains("system") && !j["system"].is_null()) {
     std::string system;
@@ -134,17 +121,17 @@ std::optional<ApiError> messages_to_chat(const std::string& body, json* chat) {
     msgs.push_back(json{{"role", "system"}, {"content", system}});
   }
   if (!j.contains("messages") || !j["messages"].is_array() || j["messages"].empty())
-    return bad("messages", "'messages' must be a non-empty array");
+    return bad_request("messages", "'messages' must be a non-empty array");
   for (size_t i = 0; i < j["messages"].size(); ++i) {
     const json& m = j["messages"][i];
     const std::string p = fmt::format("messages[{}]", i);
     if (!m.is_object() || !m.contains("content") || !(m["content"].is_string() || m["content"].is_array()))
-      return bad(p, fmt::format("'{}' must be an object with 'role' and 'content' (a string or blocks)", p));
+      return bad_request(p, fmt::format("'{}' must be an object with 'role' and 'content' (a string or blocks)", p));
     const std::string role = m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : "";
     std::optional<ApiError> e;
     if (role == "user") e = user_message(m["content"], p + ".content", &msgs);
     else if (role == "assistant") e = assistant_message(m["content"], p + ".content", &msgs);
-    else return bad(p + ".role", fmt::format("'{}.role' must be 'user' or 'assistant', not '{}'", p, role));
+    else return bad_request(p + ".role", fmt::format("'{}.role' must be 'user' or 'assistant', not '{}'", p, role));
     if (e) return e;
   }
   *chat = json{{"messages", std::move(msgs)}};
@@ -159,7 +146,7 @@ std::optional<ApiError> messages_to_chat(const std::string& body, json* chat) {
     if (type == "auto" || type == "none") (*chat)["tool_choice"] = type;
     else if (type == "any") (*chat)["tool_choice"] = "required";
     else if (type == "tool" && tc.contains("name")) (*chat)["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
-    else return bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\"}, \"any\", \"none\" or \"tool\" with a name");
+    else return bad_request("tool_choice", "'tool_choice' must be {\"type\": \"auto\"}, \"any\", \"none\" or \"tool\" with a name");
     if (tc.value("disable_parallel_tool_use", false)) (*chat)["parallel_tool_calls"] = false;
   }
   if (j.contains("stop_sequences")) (*chat)["stop"] = j["stop_sequences"];

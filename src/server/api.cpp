@@ -79,17 +79,19 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& lps, const PieceF
 
 std::string openai_finish_reason(const std::string& reason) { return reason == "length" ? "length" : "stop"; }
 
-namespace {
-
-using Err = std::optional<ApiError>;
-
-ApiError bad(const std::string& param, const std::string& message) {
+ApiError bad_request(const std::string& param, const std::string& message) {
   ApiError e;
   e.status = 400;
   e.param = param;
   e.message = message;
   return e;
 }
+
+namespace {
+
+using Err = std::optional<ApiError>;
+
+ApiError bad(const std::string& param, const std::string& message) { return bad_request(param, message); }
 
 const char* type_name(const json& v) {
   switch (v.type()) {
@@ -138,16 +140,7 @@ Err boolean(const json& j, const char* key, bool* out) {
     if (Err e_ = (expr)) return e_; \
   } while (0)
 
-Err parse_body(const std::string& body, json* out) {
-  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
-  try {
-    *out = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (!out->is_object()) return bad("", fmt::format("the request body must be a JSON object, not {}", type_name(*out)));
-  return {};
-}
+Err parse_body(const std::string& body, json* out) { return parse_json_body(body, out); }
 
 // Token ids in 0..n_vocab-1 from a JSON array under `param`.
 Err token_ids(const json& arr, const char* param, const char* not_ids, int64_t n_vocab, std::vector<int32_t>* out) {
@@ -478,6 +471,17 @@ json tokenize_json(const std::vector<int32_t>& ids, bool with_pieces, const Piec
     tokens.push_back(json{{"id", id}, {"piece", unicode::is_valid_utf8(p) ? json(p) : byte_list(p)}});
   }
   return json{{"tokens", tokens}};
+}
+
+std::optional<ApiError> parse_json_body(const std::string& body, json* out) {
+  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
+  try {
+    *out = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
+  }
+  if (!out->is_object()) return bad("", fmt::format("the request body must be a JSON object, not {}", type_name(*out)));
+  return {};
 }
 
 }  // namespace deltafin::server

@@ -72,6 +72,11 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_tokens; // token ids (prompt given as an array of integers)
 };
 
+// A 400 naming `param` (empty: the body as a whole).
+ApiError bad_request(const std::string& param, const std::string& message);
+// The body as a JSON object, or the 400 that says what is wrong with it.
+std::optional<ApiError> parse_json_body(const std::string& body, json* out);
+
 // Parse + validate. `n_vocab` bounds token ids in logit_bias / prompt arrays.
 // On error returns the ApiError to send (400 with the offending param).
 std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out);

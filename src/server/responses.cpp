@@ -6,13 +6,6 @@ namespace deltafin::server {
 
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
 bool given(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
 // A content's text: a string, or an array of text parts (input_text, output_text or
@@ -22,16 +15,16 @@ std::optional<ApiError> content_text(const json& c, const std::string& param, st
     *out = c.get<std::string>();
     return {};
   }
-  if (!c.is_array()) return bad(param, fmt::format("'{}' must be a string or an array of text parts", param));
+  if (!c.is_array()) return bad_request(param, fmt::format("'{}' must be a string or an array of text parts", param));
   out->clear();
   for (size_t k = 0; k < c.size(); ++k) {
     const json& p = c[k];
     const std::string type = p.is_object() && p.contains("type") && p["type"].is_string() ? p["type"].get<std::string>() : "";
     if (type != "input_text" && type != "output_text" && type != "text")
-      return bad(param, fmt::format("'{}[{}]': part type '{}' is not supported (only input_text and output_text)",
+      return bad_request(param, fmt::format("'{}[{}]': part type '{}' is not supported (only input_text and output_text)",
                                     param, k, type));
     if (!p.contains("text") || !p["text"].is_string())
-      return bad(param, fmt::format("'{}[{}].text' must be a string", param, k));
+      return bad_request(param, fmt::format("'{}[{}].text' must be a string", param, k));
     *out += p["text"].get<std::string>();
   }
   return {};
@@ -39,7 +32,7 @@ std::optional<ApiError> content_text(const json& c, const std::string& param, st
 
 std::optional<ApiError> string_field(const json& it, const char* key, const std::string& param, std::string* out) {
   if (!it.contains(key) || !it[key].is_string())
-    return bad(param + "." + key, fmt::format("'{}.{}' must be a string", param, key));
+    return bad_request(param + "." + key, fmt::format("'{}.{}' must be a string", param, key));
   *out = it[key].get<std::string>();
   return {};
 }
@@ -52,16 +45,16 @@ std::optional<ApiError> input_messages(const json& input, json* msgs) {
     return {};
   }
   if (!input.is_array() || input.empty())
-    return bad("input", "'input' must be a string or a non-empty array of items");
+    return bad_request("input", "'input' must be a string or a non-empty array of items");
   for (size_t i = 0; i < input.size(); ++i) {
     const json& it = input[i];
     const std::string p = fmt::format("input[{}]", i);
-    if (!it.is_object()) return bad(p, fmt::format("'{}' must be an object", p));
+    if (!it.is_object()) return bad_request(p, fmt::format("'{}' must be an object", p));
     const std::string type = it.contains("type") && it["type"].is_string() ? it["type"].get<std::string>() : "message";
     if (type == "message") {
       std::string role, text;
       if (auto e = string_field(it, "role", p, &role)) return e;
-      if (!it.contains("content")) return bad(p + ".content", fmt::format("'{}.content' is required", p));
+      if (!it.contains("content")) return bad_request(p + ".content", fmt::format("'{}.content' is required", p));
       if (auto e = content_text(it["content"], p + ".content", &text)) return e;
       msgs->push_back(json{{"role", role}, {"content", text}});
     } else if (type == "function_call") {
@@ -76,11 +69,11 @@ std::optional<ApiError> input_messages(const json& input, json* msgs) {
     } else if (type == "function_call_output") {
       std::string call_id, text;
       if (auto e = string_field(it, "call_id", p, &call_id)) return e;
-      if (!it.contains("output")) return bad(p + ".output", fmt::format("'{}.output' is required", p));
+      if (!it.contains("output")) return bad_request(p + ".output", fmt::format("'{}.output' is required", p));
       if (auto e = content_text(it["output"], p + ".output", &text)) return e;
       msgs->push_back(json{{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
     } else if (type != "reasoning") {  // earlier reasoning is not shown to the model again
-      return bad(p + ".type", fmt::format("input item type '{}' is not supported (message, function_call, "
+      return bad_request(p + ".type", fmt::format("input item type '{}' is not supported (message, function_call, "
                                           "function_call_output, reasoning)", type));
     }
   }
@@ -89,12 +82,12 @@ std::optional<ApiError> input_messages(const json& input, json* msgs) {
 
 // Responses' flat function tools -> chat's {"type": "function", "function": {...}}.
 std::optional<ApiError> chat_tools(const json& tools, json* out) {
-  if (!tools.is_array()) return bad("tools", "'tools' must be an array");
+  if (!tools.is_array()) return bad_request("tools", "'tools' must be an array");
   *out = json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     if (!t.is_object() || t.value("type", json()) != "function")
-      return bad("tools", fmt::format("tools[{}]: only function tools are supported ({{\"type\": \"function\", "
+      return bad_request("tools", fmt::format("tools[{}]: only function tools are supported ({{\"type\": \"function\", "
                                       "\"name\": ..., \"parameters\": ...}})", i));
     json f = json::object();
     for (const char* k : {"name", "description", "parameters", "strict"})
@@ -108,25 +101,19 @@ std::optional<ApiError> chat_tools(const json& tools, json* out) {
 
 std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, json* echo) {
   json j;
-  if (body.empty()) return bad("", "the request body is empty; send a JSON object");
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
-  if (!j.is_object()) return bad("", "the request body must be a JSON object");
+  if (auto e = parse_json_body(body, &j)) return e;
   for (const char* k : {"previous_response_id", "conversation"})
     if (given(j, k))
-      return bad(k, fmt::format("'{}' is not supported: this server keeps no responses; send the whole "
+      return bad_request(k, fmt::format("'{}' is not supported: this server keeps no responses; send the whole "
                                 "conversation in 'input'", k));
-  if (j.value("background", false)) return bad("background", "'background' is not supported");
+  if (j.value("background", false)) return bad_request("background", "'background' is not supported");
   *chat = json::object();
   json msgs = json::array();
   if (given(j, "instructions")) {
-    if (!j["instructions"].is_string()) return bad("instructions", "'instructions' must be a string");
+    if (!j["instructions"].is_string()) return bad_request("instructions", "'instructions' must be a string");
     msgs.push_back(json{{"role", "system"}, {"content", j["instructions"]}});
   }
-  if (!given(j, "input")) return bad("input", "'input' is required");
+  if (!given(j, "input")) return bad_request("input", "'input' is required");
   if (auto e = input_messages(j["input"], &msgs)) return e;
   (*chat)["messages"] = std::move(msgs);
   if (given(j, "tools")) {
@@ -142,7 +129,7 @@ std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, j
   }
   if (given(j, "text") && j["text"].is_object() && given(j["text"], "format")) {
     const json& f = j["text"]["format"];
-    if (!f.is_object() || !f.contains("type")) return bad("text.format", "'text.format' must be an object with a 'type'");
+    if (!f.is_object() || !f.contains("type")) return bad_request("text.format", "'text.format' must be an object with a 'type'");
     if (f["type"] == "json_schema") {
       json s = json::object();
       for (const char* k : {"name", "schema", "strict", "description"})
@@ -153,7 +140,7 @@ std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, j
     }
   }
   if (given(j, "reasoning")) {
-    if (!j["reasoning"].is_object()) return bad("reasoning", "'reasoning' must be an object");
+    if (!j["reasoning"].is_object()) return bad_request("reasoning", "'reasoning' must be an object");
     if (given(j["reasoning"], "effort")) (*chat)["reasoning_effort"] = j["reasoning"]["effort"];
   }
   if (given(j, "max_output_tokens")) (*chat)["max_tokens"] = j["max_output_tokens"];

@@ -138,13 +138,7 @@ check "... names the keyword" py "j['error']['param'] == 'response_format.json_s
 # (4000 tokens take the tiny model several seconds; the clients leave after one.)
 curl -s -N --max-time 1 "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Tell me","max_tokens":4000,"ignore_eos":true,"stream":true}' >/dev/null
 curl -s --max-time 1 "$base/v1/completions" "${auth[@]}" -d '{"prompt":"Tell me more","max_tokens":4000,"ignore_eos":true}' >/dev/null
-cancelled=0
-for _ in $(seq 1 50); do
-  cancelled=$(curl -s "$base/metrics" | grep 'deltafin_generations_total{result="cancelled"}' | grep -o '[0-9]*$')
-  [ "${cancelled:-0}" -ge 2 ] && break
-  sleep 0.2
-done
-check "disconnected clients (stream and not) cancel their work" test "${cancelled:-0}" -ge 2
+check "disconnected clients (stream and not) cancel their work" test "$(cancelled_at_least 2)" -ge 2
 
 # Malformed and abrupt traffic; the server stays up.
 junk=()

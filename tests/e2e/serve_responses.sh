@@ -137,13 +137,7 @@ for stream in true false; do
   curl -s -N --max-time 1 "$base/v1/responses" -H 'Authorization: Bearer k-9' \
     -d '{"input":"Tell me","max_output_tokens":4000,"ignore_eos":true,"stream":'$stream'}' >/dev/null
 done
-cancelled=0
-for _ in $(seq 1 50); do
-  cancelled=$(curl -s "$base/metrics" | grep 'deltafin_generations_total{result="cancelled"}' | grep -o '[0-9]*$')
-  [ "${cancelled:-0}" -ge 2 ] && break
-  sleep 0.2
-done
-check "disconnected clients cancel their responses" test "${cancelled:-0}" -ge 2
+check "disconnected clients cancel their responses" test "$(cancelled_at_least 2)" -ge 2
 check "the server is still up" test "$(curl -s -o /dev/null -w '%{http_code}' "$base/health")" = 200
 stop_server
 exit $fail

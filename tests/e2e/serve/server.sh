@@ -27,4 +27,15 @@ stop_server() {
   for _ in $(seq 1 100); do alive $pid || { wait $pid; return 0; }; sleep 0.1; done
   echo "FAIL the server did not stop within 10 s of SIGTERM"; kill -9 $pid; fail=1
 }
+# cancelled_at_least N: waits up to 10 s until /metrics counts N cancelled generations;
+# prints the count.
+cancelled_at_least() {
+  local n=0
+  for _ in $(seq 1 50); do
+    n=$(curl -s "$base/metrics" | grep 'deltafin_generations_total{result="cancelled"}' | grep -o '[0-9]*$')
+    [ "${n:-0}" -ge "$1" ] && break
+    sleep 0.2
+  done
+  echo "${n:-0}"
+}
 trap 'kill -9 $pid 2>/dev/null' EXIT
