@@ -509,11 +509,18 @@ struct Server::Impl {
     generate(res, Kind::Completion, std::move(ids), cr.gen, "prompt");
   }
 
+  // OpenAI's model object, with Anthropic's fields beside (type, display_name,
+  // created_at) so that both APIs' clients read it.
   json model_json() const {
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&created));
     return json{{"id", opts.model_id},
                 {"object", "model"},
                 {"created", created},
                 {"owned_by", "deltafin"},
+                {"type", "model"},
+                {"display_name", opts.model_id},
+                {"created_at", when},
                 {"meta",
                  {{"arch", info.arch},
                   {"n_ctx", sched.options().n_ctx},
@@ -644,7 +651,13 @@ struct Server::Impl {
       res.set_content(metrics.render(sched.stats(), store), "text/plain; version=0.0.4");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(json{{"object", "list"}, {"data", json::array({model_json()})}}.dump(), "application/json");
+      res.set_content(json{{"object", "list"},
+                           {"data", json::array({model_json()})},
+                           {"has_more", false},  // Anthropic's page
+                           {"first_id", opts.model_id},
+                           {"last_id", opts.model_id}}
+                          .dump(),
+                      "application/json");
     });
     http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       const std::string id = req.matches[1];

@@ -98,6 +98,14 @@ const tools = [{ name: "get_weather", description: "Weather in a city",
     { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "22 C and sunny" }] }] });
   check("count_tokens: the same count", counted.input_tokens === turnIn);
 
+  // The model list and the model, as the SDK reads them.
+  const models = [];
+  for await (const x of client.models.list()) models.push(x);
+  check("models.list: the model, typed", models.length === 1 && models[0].id === model && models[0].type === "model" &&
+        !isNaN(Date.parse(models[0].created_at)));
+  const one = await client.models.retrieve("claude-haiku-4-5");
+  check("models.retrieve by an alias: the model", one.id === model);
+
   // Errors: Anthropic's shape and the SDK's typed errors.
   const status = async (body, c2 = client) => {
     try { await c2.messages.create(body); return [200, null]; } catch (e) { return [e.status, e.error]; }
