@@ -10,8 +10,10 @@ std::string block_type(const json& b) {
   return b.is_object() && b.contains("type") && b["type"].is_string() ? b["type"].get<std::string>() : "";
 }
 
-// A content that must be text: a string, or text blocks (joined).
-std::optional<ApiError> text_of(const json& c, const std::string& param, std::string* out) {
+// A content that must be text: a string, or text blocks (joined). With `images`, an
+// image block becomes a note saying it is not shown (a tool's screenshot or a file it
+// read must not end the conversation) instead of an error.
+std::optional<ApiError> text_of(const json& c, const std::string& param, std::string* out, bool images = false) {
   if (c.is_string()) {
     *out = c.get<std::string>();
     return {};
@@ -19,6 +21,10 @@ std::optional<ApiError> text_of(const json& c, const std::string& param, std::st
   if (!c.is_array()) return bad_request(param, fmt::format("'{}' must be a string or an array of content blocks", param));
   out->clear();
   for (size_t k = 0; k < c.size(); ++k) {
+    if (images && block_type(c[k]) == "image") {
+      *out += "[an image, not shown: this model reads text only]";
+      continue;
+    }
     if (block_type(c[k]) != "text" || !c[k].contains("text") || !c[k]["text"].is_string())
       return bad_request(param, fmt::format("'{}[{}]': only text blocks are supported here (got '{}')", param, k,
                                     block_type(c[k])));
@@ -45,7 +51,7 @@ std::optional<ApiError> user_message(const json& content, const std::string& p, 
         return bad_request(bp + ".tool_use_id", fmt::format("'{}.tool_use_id' must be a string", bp));
       std::string out;
       if (b.contains("content") && !b["content"].is_null())
-        if (auto e = text_of(b["content"], bp + ".content", &out)) return e;
+        if (auto e = text_of(b["content"], bp + ".content", &out, true)) return e;
       if (b.value("is_error", false)) out = "Error: " + out;
       msgs->push_back(json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", out}});
     } else {

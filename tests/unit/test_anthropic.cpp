@@ -41,6 +41,11 @@ TEST(Anthropic, BlocksBecomeAChatConversation) {
   ASSERT_FALSE(messages_to_chat(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"tool","name":"w"}})",
                                 &chat));
   EXPECT_EQ(chat["tool_choice"], json::parse(R"({"type":"function","function":{"name":"w"}})"));
+  // A tool's image (a screenshot) becomes a note; the conversation goes on.
+  ASSERT_FALSE(messages_to_chat(R"({"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t",
+    "content":[{"type":"text","text":"shot: "},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"}}]}]}]})",
+                                &chat));
+  EXPECT_EQ(chat["messages"][0]["content"], "shot: [an image, not shown: this model reads text only]");
 }
 
 TEST(Anthropic, BadRequestsNameTheField) {
