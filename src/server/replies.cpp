@@ -3,11 +3,11 @@
 namespace deltafin::server {
 
 void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shared_ptr<ReplyWriter> w, bool stream,
-                 std::chrono::milliseconds heartbeat, Metrics* m) {
+                 std::chrono::milliseconds heartbeat, Metrics* m, std::function<void()> finished) {
   if (stream) res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       stream ? "text/event-stream" : "application/json",
-      [ctx, w, heartbeat, m, stream](size_t, httplib::DataSink& sink) {
+      [ctx, w, heartbeat, m, stream, finished](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) {
           if (sink.write(s.data(), s.size())) return true;
           ctx->cancel();
@@ -42,6 +42,7 @@ void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shar
             if (w->n_calls() > 0) m->count_tool_calls(w->n_calls());
             const GenUpdate& last = ctx->choices[0].last;
             out += w->finish(last.finish_reason, last.stop_string, ctx->usage());
+            if (finished) finished();
           }
           if (!write(stream ? out : w->whole())) return false;
           sink.done();

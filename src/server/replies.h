@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,7 +94,9 @@ struct Replies {
 // A reply written by an API's writer: its events as they come (stream), or the whole
 // body at the end (a space once a heartbeat meanwhile: how a client that left is
 // noticed).
+// `finished` (if set) runs once the reply has ended well (not failed or cancelled),
+// before its last events are sent.
 void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shared_ptr<ReplyWriter> w, bool stream,
-                 std::chrono::milliseconds heartbeat, Metrics* m);
+                 std::chrono::milliseconds heartbeat, Metrics* m, std::function<void()> finished = {});
 
 }  // namespace deltafin::server

@@ -99,22 +99,34 @@ std::optional<ApiError> chat_tools(const json& tools, json* out) {
 
 }  // namespace
 
-std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, json* echo) {
+std::optional<ApiError> responses_to_chat(const std::string& body, const EarlierResponse& earlier, json* chat,
+                                          json* echo, json* history) {
   json j;
   if (auto e = parse_json_body(body, &j)) return e;
-  for (const char* k : {"previous_response_id", "conversation"})
-    if (given(j, k))
-      return bad_request(k, fmt::format("'{}' is not supported: this server keeps no responses; send the whole "
-                                "conversation in 'input'", k));
+  if (given(j, "conversation"))
+    return bad_request("conversation", "'conversation' is not supported; use previous_response_id or send the "
+                                       "whole conversation in 'input'");
   if (j.value("background", false)) return bad_request("background", "'background' is not supported");
   *chat = json::object();
-  json msgs = json::array();
+  *history = json::array();
+  if (given(j, "previous_response_id")) {
+    const json& prev = j["previous_response_id"];
+    std::optional<json> before = prev.is_string() ? earlier(prev.get<std::string>()) : std::nullopt;
+    if (!before)
+      return bad_request("previous_response_id",
+                         fmt::format("no stored response {} (the server keeps recent responses in memory until "
+                                     "it restarts, those made with store false not at all); send the whole "
+                                     "conversation in 'input'", prev.dump()));
+    *history = std::move(*before);
+  }
+  if (!given(j, "input")) return bad_request("input", "'input' is required");
+  if (auto e = input_messages(j["input"], history)) return e;
+  json msgs = json::array();  // the instructions are the request's own, never carried over
   if (given(j, "instructions")) {
     if (!j["instructions"].is_string()) return bad_request("instructions", "'instructions' must be a string");
     msgs.push_back(json{{"role", "system"}, {"content", j["instructions"]}});
   }
-  if (!given(j, "input")) return bad_request("input", "'input' is required");
-  if (auto e = input_messages(j["input"], &msgs)) return e;
+  msgs.insert(msgs.end(), history->begin(), history->end());
   (*chat)["messages"] = std::move(msgs);
   if (given(j, "tools")) {
     json tools;
@@ -155,9 +167,9 @@ std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, j
   *echo = json{{"instructions", or_default("instructions", nullptr)},
                {"max_output_tokens", or_default("max_output_tokens", nullptr)},
                {"parallel_tool_calls", or_default("parallel_tool_calls", true)},
-               {"previous_response_id", nullptr},
+               {"previous_response_id", or_default("previous_response_id", nullptr)},
                {"reasoning", json{{"effort", effort}, {"summary", nullptr}}},
-               {"store", false},
+               {"store", or_default("store", true)},
                {"temperature", or_default("temperature", 1.0)},
                {"text", or_default("text", json{{"format", {{"type", "text"}}}})},
                {"tool_choice", or_default("tool_choice", "auto")},
@@ -295,6 +307,44 @@ std::string ResponseWriter::fail(const std::string& message) {
   resp_["status"] = "failed";
   resp_["error"] = json{{"code", "server_error"}, {"message", message}};
   return event("response.failed", json{{"response", resp_}});
+}
+
+json output_messages(const json& response) {
+  std::string text, reasoning;
+  json calls = json::array();
+  for (const json& o : response["output"]) {
+    if (o["type"] == "message") text += o["content"][0]["text"].get<std::string>();
+    else if (o["type"] == "reasoning") reasoning += o["content"][0]["text"].get<std::string>();
+    else if (o["type"] == "function_call")
+      calls.push_back(json{{"id", o["call_id"]}, {"type", "function"},
+                           {"function", {{"name", o["name"]}, {"arguments", o["arguments"]}}}});
+  }
+  if (text.empty() && reasoning.empty() && calls.empty()) return json::array();
+  json m{{"role", "assistant"}, {"content", text.empty() && !calls.empty() ? json(nullptr) : json(text)}};
+  if (!calls.empty()) m["tool_calls"] = std::move(calls);
+  if (!reasoning.empty()) m["reasoning_content"] = reasoning;
+  return json::array({std::move(m)});
+}
+
+void ResponseStore::put(const std::string& id, json messages) {
+  const size_t bytes = messages.dump().size();
+  std::lock_guard<std::mutex> lk(mu_);
+  lru_.push_front(Entry{id, std::move(messages), bytes});
+  index_[id] = lru_.begin();
+  bytes_ += bytes;
+  while (lru_.size() > 1 && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
+    bytes_ -= lru_.back().bytes;
+    index_.erase(lru_.back().id);
+    lru_.pop_back();
+  }
+}
+
+std::optional<json> ResponseStore::get(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = index_.find(id);
+  if (it == index_.end()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->messages;
 }
 
 }  // namespace deltafin::server

@@ -2,14 +2,18 @@
 // items, `instructions`, function tools and `text.format` become a chat completions
 // body (validated by parse_chat_request like any other), and the reply's reasoning,
 // text and calls become the response's output items, whole or as the API's stream of
-// typed events. The server keeps no responses: `previous_response_id` is refused
-// (send the conversation in `input`). No HTTP and no model here.
+// typed events. Recent conversations are kept in memory for `previous_response_id`
+// (ResponseStore). No HTTP and no model here.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "runtime/reply_parser.h"
 #include "server/api.h"
@@ -17,9 +21,42 @@
 
 namespace deltafin::server {
 
-// The body of /v1/responses -> a /v1/chat/completions body in *chat, and in *echo the
-// request's fields that the response object repeats (instructions, tools, ...).
-std::optional<ApiError> responses_to_chat(const std::string& body, json* chat, json* echo);
+// The chat messages of a stored response's conversation, if it is still kept.
+using EarlierResponse = std::function<std::optional<json>(const std::string& id)>;
+
+// The body of /v1/responses -> a /v1/chat/completions body in *chat, in *echo the
+// request's fields that the response object repeats (instructions, tools, ...), and in
+// *history the conversation so far without the instructions (what previous_response_id
+// names, then the input), which the response's output extends for the store.
+std::optional<ApiError> responses_to_chat(const std::string& body, const EarlierResponse& earlier, json* chat,
+                                          json* echo, json* history);
+
+// A response's output items as chat messages: one assistant message with its text,
+// reasoning (reasoning_content) and calls (tool_calls under their call ids); none if
+// the output is empty.
+json output_messages(const json& response);
+
+// The conversations of recent responses (their input without instructions, and their
+// output, as chat messages), for previous_response_id. Bounded in count and bytes; the
+// least recently used go first. Thread-safe.
+class ResponseStore {
+ public:
+  explicit ResponseStore(size_t max_entries = 512, size_t max_bytes = size_t(64) << 20)
+      : max_entries_(max_entries), max_bytes_(max_bytes) {}
+  void put(const std::string& id, json messages);
+  std::optional<json> get(const std::string& id);
+
+ private:
+  struct Entry {
+    std::string id;
+    json messages;
+    size_t bytes;
+  };
+  std::mutex mu_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;
+  size_t bytes_ = 0, max_entries_, max_bytes_;
+};
 
 // An error of the chat parser, its param renamed to the Responses field it came from
 // ("messages[2].content" -> "input", "max_tokens" -> "max_output_tokens", ...).

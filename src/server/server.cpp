@@ -106,6 +106,7 @@ struct Server::Impl {
   bool template_has_developer = false;  // else a "developer" message is a system one
   ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
   Metrics metrics;
+  ResponseStore stored_responses;  // /v1/responses conversations, for previous_response_id
   httplib::Server http;
   std::atomic<bool> stopping{false};
   int64_t created = std::time(nullptr);
@@ -388,8 +389,10 @@ struct Server::Impl {
 
   // /v1/responses: the request as a chat request (responses.h), its reply as output items.
   void responses(const httplib::Request& req, httplib::Response& res) {
-    json body, echo;
-    if (auto e = responses_to_chat(req.body, &body, &echo)) return send_error(res, *e);
+    json body, echo, history;
+    ResponseStore* const kept = &stored_responses;
+    const EarlierResponse earlier = [kept](const std::string& id) { return kept->get(id); };
+    if (auto e = responses_to_chat(req.body, earlier, &body, &echo, &history)) return send_error(res, *e);
     ChatRequest cr;
     if (auto e = parse_chat_request(body.dump(), info.n_vocab, &cr)) return send_error(res, responses_error(*e));
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
@@ -399,8 +402,16 @@ struct Server::Impl {
     ApiError refused;
     std::shared_ptr<Replies> ctx = submit(Kind::Response, std::move(ids), cr.gen, "input", f, &refused);
     if (!ctx) return send_error(res, refused);
-    write_reply(res, ctx, std::make_shared<ResponseWriter>(ctx->id, opts.model_id, ctx->created, std::move(echo)),
-                cr.gen.stream, opts.heartbeat, &metrics);
+    const bool store = echo["store"] != false;
+    auto w = std::make_shared<ResponseWriter>(ctx->id, opts.model_id, ctx->created, std::move(echo));
+    std::function<void()> keep;  // the conversation, for a later previous_response_id
+    if (store)
+      keep = [kept, w, history = std::move(history)]() {
+        json msgs = history;
+        for (const json& m : output_messages(w->response())) msgs.push_back(m);
+        kept->put(w->response()["id"], std::move(msgs));
+      };
+    write_reply(res, ctx, w, cr.gen.stream, opts.heartbeat, &metrics, std::move(keep));
   }
 
   // /v1/messages (Anthropic): the request as a chat request (anthropic.h), its reply as

@@ -93,6 +93,15 @@ const tools = [{ type: "function", name: "get_weather", description: "Weather in
                { role: "tool", tool_call_id: call.call_id, content: "22 C and sunny" }] });
   check("next turn: the chat endpoint's prompt (" + turn.usage.input_tokens + " tokens)",
         turn.usage.input_tokens === chatTurn.usage.prompt_tokens && turn.usage.input_tokens > f.usage.input_tokens);
+  // The same turn by previous_response_id: the server keeps the call's conversation.
+  const chained = await client.responses.create({ model, tools, max_output_tokens: 3, temperature: 0,
+    previous_response_id: f.id, input: [{ type: "function_call_output", call_id: call.call_id, output: "22 C and sunny" }] });
+  check("previous_response_id: the same prompt as the whole conversation",
+        chained.usage.input_tokens === turn.usage.input_tokens && chained.previous_response_id === f.id &&
+        chained.output_text === turn.output_text);
+  const unkept = await client.responses.create({ model, input: "Hi", max_output_tokens: 2, store: false });
+  try { await client.responses.create({ model, input: "x", previous_response_id: unkept.id }); check("store false: not kept", false); }
+  catch (e) { check("store false: not kept (400 naming previous_response_id)", e.status === 400 && e.param === "previous_response_id"); }
 
   // JSON by schema (text.format).
   const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
@@ -115,7 +124,7 @@ const tools = [{ type: "function", name: "get_weather", description: "Weather in
     try { await client.responses.create(body); return [200, null]; } catch (e) { return [e.status, e.param]; }
   };
   let [st, param] = await status({ model, input: "x", previous_response_id: "resp_1" });
-  check("previous_response_id: 400 naming it", st === 400 && param === "previous_response_id");
+  check("an unknown previous_response_id: 400 naming it", st === 400 && param === "previous_response_id");
   [st, param] = await status({ model, input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] });
   check("an image part: 400 naming input[0].content", st === 400 && param === "input[0].content");
   [st, param] = await status({ model, input: "x", max_output_tokens: -1 });

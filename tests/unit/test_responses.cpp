@@ -8,6 +8,8 @@
 namespace deltafin::server {
 namespace {
 
+const EarlierResponse none = [](const std::string&) { return std::optional<json>(); };
+
 json events_of(const std::string& sse) {  // "event: T\ndata: {...}\n\n"... -> [data...]
   json out = json::array();
   size_t at = 0;
@@ -32,7 +34,8 @@ TEST(Responses, InputItemsBecomeAChatConversation) {
     "tool_choice":{"type":"function","name":"w"},
     "text":{"format":{"type":"json_schema","name":"r","schema":{"type":"object"}}},
     "reasoning":{"effort":"low"}})";
-  ASSERT_FALSE(responses_to_chat(body, &chat, &echo));
+  json history;
+  ASSERT_FALSE(responses_to_chat(body, none, &chat, &echo, &history));
   const json want = json::parse(R"([
     {"role":"system","content":"Be terse."},
     {"role":"user","content":"Weather?"},
@@ -42,6 +45,7 @@ TEST(Responses, InputItemsBecomeAChatConversation) {
     {"role":"tool","tool_call_id":"c1","content":"sunny"},
     {"role":"assistant","content":"It is sunny."}])");
   EXPECT_EQ(chat["messages"], want) << chat["messages"].dump();
+  EXPECT_EQ(history, json(want.begin() + 1, want.end()));  // the conversation without the instructions
   EXPECT_EQ(chat["tools"], json::parse(R"([{"type":"function","function":{"name":"w","parameters":{"type":"object"}}}])"));
   EXPECT_EQ(chat["tool_choice"], json::parse(R"({"type":"function","function":{"name":"w"}})"));
   EXPECT_EQ(chat["response_format"],
@@ -53,8 +57,44 @@ TEST(Responses, InputItemsBecomeAChatConversation) {
   EXPECT_EQ(echo["temperature"], 1.0);
   EXPECT_EQ(echo["tool_choice"], json::parse(R"({"type":"function","name":"w"})"));
   // A plain string is one user message.
-  ASSERT_FALSE(responses_to_chat(R"({"input":"hi"})", &chat, &echo));
+  ASSERT_FALSE(responses_to_chat(R"({"input":"hi"})", none, &chat, &echo, &history));
   EXPECT_EQ(chat["messages"], json::parse(R"([{"role":"user","content":"hi"}])"));
+}
+
+TEST(Responses, PreviousResponsesContinueTheirConversation) {
+  ResponseStore store(3, 1 << 20);
+  const EarlierResponse earlier = [&](const std::string& id) { return store.get(id); };
+  json chat, echo, history;
+  ASSERT_FALSE(responses_to_chat(R"({"instructions":"A","input":"one"})", earlier, &chat, &echo, &history));
+  // Its reply, text and a call, becomes one assistant message after the input.
+  const json r1 = json::parse(R"({"id":"resp_1","output":[
+    {"type":"reasoning","content":[{"type":"reasoning_text","text":"hm"}]},
+    {"type":"message","content":[{"type":"output_text","text":"Sure."}]},
+    {"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}]})");
+  json kept = history;
+  for (const json& m : output_messages(r1)) kept.push_back(m);
+  store.put("resp_1", kept);
+  ASSERT_FALSE(responses_to_chat(R"({"instructions":"B","previous_response_id":"resp_1",
+    "input":[{"type":"function_call_output","call_id":"c1","output":"42"}]})", earlier, &chat, &echo, &history));
+  EXPECT_EQ(chat["messages"], json::parse(R"([{"role":"system","content":"B"},{"role":"user","content":"one"},
+    {"role":"assistant","content":"Sure.","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}],
+     "reasoning_content":"hm"},
+    {"role":"tool","tool_call_id":"c1","content":"42"}])")) << chat["messages"].dump();
+  EXPECT_EQ(echo["previous_response_id"], "resp_1");
+  EXPECT_EQ(echo["store"], true);
+  // Unknown (or evicted) ids are a 400 naming the field; the store keeps the 3 most recent.
+  auto e = responses_to_chat(R"({"previous_response_id":"resp_9","input":"x"})", earlier, &chat, &echo, &history);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "previous_response_id");
+  for (const char* id : {"resp_2", "resp_3", "resp_4"}) store.put(id, json::array());
+  EXPECT_FALSE(store.get("resp_1"));
+  EXPECT_TRUE(store.get("resp_4"));
+  ResponseStore small(100, 64);  // bytes bound: the newest stays even if alone too big
+  small.put("a", json::array({std::string(40, 'x')}));
+  small.put("b", json::array({std::string(40, 'y')}));
+  EXPECT_FALSE(small.get("a"));
+  EXPECT_TRUE(small.get("b"));
+  EXPECT_EQ(output_messages(json::parse(R"({"output":[]})")), json::array());
 }
 
 TEST(Responses, BadRequestsNameTheResponsesField) {
@@ -66,14 +106,15 @@ TEST(Responses, BadRequestsNameTheResponsesField) {
       {R"({"input":[{"type":"function_call","name":"w","arguments":"{}"}]})", "input[0].call_id"},
       {R"({"input":[{"type":"function_call_output","call_id":"c"}]})", "input[0].output"},
       {R"({"input":[{"type":"item_reference","id":"x"}]})", "input[0].type"},
-      {R"({"input":"x","previous_response_id":"resp_1"})", "previous_response_id"},
+      {R"({"input":"x","previous_response_id":"resp_1"})", "previous_response_id"},  // not stored
+      {R"({"input":"x","conversation":"conv_1"})", "conversation"},
       {R"({"input":"x","instructions":4})", "instructions"},
       {R"({"input":"x","tools":[{"type":"file_search"}]})", "tools"},
       {R"({"input":"x","text":{"format":"json"}})", "text.format"},
   };
   for (const auto& [body, param] : cases) {
-    json chat, echo;
-    auto e = responses_to_chat(body, &chat, &echo);
+    json chat, echo, history;
+    auto e = responses_to_chat(body, none, &chat, &echo, &history);
     ASSERT_TRUE(e) << body;
     EXPECT_EQ(e->param, param) << body << ": " << e->message;
   }
