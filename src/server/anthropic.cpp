@@ -52,7 +52,7 @@ std::optional<ApiError> user_message(const json& content, const std::string& p, 
       std::string out;
       if (b.contains("content") && !b["content"].is_null())
         if (auto e = text_of(b["content"], bp + ".content", &out, true)) return e;
-      if (b.value("is_error", false)) out = "Error: " + out;
+      if (b.value("is_error", json()) == true) out = "Error: " + out;
       msgs->push_back(json{{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", out}});
     } else {
       return bad_request(bp, fmt::format("'{}': block type '{}' is not supported in a user message (text, tool_result)", bp, type));
@@ -153,7 +153,7 @@ std::optional<ApiError> messages_to_chat(const std::string& body, json* chat) {
     else if (type == "any") (*chat)["tool_choice"] = "required";
     else if (type == "tool" && tc.contains("name")) (*chat)["tool_choice"] = json{{"type", "function"}, {"function", {{"name", tc["name"]}}}};
     else return bad_request("tool_choice", "'tool_choice' must be {\"type\": \"auto\"}, \"any\", \"none\" or \"tool\" with a name");
-    if (tc.value("disable_parallel_tool_use", false)) (*chat)["parallel_tool_calls"] = false;
+    if (tc.value("disable_parallel_tool_use", json()) == true) (*chat)["parallel_tool_calls"] = false;
   }
   if (j.contains("stop_sequences")) (*chat)["stop"] = j["stop_sequences"];
   json kwargs = j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object() ? j["chat_template_kwargs"]

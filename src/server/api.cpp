@@ -367,7 +367,7 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
   }
   out->tool_choice = nullptr;
   if (auto c = j.find("tool_choice"); c != j.end() && !c->is_null()) {
-    const bool named = c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+    const bool named = c->is_object() && c->value("type", json()) == "function" && c->contains("function") &&
                        (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                        (*c)["function"]["name"].is_string();
     if (!named && !(c->is_string() && (*c == "none" || *c == "auto" || *c == "required")))

@@ -106,7 +106,7 @@ std::optional<ApiError> responses_to_chat(const std::string& body, const Earlier
   if (given(j, "conversation"))
     return bad_request("conversation", "'conversation' is not supported; use previous_response_id or send the "
                                        "whole conversation in 'input'");
-  if (j.value("background", false)) return bad_request("background", "'background' is not supported");
+  if (j.value("background", json()) == true) return bad_request("background", "'background' is not supported");
   *chat = json::object();
   *history = json::array();
   if (given(j, "previous_response_id")) {
