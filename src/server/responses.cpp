@@ -326,10 +326,14 @@ json output_messages(const json& response) {
   return json::array({std::move(m)});
 }
 
-void ResponseStore::put(const std::string& id, json messages) {
-  const size_t bytes = messages.dump().size();
+void ResponseStore::put(const std::string& id, json messages, json response) {
+  const size_t bytes = messages.dump().size() + response.dump().size();
   std::lock_guard<std::mutex> lk(mu_);
-  lru_.push_front(Entry{id, std::move(messages), bytes});
+  if (auto it = index_.find(id); it != index_.end()) {
+    bytes_ -= it->second->bytes;
+    lru_.erase(it->second);
+  }
+  lru_.push_front(Entry{id, std::move(messages), std::move(response), bytes});
   index_[id] = lru_.begin();
   bytes_ += bytes;
   while (lru_.size() > 1 && (lru_.size() > max_entries_ || bytes_ > max_bytes_)) {
@@ -339,12 +343,35 @@ void ResponseStore::put(const std::string& id, json messages) {
   }
 }
 
+std::list<ResponseStore::Entry>::iterator ResponseStore::find(const std::string& id) {
+  auto it = index_.find(id);
+  if (it == index_.end()) return lru_.end();
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second;
+}
+
 std::optional<json> ResponseStore::get(const std::string& id) {
   std::lock_guard<std::mutex> lk(mu_);
+  auto it = find(id);
+  if (it == lru_.end()) return std::nullopt;
+  return it->messages;
+}
+
+std::optional<json> ResponseStore::get_response(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = find(id);
+  if (it == lru_.end() || it->response.is_null()) return std::nullopt;
+  return it->response;
+}
+
+bool ResponseStore::erase(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
   auto it = index_.find(id);
-  if (it == index_.end()) return std::nullopt;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->messages;
+  if (it == index_.end()) return false;
+  bytes_ -= it->second->bytes;
+  lru_.erase(it->second);
+  index_.erase(it);
+  return true;
 }
 
 }  // namespace deltafin::server

@@ -36,22 +36,26 @@ std::optional<ApiError> responses_to_chat(const std::string& body, const Earlier
 // the output is empty.
 json output_messages(const json& response);
 
-// The conversations of recent responses (their input without instructions, and their
-// output, as chat messages), for previous_response_id. Bounded in count and bytes; the
-// least recently used go first. Thread-safe.
+// Recent responses: each one's conversation (its input without instructions, and its
+// output, as chat messages) for previous_response_id, and the response object itself
+// for GET /v1/responses/{id}. Bounded in count and bytes; the least recently used go
+// first. Thread-safe.
 class ResponseStore {
  public:
   explicit ResponseStore(size_t max_entries = 512, size_t max_bytes = size_t(64) << 20)
       : max_entries_(max_entries), max_bytes_(max_bytes) {}
-  void put(const std::string& id, json messages);
-  std::optional<json> get(const std::string& id);
+  void put(const std::string& id, json messages, json response = nullptr);
+  std::optional<json> get(const std::string& id);           // the conversation
+  std::optional<json> get_response(const std::string& id);  // the response object
+  bool erase(const std::string& id);                        // false if not kept
 
  private:
   struct Entry {
     std::string id;
-    json messages;
+    json messages, response;
     size_t bytes;
   };
+  std::list<struct Entry>::iterator find(const std::string& id);  // moved to the front; end() if not kept
   std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;

@@ -409,7 +409,7 @@ struct Server::Impl {
       keep = [kept, w, history = std::move(history)]() {
         json msgs = history;
         for (const json& m : output_messages(w->response())) msgs.push_back(m);
-        kept->put(w->response()["id"], std::move(msgs));
+        kept->put(w->response()["id"], std::move(msgs), w->response());
       };
     write_reply(res, ctx, w, cr.gen.stream, opts.heartbeat, &metrics, std::move(keep));
   }
@@ -568,7 +568,7 @@ struct Server::Impl {
       return true;
     }
     res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     const std::string asked = req.get_header_value("Access-Control-Request-Headers");
     res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type" : asked);
     res.set_header("Access-Control-Max-Age", "600");
@@ -680,6 +680,18 @@ struct Server::Impl {
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
     http.Post("/v1/responses", [this](const httplib::Request& req, httplib::Response& res) { responses(req, res); });
+    http.Get(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1];
+      if (std::optional<json> r = stored_responses.get_response(id)) return res.set_content(r->dump(), "application/json");
+      send_error(res, error(404, fmt::format("no stored response '{}'", id), "invalid_request_error", "response_id"));
+    });
+    http.Delete(R"(/v1/responses/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string id = req.matches[1];
+      if (!stored_responses.erase(id))
+        return send_error(res, error(404, fmt::format("no stored response '{}'", id), "invalid_request_error",
+                                     "response_id"));
+      res.set_content(json{{"id", id}, {"object", "response"}, {"deleted", true}}.dump(), "application/json");
+    });
     http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
     http.Post("/v1/messages/count_tokens",
               [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });

@@ -99,6 +99,11 @@ const tools = [{ type: "function", name: "get_weather", description: "Weather in
   check("previous_response_id: the same prompt as the whole conversation",
         chained.usage.input_tokens === turn.usage.input_tokens && chained.previous_response_id === f.id &&
         chained.output_text === turn.output_text);
+  const again = await client.responses.retrieve(f.id);
+  check("retrieve: the stored response", again.id === f.id && JSON.stringify(again.output) === JSON.stringify(f.output));
+  await client.responses.del(chained.id);
+  try { await client.responses.retrieve(chained.id); check("deleted: gone", false); }
+  catch (e) { check("deleted: gone (404)", e.status === 404); }
   const unkept = await client.responses.create({ model, input: "Hi", max_output_tokens: 2, store: false });
   try { await client.responses.create({ model, input: "x", previous_response_id: unkept.id }); check("store false: not kept", false); }
   catch (e) { check("store false: not kept (400 naming previous_response_id)", e.status === 400 && e.param === "previous_response_id"); }

@@ -86,6 +86,12 @@ TEST(Responses, PreviousResponsesContinueTheirConversation) {
   auto e = responses_to_chat(R"({"previous_response_id":"resp_9","input":"x"})", earlier, &chat, &echo, &history);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->param, "previous_response_id");
+  EXPECT_FALSE(store.get_response("resp_1"));  // kept without its object
+  store.put("resp_2", json::array(), r1);
+  EXPECT_EQ(store.get_response("resp_2"), r1);
+  EXPECT_TRUE(store.erase("resp_2"));
+  EXPECT_FALSE(store.erase("resp_2"));
+  EXPECT_FALSE(store.get("resp_2"));
   for (const char* id : {"resp_2", "resp_3", "resp_4"}) store.put(id, json::array());
   EXPECT_FALSE(store.get("resp_1"));
   EXPECT_TRUE(store.get("resp_4"));
