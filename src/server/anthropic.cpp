@@ -268,8 +268,8 @@ std::string MessageWriter::fail(const std::string& message) {
   ApiError e;
   e.status = 500;
   e.message = message;
-  const json body = anthropic_error_body(e);
-  return event("error", json{{"error", body["error"]}});
+  failed_ = anthropic_error_body(e);
+  return event("error", json{{"error", failed_["error"]}});
 }
 
 }  // namespace deltafin::server

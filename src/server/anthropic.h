@@ -36,8 +36,8 @@ class MessageWriter : public ReplyWriter, private ReplyBlocks::Sink {
   // The end: the open block closed, message_delta (stop_reason: end_turn, max_tokens,
   // stop_sequence or tool_use; usage) and message_stop.
   std::string finish(const std::string& finish_reason, const std::string& stop_string, const json& usage) override;
-  std::string fail(const std::string& message) override;  // an error event
-  std::string whole() const override { return msg_.dump(); }
+  std::string fail(const std::string& message) override;  // an error event (and whole() the error body)
+  std::string whole() const override { return failed_.is_null() ? msg_.dump() : failed_.dump(); }
   std::string keepalive() const override { return event("ping", json::object()); }
   size_t n_calls() const override { return blocks_.n_calls(); }
   // The whole message: push() the pieces, finish(), then this.
@@ -51,6 +51,7 @@ class MessageWriter : public ReplyWriter, private ReplyBlocks::Sink {
   size_t index() const { return msg_["content"].size() - 1; }
 
   json msg_;
+  json failed_;       // the error body, once generation failed
   std::string args_;  // the open tool_use block's input as JSON text so far
   ReplyBlocks blocks_{*this};
 };

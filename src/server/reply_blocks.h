@@ -45,7 +45,7 @@ struct ReplyWriter {
   // The end: `stop_string` the stop string that ended it (""), `usage` in the chat shape.
   virtual std::string finish(const std::string& finish_reason, const std::string& stop_string, const json& usage) = 0;
   virtual std::string fail(const std::string& message) = 0;  // the stream's error event
-  virtual std::string whole() const = 0;                     // the body without `stream`, after finish()
+  virtual std::string whole() const = 0;                     // the body without `stream`, after finish() or fail()
   virtual std::string keepalive() const = 0;                 // the stream's heartbeat
   virtual size_t n_calls() const = 0;
 };

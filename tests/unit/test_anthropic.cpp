@@ -117,6 +117,11 @@ TEST(Anthropic, PiecesBecomeBlocksAndEvents) {
   e.push(ReplyPiece{"", "ok", {}});
   e.finish("stop", "", usage);
   EXPECT_EQ(e.message()["stop_reason"], "end_turn");
+  // A failure: an error event, and the whole body is Anthropic's error.
+  MessageWriter f("msg_5", "m", 10);
+  f.push(ReplyPiece{"", "ok", {}});
+  EXPECT_NE(f.fail("generation failed: boom").find("event: error\n"), std::string::npos);
+  EXPECT_EQ(json::parse(f.whole())["error"]["type"], "api_error");
 }
 
 }  // namespace
