@@ -40,7 +40,7 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->port, "Port (0: any free port, printed at start)")->capture_default_str();
   sub->add_option("--api-key", o->api_key,
-                  "Require 'Authorization: Bearer KEY' on /v1/ endpoints, /tokenize and /detokenize");
+                  "Require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1/ endpoints, /tokenize and /detokenize");
   sub->add_option("--cors", o->cors,
                   "Let web pages from this origin (e.g. http://localhost:3000; '*': any) call the server from a "
                   "browser; repeatable (default: none)");
