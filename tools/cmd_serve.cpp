@@ -28,7 +28,8 @@ Command add_serve(CLI::App& app) {
     std::string prompt_cache_dir, prompt_cache_disk = "8G";
     int port = 8080, ctx = 4096, threads = 0, parallel = 4, prefill_chunk = 256, queue = 64, spec_max = 16;
     std::string spec = "auto";
-    double drain_timeout = 30;
+    double drain_timeout = 30, request_timeout = 30;
+    int max_connections = 512, max_client_connections = 128;
     bool no_reasoning = false, no_prompt_cache = false;
     std::string template_kwargs;
     std::vector<std::string> cors, alias;
@@ -65,6 +66,15 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--max-body", o->max_body, "Largest request body")->capture_default_str();
   sub->add_option("--drain-timeout", o->drain_timeout, "Seconds SIGTERM waits for running requests")
       ->capture_default_str();
+  sub->add_option("--request-timeout", o->request_timeout,
+                  "Seconds a request's head and body may take to arrive, however slowly they trickle (then 408)")
+      ->capture_default_str();
+  sub->add_option("--max-connections", o->max_connections,
+                  "Open HTTP connections at most, all clients together (more are answered 503 and closed)")
+      ->capture_default_str();
+  sub->add_option("--max-client-connections", o->max_client_connections,
+                  "Open HTTP connections at most from one client address (more are answered 503 and closed)")
+      ->capture_default_str();
   sub->add_flag("--no-prompt-cache", o->no_prompt_cache,
                "Do not keep finished requests' states for prompts that continue them (a chat's next turn)");
   sub->add_option("--prompt-cache-mem", o->prompt_cache_mem,
@@ -97,6 +107,17 @@ Command add_serve(CLI::App& app) {
             }
             if (o->spec_max < 1 || o->spec_max > SpecOptions::kMaxDraft) {
               fmt::print(stderr, "error: --spec-max {} must be 1..{}\n", o->spec_max, SpecOptions::kMaxDraft);
+              return 2;
+            }
+            if (!(o->request_timeout > 0 && o->request_timeout <= 86400)) {
+              fmt::print(stderr, "error: --request-timeout {} must be above 0 and at most 86400 seconds\n",
+                         o->request_timeout);
+              return 2;
+            }
+            if (o->max_connections < 1 || o->max_connections > 65536 || o->max_client_connections < 1 ||
+                o->max_client_connections > o->max_connections) {
+              fmt::print(stderr, "error: --max-connections {} must be 1..65536 and --max-client-connections {} "
+                                 "1..--max-connections\n", o->max_connections, o->max_client_connections);
               return 2;
             }
             uint64_t prompt_cache_mem = ~uint64_t(0);  // default
@@ -214,6 +235,9 @@ Command add_serve(CLI::App& app) {
             sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias[0];
             if (o->alias.size() > 1) sv.model_aliases.assign(o->alias.begin() + 1, o->alias.end());
             sv.max_body_bytes = size_t(max_body);
+            sv.request_timeout_s = o->request_timeout;
+            sv.max_connections = o->max_connections;
+            sv.max_client_connections = o->max_client_connections;
             sv.chat_template = tmpl_src;
             sv.reasoning = !o->no_reasoning;
             sv.template_kwargs = template_kwargs;

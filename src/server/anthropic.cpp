@@ -240,8 +240,9 @@ std::string MessageWriter::delta(const std::string& text) {
 std::string MessageWriter::close() {
   if (blocks_.open_kind() == ReplyBlocks::Kind::Call) {
     // The input as an object; arguments cut short (max_tokens) leave it empty.
-    const json input = json::parse(args_, nullptr, false);
-    msg_["content"].back()["input"] = input.is_object() ? input : json::object();
+    json input;
+    const bool parsed = !parse_json_bounded(args_, &input);  // the model's text: bounded like a request's
+    msg_["content"].back()["input"] = parsed && input.is_object() ? input : json::object();
   }
   return event("content_block_stop", json{{"index", index()}});
 }

@@ -15,9 +15,9 @@ namespace deltafin::server {
 
 json ApiError::body() const {
   json e;
-  e["message"] = message;
+  e["message"] = unicode::sanitize_utf8(message);  // it may quote a request's bytes
   e["type"] = type;
-  e["param"] = param.empty() ? json(nullptr) : json(param);
+  e["param"] = param.empty() ? json(nullptr) : json(unicode::sanitize_utf8(param));
   e["code"] = code.empty() ? json(nullptr) : json(code);
   return json{{"error", e}};
 }
@@ -330,11 +330,11 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
         // Templates want the arguments as an object; OpenAI sends a JSON string.
         if (c.is_object() && c.contains("function") && c["function"].is_object() &&
             c["function"].contains("arguments") && c["function"]["arguments"].is_string()) {
-          try {
-            c["function"]["arguments"] = json::parse(c["function"]["arguments"].get<std::string>());
-          } catch (const json::parse_error&) {
-            // keep the string
-          }
+          // Within the body's limits (a string may hold JSON nested deeper than the body);
+          // what does not parse stays the string.
+          json args;
+          if (!parse_json_bounded(c["function"]["arguments"].get<std::string>(), &args))
+            c["function"]["arguments"] = std::move(args);
         }
       }
       msg["tool_calls"] = calls;
@@ -473,13 +473,49 @@ json tokenize_json(const std::vector<int32_t>& ids, bool with_pieces, const Piec
   return json{{"tokens", tokens}};
 }
 
+std::optional<std::string> parse_json_bounded(std::string_view text, json* out) {
+  struct Limit {
+    std::string why;
+  };
+  // Keys so far in each open container (arrays too, so that the stack follows the nesting).
+  std::vector<size_t> keys;
+  const json::parser_callback_t limits = [&keys](int, json::parse_event_t event, json&) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (keys.size() >= size_t(kMaxJsonDepth))
+          throw Limit{fmt::format("arrays and objects are nested more than {} deep (the limit)", kMaxJsonDepth)};
+        keys.push_back(0);
+        break;
+      case json::parse_event_t::key:
+        if (!keys.empty() && ++keys.back() > kMaxJsonKeys)
+          throw Limit{fmt::format("an object has more than {} keys (the limit)", kMaxJsonKeys)};
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!keys.empty()) keys.pop_back();
+        break;
+      default: break;
+    }
+    return true;
+  };
+  try {
+    *out = json::parse(text, limits);
+  } catch (const Limit& l) {
+    *out = nullptr;
+    return l.why;
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number such as 1e400
+    *out = nullptr;
+    // The parser's message quotes the bytes it last read: they need not be UTF-8.
+    return unicode::sanitize_utf8(e.what());
+  }
+  return {};
+}
+
 std::optional<ApiError> parse_json_body(const std::string& body, json* out) {
   if (body.empty()) return bad("", "the request body is empty; send a JSON object");
-  try {
-    *out = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad("", fmt::format("the request body is not valid JSON: {}", e.what()));
-  }
+  if (std::optional<std::string> why = parse_json_bounded(body, out))
+    return bad("", fmt::format("the request body is not valid JSON: {}", *why));
   if (!out->is_object()) return bad("", fmt::format("the request body must be a JSON object, not {}", type_name(*out)));
   return {};
 }

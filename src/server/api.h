@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/json_grammar.h"
@@ -74,6 +75,18 @@ struct CompletionRequest {
 
 // A 400 naming `param` (empty: the body as a whole).
 ApiError bad_request(const std::string& param, const std::string& message);
+
+// Limits every request's JSON is parsed under, so that no body can exhaust a worker
+// thread's stack (values nested deeper are refused before anything copies them
+// recursively) or take quadratic time (an ordered object looks keys up linearly, in
+// the parser as in the code that reads it: with at most 1000 keys an object's
+// quadratic part stays below a millisecond, and a body's whole parse linear in its
+// size).
+constexpr int kMaxJsonDepth = 512;       // arrays and objects inside one another
+constexpr size_t kMaxJsonKeys = 1000;    // keys in one object
+// `text` as JSON within those limits; on failure the reason (not JSON, too deep, too
+// many keys, a number out of range) as valid UTF-8.
+std::optional<std::string> parse_json_bounded(std::string_view text, json* out);
 // The body as a JSON object, or the 400 that says what is wrong with it.
 std::optional<ApiError> parse_json_body(const std::string& body, json* out);
 

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "server/anthropic.h"
 #include "server/api.h"
+#include "server/connections.h"
 #include "server/metrics.h"
 #include "server/replies.h"
 #include "server/responses.h"
@@ -107,12 +108,20 @@ struct Server::Impl {
   ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
   Metrics metrics;
   ResponseStore stored_responses;  // /v1/responses conversations, for previous_response_id
-  httplib::Server http;
+  GuardedServer http;
   std::atomic<bool> stopping{false};
   int64_t created = std::time(nullptr);
 
   Impl(Scheduler& s, const Tokenizer& t, const ModelInfo& i, const StreamingExpertStore* st, ServerOptions o)
-      : sched(s), tok(t), info(i), store(st), opts(std::move(o)) {}
+      : sched(s), tok(t), info(i), store(st), opts(std::move(o)), http(limits(opts)) {}
+
+  static ConnectionLimits limits(const ServerOptions& o) {
+    ConnectionLimits l;
+    l.max_connections = o.max_connections;
+    l.max_client_connections = o.max_client_connections;
+    l.request_timeout = std::chrono::milliseconds(int64_t(o.request_timeout_s * 1000));
+    return l;
+  }
 
   // --- generation -------------------------------------------------------------
 
@@ -595,11 +604,13 @@ struct Server::Impl {
     http.set_payload_max_length(opts.max_body_bytes);
     http.set_read_timeout(30);
     http.set_write_timeout(60);
-    const int threads = opts.http_threads > 0 ? opts.http_threads
-                                              : sched.options().n_parallel + sched.options().max_queue + 8;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
 
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // A head whose body cannot be framed (connections.h): refused before its body is read.
+      if (const char* why = GuardedServer::framing_error()) {
+        send_error(res, error(GuardedServer::framing_status(), why));
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
       if (opts.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       // 'Authorization: Bearer KEY', or Anthropic's 'x-api-key: KEY'.

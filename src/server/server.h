@@ -7,7 +7,8 @@
 // numbers; with an API key, a missing or wrong key 401; bodies over the limit 413; a
 // full queue 503. A client that disconnects cancels its generation (non-streaming
 // responses send a space every heartbeat while they wait, which is how a gone client
-// is noticed; JSON allows leading whitespace).
+// is noticed; JSON allows leading whitespace). Request JSON is parsed within a depth
+// and a key count (api.h), and connections within caps and a deadline (connections.h).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -33,7 +34,11 @@ struct ServerOptions {
   std::string model_id;          // the name /v1/models lists and requests must use
   std::vector<std::string> model_aliases;  // other names requests may use
   size_t max_body_bytes = 4u << 20;
-  int http_threads = 0;          // 0: enough for every running and queued request
+  // Connections (connections.h): open at once in total and from one client address
+  // (more get 503), and the seconds a request's head and body may take to arrive (408).
+  int max_connections = 512;
+  int max_client_connections = 128;
+  double request_timeout_s = 30;
   std::string chat_template;     // Jinja source; empty: ChatML
   bool reasoning = true;         // split <think> text into reasoning_content when the template uses it
   // Variables every chat request's template gets (--chat-template-kwargs), e.g.

@@ -126,6 +126,58 @@ TEST(ServerApi, CompletionPrompts) {
   }
 }
 
+// Request JSON is parsed within a depth and a key count (a 400 that names the limit,
+// nothing deep enough to exhaust a stack), numbers past a double are a 400, and an
+// error quoting invalid UTF-8 still serializes.
+TEST(ServerApi, BodyLimits) {
+  json j;
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_FALSE(parse_json_bounded(at_limit, &j));
+  const std::string over = std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']');
+  std::optional<std::string> why = parse_json_bounded(over, &j);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find(std::to_string(kMaxJsonDepth)), std::string::npos) << *why;
+  const int deep = 100000;
+  const std::string body = "{\"content\":\"x\",\"a\":" + std::string(deep, '[') + std::string(deep, ']') + "}";
+  TokenizeRequest r;
+  std::optional<ApiError> e = parse_tokenize_request(body, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("nested"), std::string::npos) << e->message;
+  auto keys = [](size_t n) {
+    std::string s = "{\"content\":\"x\",\"o\":{";
+    for (size_t i = 0; i < n; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+    return s + "}}";
+  };
+  EXPECT_FALSE(parse_tokenize_request(keys(kMaxJsonKeys - 1), &r));  // "content" is the object's other key
+  e = parse_tokenize_request(keys(kMaxJsonKeys), &r);
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find(std::to_string(kMaxJsonKeys) + " keys"), std::string::npos) << e->message;
+  for (const char* bad : {R"({"content":"x","max_tokens":1e400})", R"({"content":"x","n":-1e999})", "{\"content\":\"\xff\"}",
+                          "{\"\xc3\":1}", R"({"content":"\ud800"})"}) {
+    e = parse_tokenize_request(bad, &r);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NO_THROW(e->body().dump()) << bad;  // the message quotes the bytes: sanitized
+  }
+  // A tool call's arguments string nested past the limit stays a string.
+  ChatRequest c;
+  json args = json::object();
+  args["a"] = json::parse(std::string(600, '[') + std::string(600, ']'));
+  json call = json::object(), fn = json::object(), msg = json::object(), req = json::object();
+  fn["name"] = "f";
+  fn["arguments"] = args.dump();
+  call["id"] = "c";
+  call["type"] = "function";
+  call["function"] = fn;
+  msg["role"] = "assistant";
+  msg["content"] = nullptr;
+  msg["tool_calls"] = json::array({call});
+  req["messages"] = json::array({msg});
+  ASSERT_FALSE(parse_chat_request(req.dump(), 100, &c));
+  EXPECT_TRUE(c.messages[0]["tool_calls"][0]["function"]["arguments"].is_string());
+}
+
 TEST(ServerApi, TokenizeBodies) {
   TokenizeRequest r;
   ASSERT_FALSE(parse_tokenize_request(R"({"content":"hi","add_special":true,"parse_special":false,"with_pieces":true})", &r));
