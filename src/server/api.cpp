@@ -6,8 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "tokenizer/unicode.h"
 
@@ -473,41 +475,120 @@ json tokenize_json(const std::vector<int32_t>& ids, bool with_pieces, const Piec
   return json{{"tokens", tokens}};
 }
 
-std::optional<std::string> parse_json_bounded(std::string_view text, json* out) {
-  struct Limit {
-    std::string why;
-  };
-  // Keys so far in each open container (arrays too, so that the stack follows the nesting).
-  std::vector<size_t> keys;
-  const json::parser_callback_t limits = [&keys](int, json::parse_event_t event, json&) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (keys.size() >= size_t(kMaxJsonDepth))
-          throw Limit{fmt::format("arrays and objects are nested more than {} deep (the limit)", kMaxJsonDepth)};
-        keys.push_back(0);
-        break;
-      case json::parse_event_t::key:
-        if (!keys.empty() && ++keys.back() > kMaxJsonKeys)
-          throw Limit{fmt::format("an object has more than {} keys (the limit)", kMaxJsonKeys)};
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      default: break;
+namespace {
+
+// Builds the document from the parser's events, in time linear in the text: nlohmann's
+// own builder inserts each key of an ordered object with a linear search (quadratic in
+// the keys); this one indexes an object's keys once it has more than a few. Refuses
+// nesting past kMaxJsonDepth and objects past kMaxJsonKeys.
+class BoundedBuilder final : public nlohmann::json_sax<json> {
+ public:
+  explicit BoundedBuilder(json* root) : root_(root) {}
+  std::string why;  // set when it stops
+
+  bool null() override { return put(nullptr); }
+  bool boolean(bool v) override { return put(v); }
+  bool number_integer(number_integer_t v) override { return put(v); }
+  bool number_unsigned(number_unsigned_t v) override { return put(v); }
+  bool number_float(number_float_t v, const string_t&) override { return put(v); }
+  bool string(string_t& v) override { return put(std::move(v)); }
+  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (++open_.back().keys > kMaxJsonKeys) {
+      why = fmt::format("an object has more than {} keys (the limit)", kMaxJsonKeys);
+      return false;
     }
+    key_ = std::move(k);
     return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    why = unicode::sanitize_utf8(e.what());  // it quotes the bytes last read: they need not be UTF-8
+    return false;
+  }
+
+ private:
+  static constexpr size_t kIndexFrom = 16;  // keys an object is searched linearly up to
+  struct Open {
+    json* value;
+    size_t keys = 0;
+    std::unique_ptr<std::unordered_map<std::string, size_t>> index;  // key -> position
   };
-  try {
-    *out = json::parse(text, limits);
-  } catch (const Limit& l) {
+
+  // The value into its place: the root, the array's end, or under the pending key (a
+  // key given twice keeps its first place and takes the last value, as nlohmann's).
+  template <class V>
+  bool put(V&& v) {
+    place(std::forward<V>(v));
+    return true;
+  }
+  template <class V>
+  json* place(V&& v) {
+    if (open_.empty()) {
+      *root_ = json(std::forward<V>(v));
+      return root_;
+    }
+    Open& top = open_.back();
+    if (top.value->is_array()) {
+      json::array_t& a = top.value->get_ref<json::array_t&>();
+      a.emplace_back(std::forward<V>(v));
+      return &a.back();
+    }
+    // The ordered object as the vector it is (its own operator[] and emplace search).
+    json::object_t::Container& o = top.value->get_ref<json::object_t&>();
+    size_t at = o.size();
+    if (top.index) {
+      if (auto it = top.index->find(key_); it != top.index->end()) at = it->second;
+    } else {
+      for (size_t i = 0; i < o.size(); ++i)
+        if (o[i].first == key_) {
+          at = i;
+          break;
+        }
+    }
+    if (at < o.size()) {
+      o[at].second = json(std::forward<V>(v));
+      return &o[at].second;
+    }
+    o.emplace_back(key_, json(std::forward<V>(v)));
+    if (top.index) {
+      top.index->emplace(std::move(key_), at);
+    } else if (o.size() > kIndexFrom) {
+      top.index = std::make_unique<std::unordered_map<std::string, size_t>>();
+      for (size_t i = 0; i < o.size(); ++i) top.index->emplace(o[i].first, i);
+    }
+    return &o[at].second;
+  }
+  bool open(json&& empty) {
+    if (open_.size() >= size_t(kMaxJsonDepth)) {
+      why = fmt::format("arrays and objects are nested more than {} deep (the limit)", kMaxJsonDepth);
+      return false;
+    }
+    json* v = place(std::move(empty));
+    open_.push_back(Open{v, 0, nullptr});
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    return true;
+  }
+
+  json* root_;
+  std::string key_;
+  std::vector<Open> open_;
+};
+
+}  // namespace
+
+std::optional<std::string> parse_json_bounded(std::string_view text, json* out) {
+  *out = nullptr;
+  BoundedBuilder b(out);
+  if (!json::sax_parse(text, &b)) {
     *out = nullptr;
-    return l.why;
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number such as 1e400
-    *out = nullptr;
-    // The parser's message quotes the bytes it last read: they need not be UTF-8.
-    return unicode::sanitize_utf8(e.what());
+    return b.why.empty() ? std::string("the JSON is malformed") : b.why;
   }
   return {};
 }

@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 struct Framing {
   const char* error = nullptr;
   int status = 400;
+  bool close = false;  // close the connection after the answer
 };
 thread_local Framing* t_framing = nullptr;
 
@@ -269,12 +270,12 @@ void vet(httplib::Request& req, Framing* f) {
   const size_t n_coding = req.get_header_value_count("Transfer-Encoding");
   if (bad_length) {
     *f = {"the request's Content-Length is not one decimal number (two different values, or not a number; RFC 9112 "
-          "6.3)", 400};
+          "6.3)", 400, true};
   } else if (n_length > 0 && n_coding > 0) {
-    *f = {"the request has both Content-Length and Transfer-Encoding (RFC 9112 6.1); send one", 400};
+    *f = {"the request has both Content-Length and Transfer-Encoding (RFC 9112 6.1); send one", 400, true};
   } else if (n_coding > 1 || (n_coding == 1 && strcasecmp(trim(req.get_header_value("Transfer-Encoding")).c_str(),
                                                           "chunked") != 0)) {
-    *f = {"the request's Transfer-Encoding is not supported: only 'chunked' is", 501};
+    *f = {"the request's Transfer-Encoding is not supported: only 'chunked' is", 501, true};
   }
   if (f->error) {  // the body's end is unknown: the answer closes the connection
     req.headers.erase("Connection");
@@ -294,8 +295,18 @@ GuardedServer::GuardedServer(ConnectionLimits limits) : limits_(limits) {
   new_task_queue = [workers] { return new GrowingPool(workers); };
 }
 
+void GuardedServer::widen_backlog() {
+  // cpp-httplib listens with a backlog of 5: a burst of connections (slowloris opens
+  // many) would leave the next clients' handshakes unanswered for seconds.
+  const socket_t s = svr_sock_;
+  if (s != INVALID_SOCKET) ::listen(s, SOMAXCONN);
+}
+
 const char* GuardedServer::framing_error() { return t_framing ? t_framing->error : nullptr; }
 int GuardedServer::framing_status() { return t_framing ? t_framing->status : 400; }
+void GuardedServer::close_after_answer() {
+  if (t_framing) t_framing->close = true;
+}
 
 bool GuardedServer::admit(const std::string& client, std::string* why) {
   std::lock_guard<std::mutex> lk(mutex_);
@@ -342,7 +353,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     bool closed = false;
     ret = process_request(strm, count == 1, closed, [&framing](httplib::Request& req) { vet(req, &framing); });
     t_framing = nullptr;
-    refused = framing.error != nullptr || strm.expired();
+    refused = framing.error != nullptr || framing.close || strm.expired();
     if (!ret || closed || refused) break;
   }
   if (refused) {

@@ -33,10 +33,15 @@ class GuardedServer : public httplib::Server {
  public:
   explicit GuardedServer(ConnectionLimits limits);
   const ConnectionLimits& limits() const { return limits_; }
+  // After bind_to_port(): a listen backlog for bursts of connections.
+  void widen_backlog();
   // Why the request being routed on this thread is refused (its framing), or null;
   // the pre-routing handler answers it with `framing_status()`.
   static const char* framing_error();
   static int framing_status();
+  // The connection is closed after this thread's answer: for one given before the
+  // request's body was read (what is left of it must not be read as the next request).
+  static void close_after_answer();
 
  private:
   bool process_and_close_socket(socket_t sock) override;

@@ -605,13 +605,23 @@ struct Server::Impl {
     http.set_read_timeout(30);
     http.set_write_timeout(60);
 
+    // Answers given here come before the body is read: with a body, the connection
+    // closes after the answer (the body's bytes are not the next request).
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      // A head whose body cannot be framed (connections.h): refused before its body is read.
+      const auto handled = [&req, &res] {
+        const std::string length = req.get_header_value("Content-Length");
+        if ((!length.empty() && length != "0") || req.has_header("Transfer-Encoding")) {
+          GuardedServer::close_after_answer();
+          res.set_header("Connection", "close");
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      };
+      // A head whose body cannot be framed (connections.h).
       if (const char* why = GuardedServer::framing_error()) {
         send_error(res, error(GuardedServer::framing_status(), why));
-        return httplib::Server::HandlerResponse::Handled;
+        return handled();
       }
-      if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
+      if (cors(req, res)) return handled();
       if (opts.api_key.empty() || !needs_key(req.path)) return httplib::Server::HandlerResponse::Unhandled;
       // 'Authorization: Bearer KEY', or Anthropic's 'x-api-key: KEY'.
       const std::string auth = req.get_header_value("Authorization"), x_key = req.get_header_value("x-api-key");
@@ -625,7 +635,7 @@ struct Server::Impl {
         } else {
           send_error(res, e);
         }
-        return httplib::Server::HandlerResponse::Handled;
+        return handled();
       };
       if (auth.empty() && x_key.empty())
         return refuse("no API key given: send it as 'Authorization: Bearer KEY' (or 'x-api-key: KEY')");
@@ -636,6 +646,11 @@ struct Server::Impl {
     });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // our own error, already an OpenAI body
+      // cpp-httplib's own 400 and 413 leave the rest of the request unread: close after them.
+      if (res.status == 400 || res.status == 413) {
+        GuardedServer::close_after_answer();
+        res.set_header("Connection", "close");
+      }
       std::string msg;
       switch (res.status) {
         case 404: msg = fmt::format("no endpoint {} {}", req.method, req.path); break;
@@ -733,6 +748,7 @@ Result<int> Server::bind() {
   } else if (!s.http.bind_to_port(s.opts.host, port)) {
     return make_error("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
   }
+  s.http.widen_backlog();
   return port;
 }
 

@@ -149,8 +149,8 @@ TEST(ServerApi, BodyLimits) {
     for (size_t i = 0; i < n; ++i) s += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
     return s + "}}";
   };
-  EXPECT_FALSE(parse_tokenize_request(keys(kMaxJsonKeys - 1), &r));  // "content" is the object's other key
-  e = parse_tokenize_request(keys(kMaxJsonKeys), &r);
+  EXPECT_FALSE(parse_tokenize_request(keys(kMaxJsonKeys), &r));
+  e = parse_tokenize_request(keys(kMaxJsonKeys + 1), &r);
   ASSERT_TRUE(e);
   EXPECT_NE(e->message.find(std::to_string(kMaxJsonKeys) + " keys"), std::string::npos) << e->message;
   for (const char* bad : {R"({"content":"x","max_tokens":1e400})", R"({"content":"x","n":-1e999})", "{\"content\":\"\xff\"}",
@@ -160,6 +160,18 @@ TEST(ServerApi, BodyLimits) {
     EXPECT_EQ(e->status, 400);
     EXPECT_NO_THROW(e->body().dump()) << bad;  // the message quotes the bytes: sanitized
   }
+  // Keys given twice: the first place, the last value (as nlohmann's own parser), also
+  // in an object large enough to be indexed.
+  json j2;
+  ASSERT_FALSE(parse_json_bounded(R"({"a":1,"b":2,"a":3})", &j2));
+  EXPECT_EQ(j2.dump(), R"({"a":3,"b":2})");
+  std::string big = "{";
+  for (int i = 0; i < 40; ++i) big += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  big += "\"k3\":{\"x\":[1]},\"k39\":null}";
+  ASSERT_FALSE(parse_json_bounded(big, &j2));
+  EXPECT_EQ(j2, json::parse(big));
+  EXPECT_EQ(j2.size(), 40u);
+  EXPECT_EQ(j2.begin().key(), "k0");
   // A tool call's arguments string nested past the limit stays a string.
   ChatRequest c;
   json args = json::object();
