@@ -484,7 +484,8 @@ namespace {
 class BoundedBuilder final : public nlohmann::json_sax<json> {
  public:
   explicit BoundedBuilder(json* root) : root_(root) {}
-  std::string why;  // set when it stops
+  std::string why;     // set when it stops
+  bool limit = false;  // at a limit (else the text is not JSON)
 
   bool null() override { return put(nullptr); }
   bool boolean(bool v) override { return put(v); }
@@ -500,6 +501,7 @@ class BoundedBuilder final : public nlohmann::json_sax<json> {
   bool key(string_t& k) override {
     if (++open_.back().keys > kMaxJsonKeys) {
       why = fmt::format("an object has more than {} keys (the limit)", kMaxJsonKeys);
+      limit = true;
       return false;
     }
     key_ = std::move(k);
@@ -565,6 +567,7 @@ class BoundedBuilder final : public nlohmann::json_sax<json> {
   bool open(json&& empty) {
     if (open_.size() >= size_t(kMaxJsonDepth)) {
       why = fmt::format("arrays and objects are nested more than {} deep (the limit)", kMaxJsonDepth);
+      limit = true;
       return false;
     }
     json* v = place(std::move(empty));
@@ -583,11 +586,13 @@ class BoundedBuilder final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-std::optional<std::string> parse_json_bounded(std::string_view text, json* out) {
+std::optional<std::string> parse_json_bounded(std::string_view text, json* out, bool* over_limit) {
   *out = nullptr;
   BoundedBuilder b(out);
+  if (over_limit) *over_limit = false;
   if (!json::sax_parse(text, &b)) {
     *out = nullptr;
+    if (over_limit) *over_limit = b.limit;
     return b.why.empty() ? std::string("the JSON is malformed") : b.why;
   }
   return {};
@@ -595,8 +600,10 @@ std::optional<std::string> parse_json_bounded(std::string_view text, json* out) 
 
 std::optional<ApiError> parse_json_body(const std::string& body, json* out) {
   if (body.empty()) return bad("", "the request body is empty; send a JSON object");
-  if (std::optional<std::string> why = parse_json_bounded(body, out))
-    return bad("", fmt::format("the request body is not valid JSON: {}", *why));
+  bool limit = false;
+  if (std::optional<std::string> why = parse_json_bounded(body, out, &limit))
+    return bad("", limit ? fmt::format("the request body's JSON is over a limit: {}", *why)
+                         : fmt::format("the request body is not valid JSON: {}", *why));
   if (!out->is_object()) return bad("", fmt::format("the request body must be a JSON object, not {}", type_name(*out)));
   return {};
 }

@@ -85,8 +85,8 @@ ApiError bad_request(const std::string& param, const std::string& message);
 constexpr int kMaxJsonDepth = 512;       // arrays and objects inside one another
 constexpr size_t kMaxJsonKeys = 1000;    // keys in one object
 // `text` as JSON within those limits; on failure the reason (not JSON, too deep, too
-// many keys, a number out of range) as valid UTF-8.
-std::optional<std::string> parse_json_bounded(std::string_view text, json* out);
+// many keys, a number out of range) as valid UTF-8, and *over_limit whether a limit it was.
+std::optional<std::string> parse_json_bounded(std::string_view text, json* out, bool* over_limit = nullptr);
 // The body as a JSON object, or the 400 that says what is wrong with it.
 std::optional<ApiError> parse_json_body(const std::string& body, json* out);
 

@@ -98,8 +98,12 @@ int to_ms(time_t sec, time_t usec) { return int(std::min<int64_t>(int64_t(sec) *
 // of the answer. Past it the client gets 408 and the connection is closed.
 class ConnStream final : public httplib::Stream {
  public:
-  ConnStream(socket_t fd, int read_timeout_ms, int write_timeout_ms, std::chrono::milliseconds request_timeout)
-      : fd_(fd), read_ms_(read_timeout_ms), write_ms_(write_timeout_ms), request_timeout_(request_timeout) {}
+  // `listener`: the server's socket, INVALID_SOCKET once it stops (a read waiting for a
+  // slow client then gives up).
+  ConnStream(socket_t fd, int read_timeout_ms, int write_timeout_ms, std::chrono::milliseconds request_timeout,
+             const std::atomic<socket_t>& listener)
+      : fd_(fd), read_ms_(read_timeout_ms), write_ms_(write_timeout_ms), request_timeout_(request_timeout),
+        listener_(listener) {}
 
   bool expired() const { return expired_; }
 
@@ -127,11 +131,16 @@ class ConnStream final : public httplib::Stream {
       deadline_ = Clock::now() + request_timeout_;
     }
     if (pos_ == have_) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) return expire();
-      const int r = poll_one(fd_, POLLIN, int(std::min<int64_t>(left, read_ms_)));
-      if (r == 0) return left <= read_ms_ ? expire() : -1;  // else silence past the read timeout
-      if (r < 0) return -1;
+      const auto silent_until = Clock::now() + std::chrono::milliseconds(read_ms_);
+      for (;;) {
+        const auto now = Clock::now();
+        if (now >= deadline_) return expire();
+        if (now >= silent_until || listener_ == INVALID_SOCKET) return -1;  // silence past the read timeout
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(std::min(deadline_, silent_until) - now);
+        const int r = poll_one(fd_, POLLIN, int(std::min<int64_t>(left.count(), 200)));
+        if (r < 0) return -1;
+        if (r > 0) break;
+      }
       ssize_t n;
       do n = ::recv(fd_, buf_, sizeof buf_, 0);
       while (n < 0 && errno == EINTR);
@@ -181,6 +190,7 @@ class ConnStream final : public httplib::Stream {
   socket_t fd_;
   int read_ms_, write_ms_;
   std::chrono::milliseconds request_timeout_;
+  const std::atomic<socket_t>& listener_;
   bool reading_ = false, expired_ = false;
   Clock::time_point deadline_;
   char buf_[4096];
@@ -344,7 +354,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     return false;
   }
   ConnStream strm(sock, to_ms(read_timeout_sec_, read_timeout_usec_), to_ms(write_timeout_sec_, write_timeout_usec_),
-                  limits_.request_timeout);
+                  limits_.request_timeout, svr_sock_);
   bool ret = false, refused = false;
   for (size_t count = keep_alive_max_count_; count > 0; --count) {
     if (!strm.wait_request(keep_alive_timeout_sec_, svr_sock_)) break;
