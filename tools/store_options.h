@@ -19,6 +19,7 @@ namespace deltafin::tools {
 struct RemoteCli {
   std::string cache_dir, disk_cache;
   double net_timeout = 30;
+  std::string net_min_rate = "64K";
   int net_retries = 8;
   int net_parallel = 16;
   std::string ca_cert;
@@ -34,6 +35,11 @@ inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
                   "(default: no limit)");
   sub->add_option("--net-timeout", o.net_timeout, "Seconds without data before a transfer is retried")
       ->capture_default_str();
+  sub->add_option("--net-min-rate", o.net_min_rate,
+                  "Slowest transfer rate per range request, in bytes/s (e.g. 64K): a request of N bytes fails "
+                  "after --net-timeout + N / this many seconds of transfer in all, however the origin trickles "
+                  "(0: no such deadline)")
+      ->capture_default_str();
   sub->add_option("--net-retries", o.net_retries, "Attempts per range request before giving up")
       ->capture_default_str();
   sub->add_option("--net-parallel", o.net_parallel, "Range requests in flight at most")->capture_default_str();
@@ -48,6 +54,10 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
     return make_error("bad --disk-cache '{}' (expected a size such as 200G)", o.disk_cache);
   if (!(o.net_timeout > 0)) return make_error("--net-timeout must be positive");
   if (o.net_retries < 1) return make_error("--net-retries must be at least 1");
+  uint64_t min_rate = 0;
+  if (!parse_size(o.net_min_rate, &min_rate))
+    return make_error("bad --net-min-rate '{}' (expected a rate in bytes/s such as 64K, or 0)", o.net_min_rate);
+  ro->http.min_rate_bps = double(min_rate);
   ro->http.stall_timeout_s = o.net_timeout;
   ro->http.max_attempts = o.net_retries;
   ro->http.max_in_flight = std::max(1, o.net_parallel);

@@ -45,7 +45,10 @@ CachedModel scan_model(const std::string& dir) {
       auto j = nlohmann::json::parse(*meta);
       m.location = j.value("location", "");
       m.key = j.value("key", "");
-      for (const auto& p : j.at("parts")) m.model_bytes += p.value("size", uint64_t(0));
+      for (const auto& p : j.at("parts")) {
+        m.part_sizes.push_back(p.value("size", uint64_t(0)));
+        m.model_bytes += m.part_sizes.back();
+      }
       m.parts = int(j.at("parts").size());
     } catch (...) {
     }
@@ -184,11 +187,20 @@ Result<VerifyReport> verify_cache(const std::string& root, const std::string& fi
       auto text = read_small_file(base + ".ok");
       if (!text.ok()) continue;  // not complete: a download resumes it
       unsigned long long size = 0;
-      if (std::sscanf(text->c_str(), "deltafin-core 1 %llu", &size) != 1) {
-        r.problems.push_back(fmt::format("{}.ok: malformed manifest", base));
+      // The part's size as meta.json pinned it: a manifest naming another size must
+      // not resize the data file.
+      const bool known = size_t(p) <= m.part_sizes.size();
+      if (std::sscanf(text->c_str(), "deltafin-core 1 %llu", &size) != 1 ||
+          (known && size != m.part_sizes[size_t(p - 1)])) {
+        ::unlink((base + ".ok").c_str());
+        r.problems.push_back(fmt::format("{}.ok: malformed manifest (removed; the core will be fetched again)", base));
         continue;
       }
       DF_ASSIGN(auto core, CoreFile::open(base, tmp_dir(root), size));
+      if (!core->complete()) {  // a damaged manifest: CoreFile dropped it
+        r.problems.push_back(fmt::format("{}.ok: damaged manifest (removed; the core will be fetched again)", base));
+        continue;
+      }
       DF_ASSIGN(int bad, core->verify());
       if (bad == 0) {
         ++r.core_parts_ok;

@@ -27,6 +27,7 @@ struct CachedModel {
   std::string dir, location, key;
   int parts = 0, core_complete_parts = 0;
   uint64_t model_bytes = 0;  // the model's size at the origin
+  std::vector<uint64_t> part_sizes;  // per part, as meta.json pins them
   uint64_t core_bytes = 0;   // on disk
   uint64_t expert_bytes = 0;
   std::vector<CachedEntry> entries;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cache/fs.h"
+#include "core/log.h"
 
 namespace deltafin {
 
@@ -18,10 +19,18 @@ namespace {
 
 bool by_offset(const CoreChunk& a, const CoreChunk& b) { return a.offset < b.offset; }
 
-// Complete lines "offset len hash"; a torn last line (a killed writer) is ignored.
-std::vector<CoreChunk> parse_chunks(const std::string& text, size_t skip_lines) {
+// Complete lines "offset len hash" of chunks within a file of `file_size` bytes; a
+// torn last line (a killed writer) is ignored. A line that is malformed, names a
+// chunk of more than kMaxCoreChunk bytes or past the end of the file, or overlaps
+// another is left out and described in *bad (the first one), so that a damaged or
+// tampered manifest never sizes a buffer.
+std::vector<CoreChunk> parse_chunks(const std::string& text, size_t skip_lines, uint64_t file_size,
+                                    std::string* bad) {
   std::vector<CoreChunk> out;
   size_t pos = 0, line_no = 0;
+  auto complain = [&](const std::string& line, const char* why) {
+    if (bad->empty()) *bad = fmt::format("line {} '{}' {}", line_no, line.substr(0, 80), why);
+  };
   while (pos < text.size()) {
     size_t nl = text.find('\n', pos);
     if (nl == std::string::npos) break;
@@ -30,11 +39,29 @@ std::vector<CoreChunk> parse_chunks(const std::string& text, size_t skip_lines) 
     if (line_no++ < skip_lines) continue;
     unsigned long long o = 0, l = 0, h = 0;
     int used = 0;
-    if (std::sscanf(line.c_str(), "%llu %llu %llx%n", &o, &l, &h, &used) == 3 && size_t(used) == line.size())
+    if (!(std::sscanf(line.c_str(), "%llu %llu %llx%n", &o, &l, &h, &used) == 3 && size_t(used) == line.size() &&
+          std::isdigit(static_cast<unsigned char>(line[0]))))
+      complain(line, "is malformed");
+    else if (l == 0 || l > kMaxCoreChunk)
+      complain(line, fmt::format("names a chunk of {} bytes (1 to {} allowed)", l, kMaxCoreChunk).c_str());
+    else if (o > file_size || l > file_size - o)
+      complain(line, fmt::format("names a chunk past the end of the {}-byte file", file_size).c_str());
+    else
       out.push_back({o, l, h});
   }
-  std::sort(out.begin(), out.end(), by_offset);
-  return out;
+  std::stable_sort(out.begin(), out.end(), by_offset);
+  // The same chunk twice (stored again): the later line wins. Overlaps are damage.
+  std::vector<CoreChunk> kept;
+  for (const CoreChunk& c : out) {
+    if (!kept.empty() && kept.back().offset == c.offset && kept.back().len == c.len) {
+      kept.back() = c;
+    } else if (!kept.empty() && c.offset < kept.back().offset + kept.back().len) {
+      if (bad->empty()) *bad = fmt::format("chunks at offsets {} and {} overlap", kept.back().offset, c.offset);
+    } else {
+      kept.push_back(c);
+    }
+  }
+  return kept;
 }
 
 std::string chunk_line(const CoreChunk& c) { return fmt::format("{} {} {:016x}\n", c.offset, c.len, c.hash); }
@@ -73,21 +100,44 @@ Result<std::unique_ptr<CoreFile>> CoreFile::open(const std::string& base, const 
   c->tmp_dir_ = tmp_dir;
   c->data_path_ = base + ".bin";
   c->file_size_ = file_size;
-  c->fd_ = ::open(c->data_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (c->fd_ < 0) return make_error("cannot open '{}': {}", c->data_path_, std::strerror(errno));
   struct stat st;
-  if (::fstat(c->fd_, &st) == 0 && uint64_t(st.st_size) != file_size && ::ftruncate(c->fd_, off_t(file_size)) != 0)
+  // O_NONBLOCK: a FIFO or device in the data file's place must not block; anything
+  // but a regular file is removed with what described it, and the core starts over.
+  for (int tries = 0;; ++tries) {
+    c->fd_ = ::open(c->data_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
+    if (c->fd_ < 0 && !(errno == ENXIO || errno == EISDIR))
+      return make_error("cannot open '{}': {}", c->data_path_, std::strerror(errno));
+    if (c->fd_ >= 0 && ::fstat(c->fd_, &st) == 0 && S_ISREG(st.st_mode)) break;
+    if (c->fd_ >= 0) ::close(c->fd_);
+    c->fd_ = -1;
+    if (tries > 0 || ::unlink(c->data_path_.c_str()) != 0)
+      return make_error("'{}' is not a regular file; remove it", c->data_path_);
+    DF_LOG_WARN("'{}' is not a regular file; removed it, the core is fetched again", c->data_path_);
+    for (const char* ext : {".ok", ".journal", ".verified"}) ::unlink((base + ext).c_str());
+  }
+  if (uint64_t(st.st_size) != file_size && ::ftruncate(c->fd_, off_t(file_size)) != 0)
     return make_error("cannot size '{}' to {} bytes: {}", c->data_path_, file_size, std::strerror(errno));
   auto manifest = read_small_file(base + ".ok");
   const std::string head = fmt::format("deltafin-core 1 {}\n", file_size);
+  std::string bad;
   if (manifest.ok() && manifest->rfind(head, 0) == 0) {
-    c->stored_ = parse_chunks(*manifest, 1);
+    c->stored_ = parse_chunks(*manifest, 1, file_size, &bad);
     c->complete_ = true;
-  } else {
+  }
+  if (c->complete_ && !bad.empty()) {
+    // Written atomically, a manifest is whole or absent: a bad line is damage. Like
+    // any corrupt cache entry it is dropped, and the core is fetched again.
+    DF_LOG_WARN("{}.ok: {}; dropping the manifest, the core is fetched again", base, bad);
+    ::unlink((base + ".ok").c_str());
+    ::unlink((base + ".journal").c_str());
+    ::unlink((base + ".verified").c_str());
+    c->stored_.clear();
+    c->complete_ = false;
+  } else if (!c->complete_) {
     if (manifest.ok()) ::unlink((base + ".ok").c_str());  // another size: stale
     if (auto j = read_small_file(base + ".journal"); j.ok()) {
       if (j->rfind(head, 0) == 0) {
-        c->stored_ = parse_chunks(*j, 1);
+        c->stored_ = parse_chunks(*j, 1, file_size, &bad);  // bad lines: those chunks are fetched again
         c->resumed_ = !c->stored_.empty();
       } else {
         ::unlink((base + ".journal").c_str());  // another size: stale

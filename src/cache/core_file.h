@@ -28,11 +28,14 @@ struct CoreChunk {
   uint64_t hash = 0;  // XXH3-64 of the bytes, once stored
 };
 
+// The largest chunk a plan makes (and a manifest or journal may name).
+constexpr uint64_t kMaxCoreChunk = uint64_t(16) << 20;
+
 // The chunks of a part's core: [0, header) (rounded up to the 1 MiB reads of the
 // GGUF parser) and every tensor not in `expert_tensors`, adjacent ranges merged.
 std::vector<CoreChunk> plan_core_chunks(const GGUFFile& meta, uint64_t file_size,
                                         const std::set<std::string>& expert_tensors,
-                                        uint64_t max_chunk = uint64_t(16) << 20);
+                                        uint64_t max_chunk = kMaxCoreChunk);
 
 class CoreFile {
  public:

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <cstring>
 #include <thread>
@@ -315,7 +316,15 @@ Status ExpertCache::store_entry(int key, const char* const parts[kExpertParts], 
   std::vector<std::string_view> pieces = {header};
   for (int p = 0; p < kExpertParts; ++p)
     if (bytes[p]) pieces.emplace_back(parts[p], bytes[p]);
-  Status s = write_file_atomic(entry_path(key), tmp_, pieces);
+  const uint64_t need = kEntryHeaderBytes + sl.bytes();
+  make_room(need, /*disk_full=*/false);
+  int err = 0;
+  Status s = write_file_atomic(entry_path(key), tmp_, pieces, &err);
+  if (!s.ok() && opts_.budget > 0 && (err == ENOSPC || err == EDQUOT)) {
+    // The disk filled before the budget did: evict more, and try once again.
+    make_room(need, /*disk_full=*/true);
+    s = write_file_atomic(entry_path(key), tmp_, pieces, &err);
+  }
   if (!s.ok()) {
     bool first = false;
     {
@@ -327,21 +336,27 @@ Status ExpertCache::store_entry(int key, const char* const parts[kExpertParts], 
     if (first) DF_LOG_WARN("disk cache: {}; experts are served from memory without being cached", s.error().message);
     return s;
   }
-  maybe_evict(kEntryHeaderBytes + sl.bytes());
+  std::lock_guard<std::mutex> lk(mu_);
+  usage_estimate_ += need;
   return {};
 }
 
-void ExpertCache::maybe_evict(uint64_t added) {
+void ExpertCache::make_room(uint64_t need, bool disk_full) {
   if (opts_.budget == 0) return;
+  uint64_t target = 0;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    usage_estimate_ += added;
-    if (usage_estimate_ <= opts_.budget) return;
+    if (!disk_full && usage_estimate_ + need <= opts_.budget) return;
+    // Evict to 90% of the budget less what comes, so that evictions come in batches.
+    const uint64_t batch = opts_.budget / 10 * 9;
+    target = batch > need ? batch - need : 0;
+    // A full disk: free what comes and a tenth of the budget more, below what is there.
+    const uint64_t more = need + opts_.budget / 10;
+    if (disk_full) target = std::min(target, usage_estimate_ > more ? usage_estimate_ - more : 0);
   }
   Status s = save_usage();  // let the counts of this process count
   if (!s.ok()) DF_LOG_WARN("{}", s.error().message);
-  // Evict to 90% of the budget, so that evictions come in batches.
-  auto r = prune_cache(root_, opts_.budget / 10 * 9);
+  auto r = prune_cache(root_, target);
   std::lock_guard<std::mutex> lk(mu_);
   if (!r.ok()) {
     DF_LOG_WARN("disk cache: eviction failed: {}", r.error().message);

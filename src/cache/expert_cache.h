@@ -13,10 +13,11 @@
 // Offline (opts.offline_reason set): nothing is fetched; an expert not on disk
 // fails with an error naming it, its entry path and why the origin is not used.
 //
-// Size: after writes, when the cache directory exceeds its budget, the least used
-// experts (counts kept per model in `usage`, merged across processes) are evicted,
-// never a core. A failed write (disk full) is reported once and the expert is
-// still served from memory.
+// Size: before a write that would take the cache directory over its budget, the
+// least used experts (counts kept per model in `usage`, merged across processes)
+// are evicted, never a core; a write that finds the disk full (ENOSPC) before the
+// budget is reached evicts more and is tried once again. A failed write is
+// reported once and the expert is still served from memory.
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
@@ -95,7 +96,9 @@ class ExpertCache final : public ExpertFetcher {
   // warn: report the first failure (the expert is in use from memory); else the
   // caller reports it.
   Status store_entry(int key, const char* const parts[kExpertParts], bool warn);
-  void maybe_evict(uint64_t added);
+  // Evicts so that `need` more bytes fit the budget; `disk_full`: also below what
+  // is there now (the disk is full before the budget is).
+  void make_room(uint64_t need, bool disk_full);
 
   const ExpertIndex& ix_;
   std::string root_, dir_, tmp_;

@@ -46,7 +46,9 @@ EntryRead corrupt(std::string why) { return {EntryState::Corrupt, std::move(why)
 
 // Opens and checks the header; fills h.
 EntryRead open_checked(const std::string& path, RawHeader* h, int* fd_out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or device) put in an entry's place must not block open();
+  // it is then rejected as not a regular file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT) return {EntryState::Missing, ""};
     return corrupt(fmt::format("cannot open: {}", std::strerror(errno)));
@@ -54,6 +56,7 @@ EntryRead open_checked(const std::string& path, RawHeader* h, int* fd_out) {
   *fd_out = fd;
   struct stat st;
   if (::fstat(fd, &st) != 0) return corrupt("cannot stat");
+  if (!S_ISREG(st.st_mode)) return corrupt("not a regular file");
   if (!pread_full(fd, reinterpret_cast<char*>(h), sizeof *h, 0)) return corrupt("shorter than its header");
   if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return corrupt("bad magic");
   if (XXH3_64bits(h, kHashedHeader) != h->header_hash) return corrupt("header checksum mismatch");

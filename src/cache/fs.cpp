@@ -54,12 +54,19 @@ int remove_stale_temps(const std::string& tmp_dir) {
 }
 
 Status write_file_atomic(const std::string& path, const std::string& tmp_dir,
-                         const std::vector<std::string_view>& pieces) {
+                         const std::vector<std::string_view>& pieces, int* errno_out) {
+  int unused = 0;
+  int& err_out = errno_out ? *errno_out : unused;
+  err_out = 0;
   const std::string tmp = temp_path(tmp_dir);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error("cannot create '{}': {}", tmp, std::strerror(errno));
+  if (fd < 0) {
+    err_out = errno;
+    return make_error("cannot create '{}': {}", tmp, std::strerror(errno));
+  }
   auto fail = [&](const char* what) {
     const int err = errno;
+    err_out = err;
     ::close(fd);
     ::unlink(tmp.c_str());
     return make_error("cannot write '{}' ({} '{}'): {}", path, what, tmp, std::strerror(err));
@@ -78,11 +85,13 @@ Status write_file_atomic(const std::string& path, const std::string& tmp_dir,
   if (::fsync(fd) != 0) return fail("syncing");
   if (::close(fd) != 0) {
     const int err = errno;
+    err_out = err;
     ::unlink(tmp.c_str());
     return make_error("cannot write '{}' (closing '{}'): {}", path, tmp, std::strerror(err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
+    err_out = err;
     ::unlink(tmp.c_str());
     return make_error("cannot write '{}' (renaming '{}'): {}", path, tmp, std::strerror(err));
   }
@@ -103,8 +112,14 @@ bool pread_full(int fd, void* dst, uint64_t n, uint64_t off) {
 }
 
 Result<std::string> read_small_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK and a regular file only: a FIFO in the cache must not hang a reader.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return make_error("cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error("cannot read '{}': not a regular file", path);
+  }
   std::string s;
   char buf[65536];
   for (;;) {

@@ -18,9 +18,10 @@ Status make_dirs(const std::string& dir);
 
 // Writes the concatenation of `pieces` to `path` atomically: a temp file in
 // `tmp_dir` (same file system), fsync, rename over `path`. On any failure (ENOSPC
-// included) the temp file is removed and `path` is untouched.
+// included) the temp file is removed and `path` is untouched, and *errno_out (if
+// given) is set to the error number.
 Status write_file_atomic(const std::string& path, const std::string& tmp_dir,
-                         const std::vector<std::string_view>& pieces);
+                         const std::vector<std::string_view>& pieces, int* errno_out = nullptr);
 
 // A temp-file name in `tmp_dir` owned by this process ("<pid>.<n>.tmp"), so that
 // remove_stale_temps can tell a dead writer's leftovers from a live one's.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cstring>
 #include <condition_variable>
 #include <deque>
@@ -87,7 +88,11 @@ Result<Meta> read_meta(const std::string& dir) {
     m.key = j.value("key", "");
     for (const auto& p : j.at("parts")) {
       m.urls.push_back(p.value("url", ""));
-      m.ids.push_back({p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")});
+      HttpIdentity id{p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")};
+      const std::string fp = p.value("fingerprint", "");
+      if (!fp.empty() && (std::sscanf(fp.c_str(), "%" SCNx64, &id.fingerprint) != 1 || id.fingerprint == 0))
+        throw std::runtime_error("bad fingerprint '" + fp + "'");
+      m.ids.push_back(id);
     }
     if (j.contains("revisions")) m.revisions = j.at("revisions").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
@@ -226,6 +231,29 @@ Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
     parts_.push_back(std::move(part));
   }
   const size_t k = parts_.size() - 1;
+  // Without a validator, pin what can be pinned: the size and a hash of the first
+  // and last bytes (also when the cache was filled without one and the origin now
+  // sends one: the bytes must be the same).
+  if (offline_reason_.empty() && p->id.fingerprint == 0 &&
+      (!p->id.has_validator() || (k < pinned_.size() && !pinned_[k].has_validator()))) {
+    auto fp = fingerprint_of(*client_, url, p->id);
+    if (!fp.ok()) return make_error("{}: {}", loc_.text, fp.error().message);
+    p->id.fingerprint = *fp;
+    p->origin = std::make_unique<HttpSource>(client_, url, p->id);
+    if (!p->id.has_validator()) {
+      const size_t at = key_.find('@'), slash = key_.find('/', at == std::string::npos ? 0 : at);
+      const bool commit_pinned = loc_.kind == ModelLocation::Kind::HuggingFace && at != std::string::npos &&
+                                 slash != std::string::npos && is_commit(key_.substr(at + 1, slash - at - 1));
+      if (commit_pinned)
+        DF_LOG_INFO("{}: the origin sends neither ETag nor Last-Modified for {}; the revision is pinned to its commit",
+                    loc_.text, redact_url(url));
+      else
+        DF_LOG_WARN("{}: the origin sends neither ETag nor Last-Modified for {}: the disk cache pins it by its size "
+                    "({} bytes) and a hash of its first and last {} KiB only; a change elsewhere in the file at the "
+                    "same size cannot be detected",
+                    loc_.text, redact_url(url), p->id.size, kFingerprintBytes / 1024);
+    }
+  }
   if (k < pinned_.size()) {
     const std::string change = identity_change(pinned_[k], p->id);
     if (!change.empty())
@@ -266,9 +294,12 @@ Status RemoteModel::write_meta() {
   j["key"] = key_;
   if (!revisions_.empty()) j["revisions"] = revisions_;
   j["parts"] = nlohmann::json::array();
-  for (const auto& p : parts_)
-    j["parts"].push_back({{"url", redact_url(p->url)}, {"size", p->id.size}, {"etag", p->id.etag},
-                          {"last_modified", p->id.last_modified}});
+  for (const auto& p : parts_) {
+    nlohmann::json part = {{"url", redact_url(p->url)}, {"size", p->id.size}, {"etag", p->id.etag},
+                           {"last_modified", p->id.last_modified}};
+    if (p->id.fingerprint) part["fingerprint"] = fmt::format("{:016x}", p->id.fingerprint);
+    j["parts"].push_back(part);
+  }
   DF_TRY(write_file_atomic(dir_ + "/meta.json", tmp_dir(root_), {j.dump(1) + "\n"}));
   pinned_.clear();
   for (const auto& p : parts_) pinned_.push_back(p->id);

@@ -63,6 +63,13 @@ struct Transfer {
   uint64_t got_at_start = 0;
   Clock::time_point last_data;
   bool paused = false;
+  // Transfer time over all attempts (running and not paused), for the deadline.
+  double spent_s = 0;
+  Clock::time_point run_since;
+
+  double spent_now(Clock::time_point now) const {
+    return spent_s + (easy && !paused ? std::chrono::duration<double>(now - run_since).count() : 0.0);
+  }
 
   bool is_demand() const { return prio == IoPriority::Demand || (urgent && urgent->load()); }
   std::string range_text() const { return fmt::format("bytes {}-{}", offset, offset + n - 1); }
@@ -233,17 +240,18 @@ struct HttpClient::Impl {
       if (t->is_demand()) {
         if (t->paused) {  // promoted while paused
           t->paused = false;
-          t->last_data = Clock::now();
+          t->last_data = t->run_since = Clock::now();
           curl_easy_pause(e, CURLPAUSE_CONT);
         }
         continue;
       }
       if (demand && !t->paused) {
+        t->spent_s = t->spent_now(Clock::now());
         t->paused = true;
         curl_easy_pause(e, CURLPAUSE_RECV);
       } else if (!demand && t->paused) {
         t->paused = false;
-        t->last_data = Clock::now();
+        t->last_data = t->run_since = Clock::now();
         curl_easy_pause(e, CURLPAUSE_CONT);
       }
     }
@@ -258,6 +266,10 @@ struct HttpClient::Impl {
   }
 
   void start_attempt(std::unique_ptr<Transfer> t) {
+    if (t->got >= t->n) {  // nothing left to ask for: never an empty or inverted range
+      t->done({});
+      return;
+    }
     CURL* e = curl_easy_init();
     t->easy = e;
     t->status = 0;
@@ -270,7 +282,7 @@ struct HttpClient::Impl {
     t->fail_permanent = false;
     t->errbuf[0] = 0;
     t->got_at_start = t->got;
-    t->last_data = Clock::now();
+    t->last_data = t->run_since = Clock::now();
     t->paused = false;
     const std::string range = fmt::format("{}-{}", t->offset + t->got, t->offset + t->n - 1);
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
@@ -305,6 +317,7 @@ struct HttpClient::Impl {
   }
 
   static void cleanup_attempt(Transfer& t) {
+    if (t.easy) t.spent_s = t.spent_now(Clock::now());
     if (t.easy) curl_easy_cleanup(t.easy);
     t.easy = nullptr;
     if (t.headers) curl_slist_free_all(t.headers);
@@ -354,13 +367,23 @@ struct HttpClient::Impl {
           t.fail_permanent = true;
           return false;
         }
-        const bool etag_changed = !t.pin.etag.empty() && !t.etag.empty() && t.etag != t.pin.etag;
-        const bool date_changed = t.pin.etag.empty() && !t.pin.last_modified.empty() && !t.last_modified.empty() &&
-                                  t.last_modified != t.pin.last_modified;
-        if (etag_changed || date_changed) {
-          t.fail = etag_changed ? fmt::format("the file changed at the origin: ETag {} is now {}", t.pin.etag, t.etag)
-                                : fmt::format("the file changed at the origin: Last-Modified '{}' is now '{}'",
-                                              t.pin.last_modified, t.last_modified);
+        // The validator the object was pinned by must come with every response: one
+        // that goes missing may hide a new revision at the same size.
+        std::string change;
+        if (!t.pin.etag.empty()) {
+          if (t.etag.empty())
+            change = fmt::format("the response carries no ETag, the file was opened with ETag {}", t.pin.etag);
+          else if (t.etag != t.pin.etag)
+            change = fmt::format("ETag {} is now {}", t.pin.etag, t.etag);
+        } else if (!t.pin.last_modified.empty()) {
+          if (t.last_modified.empty())
+            change = fmt::format("the response carries no Last-Modified, the file was opened with '{}'",
+                                 t.pin.last_modified);
+          else if (t.last_modified != t.pin.last_modified)
+            change = fmt::format("Last-Modified '{}' is now '{}'", t.pin.last_modified, t.last_modified);
+        }
+        if (!change.empty()) {
+          t.fail = "the file changed at the origin: " + change;
           t.fail_permanent = true;
           return false;
         }
@@ -416,18 +439,42 @@ struct HttpClient::Impl {
     }
   }
 
+  // The request's overall deadline in transfer seconds (0: none).
+  double deadline_s(const Transfer& t) const {
+    return opts.min_rate_bps > 0 ? opts.stall_timeout_s + double(t.n) / opts.min_rate_bps : 0;
+  }
+
+  // Ends attempts that stalled, ran past the request's deadline, or hold every byte
+  // asked for while the response promises more (a Content-Length larger than the
+  // range): those are complete.
   void check_stalls() {
     const auto now = Clock::now();
-    std::vector<CURL*> stalled;
-    for (auto& [e, t] : active)
-      if (!t->paused && std::chrono::duration<double>(now - t->last_data).count() > opts.stall_timeout_s)
-        stalled.push_back(e);
-    for (CURL* e : stalled) {
+    std::vector<CURL*> ended;
+    for (auto& [e, t] : active) {
+      const double deadline = deadline_s(*t);
+      if (t->checked && t->got == t->n) ended.push_back(e);
+      else if (!t->paused && std::chrono::duration<double>(now - t->last_data).count() > opts.stall_timeout_s)
+        ended.push_back(e);
+      else if (deadline > 0 && t->spent_now(now) > deadline)
+        ended.push_back(e);
+    }
+    for (CURL* e : ended) {
       auto it = active.find(e);
       std::unique_ptr<Transfer> t = std::move(it->second);
       active.erase(it);
       curl_multi_remove_handle(multi, e);
-      t->fail = fmt::format("no data for {:.0f} s", opts.stall_timeout_s);
+      const double deadline = deadline_s(*t);
+      if (t->checked && t->got == t->n) {
+        // complete: finish_attempt sees every byte in
+      } else if (deadline > 0 && t->spent_now(now) > deadline) {
+        t->fail = fmt::format(
+            "{} of {} bytes arrived in {:.1f} s, slower than the minimum rate of {:.0f} bytes/s (--net-min-rate) over "
+            "the request",
+            t->got, t->n, t->spent_now(now), opts.min_rate_bps);
+        t->fail_permanent = true;
+      } else {
+        t->fail = fmt::format("no data for {:.0f} s", opts.stall_timeout_s);
+      }
       finish_attempt(std::move(t), CURLE_OK);
     }
   }
@@ -446,6 +493,14 @@ struct HttpClient::Impl {
   void finish_attempt(std::unique_ptr<Transfer> t, CURLcode rc) {
     std::string why = t->fail;
     bool permanent = t->fail_permanent;
+    // Every byte asked for is in and the response head passed its checks: whatever
+    // else went wrong afterwards (a Content-Length larger than the range, a
+    // connection closed early) costs nothing.
+    if (t->checked && t->got == t->n) {
+      why.clear();
+      permanent = false;
+      rc = CURLE_OK;
+    }
     if (why.empty() && rc != CURLE_OK) {
       why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
       // Failures a retry cannot mend.

@@ -5,8 +5,13 @@
 // exactly the expected length. Transient failures (connection reset, truncated
 // body, stall, 5xx, 429, wrong Content-Range) are retried with exponential backoff
 // and jitter, resuming from the last byte received; a Retry-After header sets the
-// delay. A changed object (ETag or size) fails at once: bytes of two revisions are
-// never mixed. Every error names the URL and the byte range.
+// delay. A changed object (ETag or size, or a response without the validator the
+// object was pinned by) fails at once: bytes of two revisions are never mixed.
+// Every request has an overall deadline, stall_timeout_s + n / min_rate_bps of
+// time spent transferring (paused and waiting time excluded) over all its attempts,
+// so that an origin trickling bytes cannot hold it forever. A request is complete
+// when its n bytes are in, whatever the response's Content-Length still promises.
+// Every error names the URL and the byte range.
 //
 // Priorities: demand transfers start before prefetch transfers, a demand transfer
 // counts only other demand transfers against max_in_flight (prefetches never hold
@@ -35,6 +40,9 @@ struct HttpOptions {
   double backoff_max_s = 10;
   double retry_after_max_s = 60;  // a longer Retry-After fails the request
   int max_in_flight = 16;         // transfers running at once
+  // Overall deadline of a request of n bytes: stall_timeout_s + n / min_rate_bps
+  // seconds of transfer time; 0: none.
+  double min_rate_bps = 64 * 1024;
   std::string bearer_token;       // "Authorization: Bearer" (never sent across hosts on redirect)
   // CA certificates (PEM) that https:// servers are verified against, instead of the
   // system's; verification itself is never turned off.
@@ -46,7 +54,12 @@ struct HttpIdentity {
   uint64_t size = 0;
   std::string etag;           // empty: the server sent none
   std::string last_modified;  // compared only when there is no ETag
+  // Only without either validator: XXH3-64 of the first and last kFingerprintBytes
+  // (0: not computed). Checked when the object is opened, not per response.
+  uint64_t fingerprint = 0;
+  bool has_validator() const { return !etag.empty() || !last_modified.empty(); }
 };
+constexpr uint64_t kFingerprintBytes = 64 * 1024;
 
 // The answer to a probe (a request for the first byte).
 struct HttpProbe {

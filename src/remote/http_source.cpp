@@ -1,15 +1,43 @@
 #include "remote/http_source.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
+#include <vector>
+
 namespace deltafin {
 
 std::string identity_change(const HttpIdentity& was, const HttpIdentity& now) {
   if (was.size != now.size) return fmt::format("its size was {} bytes and is now {}", was.size, now.size);
-  if (!was.etag.empty() && !now.etag.empty() && was.etag != now.etag)
-    return fmt::format("its ETag was {} and is now {}", was.etag, now.etag);
-  if (was.etag.empty() && now.etag.empty() && !was.last_modified.empty() && !now.last_modified.empty() &&
-      was.last_modified != now.last_modified)
-    return fmt::format("its Last-Modified was '{}' and is now '{}'", was.last_modified, now.last_modified);
+  // The validator `was` was pinned by must still come, with the same value: an
+  // origin that stops sending it may be serving another revision at the same size.
+  if (!was.etag.empty()) {
+    if (now.etag.empty()) return fmt::format("its ETag was {} and the origin now sends none", was.etag);
+    if (was.etag != now.etag) return fmt::format("its ETag was {} and is now {}", was.etag, now.etag);
+    return "";
+  }
+  if (!was.last_modified.empty()) {
+    if (now.last_modified.empty())
+      return fmt::format("its Last-Modified was '{}' and the origin now sends none", was.last_modified);
+    if (was.last_modified != now.last_modified)
+      return fmt::format("its Last-Modified was '{}' and is now '{}'", was.last_modified, now.last_modified);
+    return "";
+  }
+  if (was.fingerprint != 0 && now.fingerprint != 0 && was.fingerprint != now.fingerprint)
+    return fmt::format("its first and last {} KiB hash to {:016x}, they hashed to {:016x} (the origin sends no "
+                       "ETag or Last-Modified, so only the size and these bytes are pinned)",
+                       kFingerprintBytes / 1024, now.fingerprint, was.fingerprint);
   return "";
+}
+
+Result<uint64_t> fingerprint_of(HttpClient& client, const std::string& url, const HttpIdentity& id) {
+  const uint64_t head = std::min(id.size, kFingerprintBytes);
+  const uint64_t tail_at = id.size - std::min(id.size, kFingerprintBytes);
+  std::vector<char> buf(size_t(head + (id.size - tail_at)));
+  if (head) DF_TRY(client.get_range_sync(url, 0, head, buf.data(), &id));
+  if (id.size > tail_at) DF_TRY(client.get_range_sync(url, tail_at, id.size - tail_at, buf.data() + head, &id));
+  const uint64_t h = XXH3_64bits(buf.data(), buf.size());
+  return h ? h : 1;  // 0 means "not computed"
 }
 
 HttpSource::HttpSource(std::shared_ptr<HttpClient> client, std::string url, HttpIdentity id)

@@ -38,7 +38,13 @@ class HttpSource final : public ByteSource {
   HttpProbe probe_;
 };
 
-// Says how two identities of one file differ ("" if they match).
+// Says how two identities of one file differ ("" if they match). A validator
+// (ETag, else Last-Modified) that `was` has and `now` lacks is a change; without
+// validators the fingerprints are compared where both are known.
 std::string identity_change(const HttpIdentity& was, const HttpIdentity& now);
+
+// XXH3-64 of the first and last kFingerprintBytes of the object (never 0): what
+// pins an object whose origin sends neither ETag nor Last-Modified.
+Result<uint64_t> fingerprint_of(HttpClient& client, const std::string& url, const HttpIdentity& id);
 
 }  // namespace deltafin

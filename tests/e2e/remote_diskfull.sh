@@ -3,7 +3,10 @@
 # behind deltafin's back. pull --all fails with a clear "No space left on
 # device" error naming the file; no partial entry or temp file is left; a run then
 # still computes exactly (the experts that cannot be stored are served from
-# memory, with one warning). Skipped where tmpfs cannot be mounted (not root).
+# memory, with one warning). With a --disk-cache budget on a full disk (issue 22),
+# eviction makes room before writing (the budget holds, every expert is stored),
+# and a write that finds the disk full before the budget is reached evicts and is
+# tried again. Skipped where tmpfs cannot be mounted (not root).
 # usage: remote_diskfull.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$(realpath "$1"); src=$(cd "$2" && pwd); build=$(cd "$3" && pwd)
@@ -53,4 +56,41 @@ check "pull on a full disk fails with a clear error" bash -c "[ $rc != 0 ] && gr
 "$bin" cache verify --cache-dir "$C" >"$dir/verify2" 2>&1
 check "after the failed pull: cache verify clean, no temp file" \
   bash -c "grep -Eq ' 0 corrupt \(removed\); [12] core part\(s\) ok, 0 bad' '$dir/verify2' && [ -z \"\$(ls '$C/tmp')\" ]"
+
+# A budget on a full disk: a cache of the core and the experts of layer 0 (about
+# 9 MB), the disk then filled to 300 KB free, less than one expert (786 KB).
+used_by_models() { python3 -c "
+import os, sys
+n = 0
+for r, _, fs in os.walk(sys.argv[1] + '/models'):
+    for f in fs: n += os.lstat(os.path.join(r, f)).st_blocks * 512
+print(n)" "$1"; }
+budget_case() { # name --disk-cache
+  local B=$dir/full/cache-$1
+  rm -f "$dir/full/filler"; rm -rf "$C" "$B"
+  "$bin" pull "$url" --all --cache-dir "$B" --no-progress >/dev/null 2>&1
+  rm -f "$B"/models/*/experts/1-*
+  avail=$(df --output=avail -B1 "$dir/full" | tail -1)
+  head -c $((avail - 300000)) /dev/zero >"$dir/full/filler" 2>/dev/null
+  before=$(used_by_models "$B")
+  "$bin" eval -m "$url" --cache-dir "$B" --disk-cache "$2" --ids $ids --top 20 --all-positions --stats \
+    >"$dir/out-$1" 2>"$dir/out-$1.err"; rc=$?
+  after=$(used_by_models "$B")
+  check "$1: eval with --disk-cache $2 on a full disk: exit 0, logits identical to the local run" \
+    bash -c "[ $rc = 0 ] && cmp -s '$dir/ref' '$dir/out-$1'"
+  # (Entries are written after their experts are handed out: count them on disk,
+  # not in the stats printed at the end of the run.)
+  local fetched kept1 kept0
+  fetched=$(grep -o '[0-9]* fetched from the origin' "$dir/out-$1.err" | grep -o '^[0-9]*')
+  kept1=$(ls "$B"/models/*/experts/ | grep -c '^1-'); kept0=$(ls "$B"/models/*/experts/ | grep -c '^0-')
+  # Within 6M the last ones fetched evict the first; with 20M every one is kept.
+  local want=$fetched; [ "$1" = over-budget ] && want=$((kept1 > 0 ? kept1 : -1))
+  check "$1: no write failed, experts fetched $fetched, on disk $kept1, layer-0 entries evicted ($kept0 of 8 left)" \
+    bash -c "! grep -q 'No space left' '$dir/out-$1.err' && [ '$fetched' -ge 1 ] && [ $kept1 = '$want' ] && [ $kept0 -lt 8 ]"
+  echo "   ($1: cache $before bytes before, $after after)"
+}
+budget_case over-budget 6M
+check "over-budget: the cache ends within the 6M budget" bash -c "[ $after -le $((6 << 20)) ]"
+rm -rf "$dir/full/cache-over-budget"
+budget_case enospc 20M
 exit $fail

@@ -13,10 +13,15 @@ injects one fault (--fault):
   trickle    sends the body in 8 KiB pieces, 5 ms apart
   stall      sends the head and half the body, then goes silent for 60 s
   etag       answers with another ETag (as if the file had changed upstream)
+  drop-etag  leaves the ETag header out
+  drop-validators  leaves out ETag and Last-Modified
+  drip       sends the body one byte every 0.2 s (each byte resets a stall timer)
+  oversize   sends a Content-Length 1000 bytes larger than the body, sends the
+             body, then keeps the connection open for 60 s
   none       passes everything through
 
-Requests for the first byte (probes, "bytes=0-0") are never faulted, so that a
-model can be opened. Counts are printed to stderr.
+Requests for the first byte (probes, "bytes=0-0") are never faulted, unless
+--probes is given, so that a model can be opened. Counts are printed to stderr.
 """
 import argparse
 import http.client
@@ -33,7 +38,7 @@ counter = {"n": 0, "faults": 0}
 
 
 def should_fault(range_header):
-    if args.fault == "none" or range_header in ("bytes=0-0",):
+    if args.fault == "none" or (range_header in ("bytes=0-0",) and not args.probes):
         return False
     with lock:
         counter["n"] += 1
@@ -83,6 +88,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 v = f"bytes {int(a) + 1}-{rest}"
             if fault == "etag" and kl == "etag":
                 v = '"changed-upstream"'
+            if (fault == "drop-etag" and kl == "etag") or (fault == "drop-validators" and kl in ("etag", "last-modified")):
+                continue
+            if fault == "oversize" and kl == "content-length":
+                v = str(int(v) + 1000)
             self.send_header(k, v)
         self.end_headers()
         half = len(body) // 2
@@ -100,6 +109,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "stall":
             self.wfile.write(body[:half])
+            self.wfile.flush()
+            time.sleep(60)
+            self.close_connection = True
+            return
+        if fault == "drip":
+            for i in range(len(body)):
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+                time.sleep(0.2)
+            return
+        if fault == "oversize":
+            self.wfile.write(body)
             self.wfile.flush()
             time.sleep(60)
             self.close_connection = True
@@ -126,6 +147,7 @@ def main():
     p.add_argument("--fault", default="none")
     p.add_argument("--every", type=int, default=0)
     p.add_argument("--first", type=int, default=0)
+    p.add_argument("--probes", action="store_true", help="fault probes (bytes=0-0) too")
     args = p.parse_args()
     Server(("127.0.0.1", args.port), Handler).serve_forever()
 

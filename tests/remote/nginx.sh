@@ -7,7 +7,9 @@
 #                                   the http and server blocks, extra parameters of
 #                                   `listen` (e.g. "ssl http2"); sets NGINX_PORT
 #   stop_nginx DIR
-#   start_proxy DIR UPSTREAM_PORT ARGS...  the fault proxy; sets PROXY_PORT
+#   start_proxy DIR UPSTREAM_PORT ARGS...  the fault proxy; sets PROXY_PORT (to
+#                                   $PROXY_PORT_WANT if set: one URL, one cache key
+#                                   across restarts with other faults)
 #   stop_proxy DIR
 
 free_port() {
@@ -67,14 +69,18 @@ stop_nginx() { # dir
 start_proxy() { # dir upstream-port args...
   local dir=$1 up=$2; shift 2
   mkdir -p "$dir"
-  PROXY_PORT=$(free_port)
+  PROXY_PORT=${PROXY_PORT_WANT:-$(free_port)}
   python3 "$(dirname "${BASH_SOURCE[0]}")/fault_proxy.py" --port "$PROXY_PORT" --upstream "$up" "$@" \
     >"$dir/proxy.log" 2>&1 &
   echo $! >"$dir/proxy.pid"
   wait_port "$PROXY_PORT" || { echo "FAIL the fault proxy did not start: $(cat "$dir/proxy.log")"; exit 1; }
 }
 
-stop_proxy() { # dir
-  [ -f "$1/proxy.pid" ] && kill "$(cat "$1/proxy.pid")" 2>/dev/null
+stop_proxy() { # dir (waits until it is gone, so that its port is free again)
+  if [ -f "$1/proxy.pid" ]; then
+    local pid; pid=$(cat "$1/proxy.pid")
+    kill "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+  fi
   rm -f "$1/proxy.pid"
 }

@@ -5,6 +5,7 @@
 // The network and whole-model paths are tested end to end against nginx
 // (tests/e2e/remote_*.sh).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "cache/expert_entry.h"
 #include "cache/fs.h"
 #include "remote/http_client.h"
+#include "remote/http_source.h"
 #include "remote/location.h"
 
 using namespace deltafin;
@@ -274,4 +276,92 @@ TEST(KeyLocks, ExcludeOtherProcesses) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(locks->try_lock(6)) << "the child died holding key 6: the lock must be released";
+}
+
+// Issue 22: a FIFO in a cache entry's place, the data file's or a manifest's, must
+// not block (open would wait for a writer forever): it is rejected as not a
+// regular file, and the core starts over.
+TEST(ExpertEntry, AFifoIsRejectedWithoutBlocking) {
+  const std::string dir = fresh_dir("fifo");
+  ExpertSlices sl;
+  sl.part[0] = {0, 0, 100, {}};
+  char* dst[3] = {};
+  ASSERT_EQ(::mkfifo((dir + "/0-0").c_str(), 0644), 0);
+  EntryRead r = read_entry(dir + "/0-0", 0, 0, sl, dst);
+  EXPECT_EQ(r.state, EntryState::Corrupt);
+  EXPECT_NE(r.why.find("not a regular file"), std::string::npos) << r.why;
+  int l = 0, e = 0;
+  uint64_t n = 0;
+  EXPECT_EQ(check_entry_file(dir + "/0-0", &l, &e, &n).state, EntryState::Corrupt);
+  ASSERT_EQ(::mkfifo((dir + "/meta.json").c_str(), 0644), 0);
+  EXPECT_FALSE(read_small_file(dir + "/meta.json").ok());
+  ASSERT_EQ(::mkfifo((dir + "/core-1.bin").c_str(), 0644), 0);
+  ASSERT_EQ(::mkfifo((dir + "/core-1.ok").c_str(), 0644), 0);
+  auto c = CoreFile::open(dir + "/core-1", dir, 4096);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_FALSE((*c)->complete());
+  struct stat st;
+  ASSERT_EQ(::stat((dir + "/core-1.bin").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+}
+
+// Issue 22: a damaged or tampered manifest (a chunk of 2^64-1 bytes, one past the
+// end, overlapping chunks, a line that is not a chunk) never sizes a buffer: the
+// manifest is dropped and the whole core is fetched again; bad journal lines are
+// left out (those chunks are fetched again).
+TEST(CoreFile, AGarbageManifestIsDroppedNotTrusted) {
+  const std::string dir = fresh_dir("core_garbage");
+  const uint64_t size = 1 << 20;
+  const std::string data = random_bytes(size, 5);
+  const std::vector<CoreChunk> plan = {{0, 4096, 0}, {8192, 8192, 0}};
+  auto complete = [&] {
+    auto c = CoreFile::open(dir + "/core-1", dir, size);
+    ASSERT_TRUE(c.ok());
+    for (const CoreChunk& m : (*c)->missing(plan)) ASSERT_TRUE((*c)->store(m, data.data() + m.offset).ok());
+    ASSERT_TRUE((*c)->finish(plan).ok());
+  };
+  for (const char* garbage : {"0 18446744073709551615 0\n", "1048000 4096 1f\n", "100 200 3\n", "not a chunk\n",
+                              "-5 10 0\n", "16384 0 0\n"}) {
+    complete();
+    {
+      std::ofstream ok(dir + "/core-1.ok", std::ios::app);
+      ok << garbage;
+    }
+    auto c = CoreFile::open(dir + "/core-1", dir, size);
+    ASSERT_TRUE(c.ok());
+    EXPECT_FALSE((*c)->complete()) << garbage;
+    EXPECT_EQ((*c)->missing(plan).size(), 2u) << garbage;
+    EXPECT_EQ((*c)->verify().value(), 0);
+    EXPECT_NE(::access((dir + "/core-1.ok").c_str(), F_OK), 0) << "the manifest was not dropped: " << garbage;
+  }
+  // A journal: the good lines count, the bad ones do not.
+  {
+    auto c = CoreFile::open(dir + "/core-1", dir, size);
+    ASSERT_TRUE((*c)->store(plan[0], data.data()).ok());
+  }
+  {
+    std::ofstream j(dir + "/core-1.journal", std::ios::app);
+    j << "8192 99999999999 0\n";
+  }
+  auto c = CoreFile::open(dir + "/core-1", dir, size);
+  ASSERT_EQ((*c)->missing(plan).size(), 1u);
+  EXPECT_EQ((*c)->missing(plan)[0].offset, 8192u);
+}
+
+// Issue 22: a response that loses the validator the cache was filled under is a
+// change; without validators the fingerprints decide.
+TEST(HttpIdentity, ALostValidatorIsAChange) {
+  const HttpIdentity etag{100, "\"a\"", "Mon, 01 Jan 2024 00:00:00 GMT", 0};
+  EXPECT_EQ(identity_change(etag, etag), "");
+  EXPECT_NE(identity_change(etag, {100, "", "Mon, 01 Jan 2024 00:00:00 GMT", 0}), "");
+  EXPECT_NE(identity_change(etag, {100, "", "", 0}), "");
+  EXPECT_NE(identity_change(etag, {100, "\"b\"", "", 0}), "");
+  const HttpIdentity date{100, "", "Mon, 01 Jan 2024 00:00:00 GMT", 0};
+  EXPECT_NE(identity_change(date, {100, "", "", 0}), "");
+  EXPECT_NE(identity_change(date, {100, "", "Tue, 02 Jan 2024 00:00:00 GMT", 0}), "");
+  EXPECT_EQ(identity_change(date, {100, "\"new\"", "Mon, 01 Jan 2024 00:00:00 GMT", 0}), "");
+  const HttpIdentity bare{100, "", "", 42};
+  EXPECT_EQ(identity_change(bare, {100, "", "", 42}), "");
+  EXPECT_NE(identity_change(bare, {100, "", "", 43}), "");
+  EXPECT_NE(identity_change(bare, {101, "", "", 42}), "");
 }
