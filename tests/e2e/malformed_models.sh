@@ -72,6 +72,9 @@ done
 
 # Options out of range are refused up front, naming the option.
 m=$dir/qwen3moe.gguf
+# general.alignment 1 shifts every tensor's data: here into NaN logits, which stop the run.
+patch "$m" "$dir/align1.gguf" kv:general.alignment=u32:1
+refused "qwen3moe: alignment 1" "non-finite logit" "$bin" run -p "hello world" -n 4 --temp 0 -m "$dir/align1.gguf"
 refused "run -t 100000" "threads" "$bin" run -m "$m" -p hi -n 1 -t 100000
 refused "chat -t 100000" "threads" "$bin" chat -m "$m" -t 100000
 refused "run -c -1" "ctx-size" "$bin" run -m "$m" -p hi -n 1 -c -1
