@@ -76,7 +76,7 @@ Command add_bench(CLI::App& app) {
                   "Sequences decoding together in the tg tests, comma-separated (as serve's clients; "
                   "t/s is their aggregate)")
       ->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--seed", o->seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("--json", o->json, "One JSON object per test on stdout instead of the table");
   sub->add_flag("--no-warmup", o->no_warmup, "Measure from the first run");

@@ -73,8 +73,9 @@ Command add_chat(CLI::App& app) {
   sub->add_option("-n,--n-predict", o->n, "Most tokens per answer (-1: until the model ends it or the context is full)")
       ->capture_default_str();
   sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens (the whole conversation must fit)")
+      ->check(CLI::Range(1, kMaxCtxSize))
       ->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("-b,--batch-size", o->batch, "Prompt tokens per forward pass; 0 (default): 512, or as in run when experts stream")->capture_default_str();
   add_sampling_options(sub, o->sp);
   sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");

@@ -27,8 +27,9 @@ Command add_eval(CLI::App& app) {
   sub->add_option("--top", o->top, "Logits to print per position")->capture_default_str();
   sub->add_flag("--all-positions", o->all, "Print every position, not only the last");
   sub->add_option("-b,--batch", o->batch, "Tokens per forward pass (default: all at once; 1 = one by one)");
-  sub->add_option("-t,--threads", o->threads, "Threads");
-  sub->add_option("-c,--ctx-size", o->ctx, "Context size (default: the sequence length)");
+  sub->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(0, kMaxThreads));
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size (default: the sequence length)")
+      ->check(CLI::Range(0, kMaxCtxSize));
   sub->add_flag("--stats", o->stats, "Print expert cache statistics to stderr");
   add_store_options(sub, o->store);
   return {sub, [o] {
@@ -48,7 +49,12 @@ Command add_eval(CLI::App& app) {
             Model& m = engine->model();
             const int64_t V = m.info().n_vocab;
             const int n = int(ids.size());
-            auto st = m.new_state(o->ctx > 0 ? o->ctx : n);
+            const int n_ctx = o->ctx > 0 ? o->ctx : n;
+            if (auto r = engine->reserve_states(n_ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
+              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
+              return 1;
+            }
+            auto st = m.new_state(n_ctx);
             const int batch = o->batch > 0 ? o->batch : n;
             std::vector<float> logits;
             for (int i = 0; i < n; i += batch) {

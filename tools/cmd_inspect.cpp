@@ -70,8 +70,13 @@ Command add_inspect(CLI::App& app) {
             fmt::print("model:          {}\n", o->model);
             fmt::print("name:           {}\n", m.string_or("general.name", "?"));
             const auto archs = supported_architectures();
+            const bool supported = std::count(archs.begin(), archs.end(), arch) > 0;
+            // What run would check before reading a weight: metadata, tensor names, shapes, types.
+            const Status loadable = supported ? check_model(*mf) : Status{};
             fmt::print("architecture:   {} ({})\n", arch,
-                       std::count(archs.begin(), archs.end(), arch) ? "supported" : "NOT supported by deltafin");
+                       !supported         ? "NOT supported by deltafin"
+                       : loadable.ok()    ? "supported"
+                                          : "supported, but this file does not load: see the error below");
             fmt::print("files:          {} part(s), {}\n", mf->shard_count(), human(double(mf->total_bytes())));
             fmt::print("parameters:     {} total: {} core + {} in routed experts\n", count(double(core_p + exp_p)),
                        count(double(core_p)), count(double(exp_p)));
@@ -113,6 +118,11 @@ Command add_inspect(CLI::App& app) {
                            "skewed real routing does better\n",
                            human(double(per_token) * (1 - frac)), frac * 100);
               }
+            }
+            if (!loadable.ok()) {
+              std::fflush(stdout);
+              fmt::print(stderr, "error: {}\n", loadable.error().message);
+              return 1;
             }
             return 0;
           }};

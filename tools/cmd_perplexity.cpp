@@ -24,10 +24,12 @@ Command add_perplexity(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("perplexity", "Perplexity over a text file (as llama-perplexity)");
   sub->add_option("-m,--model", o->model, "Model .gguf")->required();
   sub->add_option("-f,--file", o->file, "Text file")->required();
-  sub->add_option("-c,--ctx-size", o->ctx, "Chunk size in tokens")->capture_default_str();
+  sub->add_option("-c,--ctx-size", o->ctx, "Chunk size in tokens")
+      ->check(CLI::Range(2, kMaxCtxSize))
+      ->capture_default_str();
   sub->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")->capture_default_str();
   sub->add_option("--chunks", o->chunks, "Score only the first N chunks");
-  sub->add_option("-t,--threads", o->threads, "Threads");
+  sub->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(0, kMaxThreads));
   return {sub, [o] {
             std::ifstream f(o->file, std::ios::binary);
             if (!f) {

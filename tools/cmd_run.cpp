@@ -33,8 +33,10 @@ Command add_run(CLI::App& app) {
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->file, "Read the prompt from a file");
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate (-1: until end of text)")->capture_default_str();
-  sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens")->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens")
+      ->check(CLI::Range(1, kMaxCtxSize))
+      ->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("-b,--batch-size", o->batch,
                   "Prompt tokens per forward pass; 0 (default): 512, or when experts stream up to the whole "
                   "prompt, its activations in memory the expert cache lends (at most 3/4 of it)")
@@ -59,18 +61,11 @@ Command add_run(CLI::App& app) {
   sub->add_flag("--spec-fixed", o->spec_fixed, "Always draft --spec-max tokens (no adaptation; for measurements)");
   add_store_options(sub, o->store);
   return {sub, [o] {
-            std::string prompt = o->prompt;
-            if (!o->file.empty()) {
-              std::ifstream f(o->file, std::ios::binary);
-              if (!f) {
-                fmt::print(stderr, "error: cannot read prompt file '{}'\n", o->file);
-                return 1;
-              }
-              std::stringstream ss;
-              ss << f.rdbuf();
-              prompt = ss.str();
+            if (!o->file.empty() && !std::ifstream(o->file, std::ios::binary)) {  // read once the vocabulary is known
+              fmt::print(stderr, "error: cannot read prompt file '{}'\n", o->file);
+              return 1;
             }
-            if (prompt.empty()) {
+            if (o->prompt.empty() && o->file.empty()) {
               fmt::print(stderr, "error: give a prompt with -p TEXT or -f FILE\n");
               return 2;
             }
@@ -101,6 +96,14 @@ Command add_run(CLI::App& app) {
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            std::string prompt = o->prompt;
+            if (!o->file.empty()) {
+              DF_ASSIGN_OR_EXIT(prompt, read_prompt_file(o->file, o->ctx, tok));
+            }
+            if (prompt.empty()) {
+              fmt::print(stderr, "error: the prompt file '{}' is empty\n", o->file);
+              return 2;
+            }
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
             // The sequence's state comes out of --mem like everything else.
             // (Half the reserve holds it; a longer context takes the rest from the expert cache.)

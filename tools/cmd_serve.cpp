@@ -48,8 +48,10 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--alias", o->alias,
                   "Model name clients use (default: the file name without .gguf); repeatable: the first is the id "
                   "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for)");
-  sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")
+      ->check(CLI::Range(1, kMaxCtxSize))
+      ->capture_default_str();
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--parallel", o->parallel, "Sequences decoded together at most")->capture_default_str();
   sub->add_option("--prefill-chunk", o->prefill_chunk, "Prompt tokens per batched step (chunked prefill)")
       ->capture_default_str();

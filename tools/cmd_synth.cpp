@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/thread_pool.h"
 #include "format/gguf_writer.h"
 #include "synth/synth.h"
 
@@ -39,7 +40,7 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--chat-template", o->chat_template,
                   "Write this Jinja file as tokenizer.chat_template (e.g. one of ../shared/templates)");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
+  sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--mla", o->mla,
                   "deepseek2 attention form: absorbed (attn_k_b/attn_v_b, as current DeepSeek/Kimi GGUFs) or "
                   "joined (attn_kv_b, older GGUFs)")

@@ -74,6 +74,7 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
 struct StoreCli {
   std::string mem, reserve, policy = "lfu", profile, prefetch = "auto";
   int io_threads = 0;
+  bool verify = false;
   RemoteCli remote;
 };
 
@@ -93,6 +94,10 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_option("--io-threads", o.io_threads, "Expert reads in flight at most (default 16)");
+  sub->add_flag("--verify", o.verify,
+                "Local models whose experts stream: check every expert read again against a checksum of its first "
+                "read, so that a model file changed under the run stops it with an error (remote models' disk "
+                "cache always checks)");
   add_remote_options(sub, o.remote);
   sub->add_flag("--offline", o.remote.offline,
                 "Remote models: never contact the origin; use the core and experts in the disk cache (an expert "
@@ -113,6 +118,7 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   if (!parse_prefetch_mode(o.prefetch, &eo->stream.prefetch)) return make_error("bad --prefetch '{}'", o.prefetch);
   eo->stream.profile_path = o.profile.empty() ? default_profile : o.profile == "none" ? "" : o.profile;
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;
+  eo->stream.verify = o.verify;
   DF_TRY(apply_remote_options(o.remote, &eo->remote));
   eo->progress = terminal_progress();
   return {};

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
 #include <CLI/CLI.hpp>
 
 namespace deltafin::tools {
@@ -29,6 +31,16 @@ namespace deltafin::tools {
     }                                                              \
   } while (0)
 
+// The largest -c/--ctx-size a command takes (16M positions): more is a usage
+// error, not an allocation to fail.
+constexpr int kMaxCtxSize = 1 << 24;
+
+// The prompt of -f/--file for a context of n_ctx tokens: an error naming the file
+// when it cannot be read, or when it holds more bytes than n_ctx tokens of `tok`
+// can (its longest token's bytes each) — found after reading at most that many, so
+// that /dev/zero or a huge file is refused without filling memory.
+Result<std::string> read_prompt_file(const std::string& path, int n_ctx, const Tokenizer& tok);
+
 Result<std::vector<int32_t>> parse_ids(const std::string& s);
 // Tokenizes a prompt as llama.cpp does for completion: BOS per metadata, special
 // tokens parsed.
@@ -45,6 +57,10 @@ inline void add_sampling_options(CLI::App* sub, SamplingParams& sp) {
   sub->add_option("--frequency-penalty", sp.frequency_penalty, "Frequency penalty");
   sub->add_option("--presence-penalty", sp.presence_penalty, "Presence penalty");
   sub->add_option("-s,--seed", sp.seed, "Random seed");
+  // The server's check of the same parameters (NaN, top-p above 1, ...), once parsed.
+  sub->final_callback([&sp] {
+    if (auto problem = check_sampling(sp)) throw CLI::ValidationError(problem->flag, problem->problem);
+  });
 }
 
 }  // namespace deltafin::tools

@@ -1,7 +1,9 @@
 #include <cctype>
 #include <cmath>
+#include <fstream>
 
 #include "commands.h"
+#include "tool_common.h"
 
 namespace deltafin::tools {
 
@@ -25,6 +27,26 @@ bool parse_size(const std::string& s, uint64_t* out) {
   else return false;
   *out = static_cast<uint64_t>(v * mul);
   return true;
+}
+
+Result<std::string> read_prompt_file(const std::string& path, int n_ctx, const Tokenizer& tok) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error("cannot read prompt file '{}'", path);
+  size_t longest = 1;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) longest = std::max(longest, tok.piece(id).size());
+  const uint64_t limit = uint64_t(std::max(n_ctx, 0)) * longest;
+  std::string text;
+  char buf[1 << 16];
+  while (f) {
+    f.read(buf, sizeof buf);
+    text.append(buf, size_t(f.gcount()));
+    if (text.size() > limit)
+      return make_error("prompt file '{}' holds more than {} bytes, more than -c/--ctx-size {} tokens can hold "
+                        "(no token of this model is longer than {} bytes): shorten it or raise -c",
+                        path, limit, n_ctx, longest);
+  }
+  if (f.bad()) return make_error("cannot read prompt file '{}'", path);
+  return text;
 }
 
 }  // namespace deltafin::tools

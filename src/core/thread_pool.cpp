@@ -44,7 +44,7 @@ int default_thread_count() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads) : n_(std::clamp(n_threads, 1, kMaxThreads)) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 

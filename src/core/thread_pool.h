@@ -45,4 +45,8 @@ class ThreadPool {
 // Default thread count: the machine's hardware threads.
 int default_thread_count();
 
+// The most threads a pool runs (ggml's GGML_MAX_N_THREADS): commands refuse more,
+// and a pool asked for more runs this many.
+constexpr int kMaxThreads = 512;
+
 }  // namespace deltafin

@@ -102,6 +102,27 @@ class ArchModel : public BatchedModel {
   int64_t bind_head(WeightLoader& w, int64_t n_embd, bool may_tie);
   // Takes the loader's buffers as the resident core.
   void keep_weights(WeightLoader& w);
+  // Runs bind(WeightLoader&) -> Status twice: over a checking loader that reads
+  // nothing, then, when every tensor's presence, shape and type hold and
+  // !opts.check_only, over a reading one whose buffers become the resident core.
+  // bind must not look at tensor data (a checking loader's tensors have none) and
+  // must leave the model as if new when run again.
+  template <class F>
+  Status bind_checked(ModelFile& file, const LoadOptions& opts, F&& bind) {
+    {
+      WeightLoader check(file, /*read=*/false);
+      const Status s = bind(check);
+      DF_TRY(check.finish());  // the loader's problems first: missing tensors explain most others
+      DF_TRY(s);
+    }
+    if (opts.check_only) return {};
+    WeightLoader w(file);
+    const Status s = bind(w);
+    DF_TRY(w.finish());
+    DF_TRY(s);
+    keep_weights(w);
+    return {};
+  }
   // The shape fields of info_.
   void describe(const char* arch, int64_t n_vocab, int64_t n_embd, int n_layer, int n_ctx_train, int n_expert,
                 int n_used);

@@ -96,7 +96,8 @@ class DeepSeek2 final : public ArchModel {
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
     DF_TRY(load_config(file));
-    DF_TRY(load_weights(file));
+    DF_TRY(bind_checked(file, opts, [&](WeightLoader& w) { return bind(w, file); }));
+    if (opts.check_only) return {};
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
     describe("deepseek2", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.router.n_expert, c_.router.n_used);
     return {};
@@ -254,22 +255,25 @@ class DeepSeek2 final : public ArchModel {
   Status load_config(ModelFile& file) {
     const GGUFFile& m = file.meta();
     HParams hp(m, "deepseek2", file.path());
-    const int n_layer_all = int(hp.req_int("block_count"));
-    c_.n_ctx_train = int(hp.req_int("context_length"));
-    c_.n_embd = hp.req_int("embedding_length");
-    const int n_head = int(hp.req_int("attention.head_count"));
-    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
-    const int r_kv = int(hp.req_int("attention.kv_lora_rank"));
-    const int n_expert = int(hp.req_int("expert_count"));
-    const int n_used = int(hp.req_int("expert_used_count"));
-    c_.n_shared = int(hp.req_int("expert_shared_count"));
+    const int n_layer_all = int(hp.req_int("block_count", 1, kMaxLayers));
+    c_.n_ctx_train = int(hp.req_int("context_length", 0, kMaxContext));
+    c_.n_embd = hp.req_int("embedding_length", 1, kMaxDim);
+    const int n_head = int(hp.req_int("attention.head_count", 1, kMaxDim));
+    c_.eps = float(hp.req_positive("attention.layer_norm_rms_epsilon"));
+    const int r_kv = int(hp.req_int("attention.kv_lora_rank", 1, kMaxDim));
+    const int n_expert = int(hp.req_int("expert_count", 1, kMaxDim));
+    const int n_used = int(hp.req_int("expert_used_count", 1, kMaxDim));
+    c_.n_shared = int(hp.req_int("expert_shared_count", 1, kMaxDim));
     if (!hp.has("expert_feed_forward_length")) hp.req_int("expert_feed_forward_length");  // reports it
     DF_TRY(hp.finish());
 
     // MTP ("nextn") blocks are appended after the trunk and are not part of this pass.
     n_nextn_ = int(hp.int_or("nextn_predict_layers", 0));
     c_.n_layer = n_layer_all - n_nextn_;
-    if (c_.n_layer <= 0) hp.fail("nextn_predict_layers must be smaller than block_count");
+    if (n_nextn_ < 0 || c_.n_layer <= 0) {
+      hp.fail("nextn_predict_layers must be at least 0 and smaller than block_count");
+      return hp.finish();
+    }
     // The vocabulary size only feeds llama.cpp's model-family heuristics below.
     int64_t vocab = hp.int_or("vocab_size", 0);
     if (vocab == 0)
@@ -414,11 +418,13 @@ class DeepSeek2 final : public ArchModel {
     return {};
   }
 
-  Status load_weights(ModelFile& file) {
-    WeightLoader w(file);
+  // Every tensor's name and shape (bind_checked).
+  Status bind(WeightLoader& w, const ModelFile& file) {
     const int64_t E = c_.n_embd;
     c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
-    layers_.resize(size_t(c_.n_layer));
+    layers_.assign(size_t(c_.n_layer), Layer{});
+    mtp_layer_ = Layer{};
+    nextn_ = Nextn{};
     for (int il = 0; il < c_.n_layer; ++il) DF_TRY(load_layer(w, file, il, il < c_.n_dense, &layers_[size_t(il)]));
     // One MTP block (llama.cpp's graph_mtp supports one): loaded when the file has it.
     const int il = c_.n_layer;
@@ -433,8 +439,6 @@ class DeepSeek2 final : public ArchModel {
       nextn_.embed = w.optional(n("nextn.embed_tokens.weight"), {E, c_.n_vocab});
       nextn_.head = w.optional(n("nextn.shared_head_head.weight"), {E, c_.n_vocab});
     }
-    DF_TRY(w.finish());
-    keep_weights(w);
     return {};
   }
 

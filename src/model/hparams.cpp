@@ -14,16 +14,43 @@ int64_t HParams::req_int(const std::string& name) {
   }
   return r.value();
 }
+int64_t HParams::req_int(const std::string& name, int64_t lo, int64_t hi) {
+  auto r = meta_.get_int(key(name));
+  if (!r.ok()) {
+    missing_.push_back(r.error().message);
+    return lo;
+  }
+  if (r.value() < lo || r.value() > hi) {
+    fail(fmt::format("'{}' is {}; it must be in {}..{}", key(name), r.value(), lo, hi));
+    return lo;
+  }
+  return r.value();
+}
 double HParams::req_float(const std::string& name) {
   auto r = meta_.get_float(key(name));
   if (!r.ok()) {
     missing_.push_back(r.error().message);
     return 0;
   }
+  if (!std::isfinite(r.value())) {
+    fail(fmt::format("'{}' is {}; it must be a finite number", key(name), r.value()));
+    return 0;
+  }
   return r.value();
 }
+double HParams::req_positive(const std::string& name) {
+  const bool present = has(name);
+  const double v = req_float(name);
+  if (present && std::isfinite(v) && !(v > 0)) fail(fmt::format("'{}' is {}; it must be above 0", key(name), v));
+  return v;
+}
 int64_t HParams::int_or(const std::string& name, int64_t def) const { return meta_.int_or(key(name), def); }
-double HParams::float_or(const std::string& name, double def) const { return meta_.float_or(key(name), def); }
+double HParams::float_or(const std::string& name, double def) {
+  const double v = meta_.float_or(key(name), def);
+  if (!std::isnan(v)) return v;  // infinities may mean "no bound" (kda.gate_lower_bound)
+  fail(fmt::format("'{}' is nan; it must be a number", key(name)));
+  return def;
+}
 bool HParams::bool_or(const std::string& name, bool def) const { return meta_.bool_or(key(name), def); }
 std::string HParams::string_or(const std::string& name, const std::string& def) const {
   return meta_.string_or(key(name), def);
@@ -57,8 +84,18 @@ RopeParams HParams::rope(int n_rot, bool neox, int n_ctx_train, float yarn_log_m
   p.n_rot = n_rot;
   p.neox = neox;
   p.freq_base = float(float_or("rope.freq_base", 10000.0));
+  if (!(p.freq_base > 0.0f) || !std::isfinite(p.freq_base))
+    fail(fmt::format("'{}' is {}; it must be a finite number above 0", key("rope.freq_base"), p.freq_base));
+  const double n_ctx_orig = double(int_or("rope.scaling.original_context_length", n_ctx_train));
+  if (n_ctx_orig < 0 || n_ctx_orig > double(kMaxContext))
+    fail(fmt::format("'{}' is {}; it must be in 0..{}", key("rope.scaling.original_context_length"), n_ctx_orig,
+                     kMaxContext));
   std::string scaling = string_or("rope.scaling.type", "linear");
   double factor = float_or("rope.scaling.factor", float_or("rope.scale_linear", 0.0));
+  if (factor < 0 || !std::isfinite(factor)) {
+    fail(fmt::format("'{}' is {}; it must be finite and not negative", key("rope.scaling.factor"), factor));
+    factor = 0.0;
+  }
   p.freq_scale = factor == 0.0 ? 1.0f : float(1.0 / factor);
   p.n_ctx_orig = int(int_or("rope.scaling.original_context_length", n_ctx_train));
   const float rope_attn_factor = float(float_or("rope.scaling.attn_factor", 1.0));

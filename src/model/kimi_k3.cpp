@@ -137,11 +137,11 @@ class KimiK3 final : public ArchModel {
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
     HParams hp(file.meta(), "kimi-k3", file.path());
-    c_.n_layer = int(hp.req_int("block_count"));
-    c_.n_ctx_train = int(hp.req_int("context_length"));
-    c_.n_embd = hp.req_int("embedding_length");
-    const int n_head = int(hp.req_int("attention.head_count"));
-    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    c_.n_layer = int(hp.req_int("block_count", 1, kMaxLayers));
+    c_.n_ctx_train = int(hp.req_int("context_length", 0, kMaxContext));
+    c_.n_embd = hp.req_int("embedding_length", 1, kMaxDim);
+    const int n_head = int(hp.req_int("attention.head_count", 1, kMaxDim));
+    c_.eps = float(hp.req_positive("attention.layer_norm_rms_epsilon"));
     const int d_qk = int(hp.req_int("attention.key_length_mla"));
     c_.mla.d_v = int(hp.req_int("attention.value_length_mla"));
     c_.mla.kv_lora = int(hp.req_int("attention.kv_lora_rank"));
@@ -151,8 +151,8 @@ class KimiK3 final : public ArchModel {
     c_.kda.head_dim = int(hp.req_int("kda.head_dim"));
     c_.kda.gate_lower_bound = float(hp.float_or("kda.gate_lower_bound", -INFINITY));
     c_.n_shared = int(hp.req_int("expert_shared_count"));
-    c_.n_expert = int(hp.req_int("expert_count"));
-    c_.n_used = int(hp.req_int("expert_used_count"));
+    c_.n_expert = int(hp.req_int("expert_count", 1, kMaxDim));
+    c_.n_used = int(hp.req_int("expert_used_count", 1, kMaxDim));
     const int gating = int(hp.req_int("expert_gating_func"));
     c_.res_block = int(hp.req_int("attn_res.block_size"));
     c_.act.act = FfnAct::SiTU;
@@ -207,88 +207,92 @@ class KimiK3 final : public ArchModel {
     if (c_.act.situ_beta == 0.0f) hp.fail("activation.situ_beta must not be 0");
     DF_TRY(hp.finish());
 
-    WeightLoader w(file);
     const int64_t E = c_.n_embd, H = n_head, S = c_.kda.head_dim, D = c_.kda.d_inner(), K = c_.kda.d_conv;
     const int64_t L = c_.latent > 0 ? c_.latent : E;
     const int64_t r_kv = c_.mla.kv_lora, dr = c_.mla.d_rope, dn = c_.mla.d_nope, dv = c_.mla.d_v;
     const int64_t r_q = hp.int_or("attention.q_lora_rank", 0);
-    c_.n_vocab = bind_head(w, E, /*may_tie=*/false);  // never tied for kimi-k3
-    if (c_.res_block > 0) output_res_ = to_f32(w.require("output_res_score.weight", {E}));
-    std::string bad;  // problems the loader's shape checks do not cover
-    layers_.resize(size_t(c_.n_layer));
-    for (int il = 0; il < c_.n_layer; ++il) {
-      Layer& Ly = layers_[size_t(il)];
-      auto n = [&](const char* s) { return layer_name(il, s); };
-      Ly.mla = kinds[size_t(il)] == 1;
-      Ly.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
-      Ly.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
-      if (c_.res_block > 0) {
-        Ly.attn_res = to_f32(w.require(n("attn_res_score.weight"), {E}));
-        Ly.ffn_res = to_f32(w.require(n("ffn_res_score.weight"), {E}));
-      }
-      if (!Ly.mla) {
-        // Separate q/k/v are required: llama.cpp's K3 graph cannot run a fused attn_qkv,
-        // and it loads but never applies attn_{q,k,v}.bias (so neither do we).
-        KdaWeights& k = Ly.kda;
-        k.conv_q = to_f32(w.require(n("ssm_conv1d_q.weight"), {K, 1, D}));
-        k.conv_k = to_f32(w.require(n("ssm_conv1d_k.weight"), {K, 1, D}));
-        k.conv_v = to_f32(w.require(n("ssm_conv1d_v.weight"), {K, 1, D}));
-        k.wq = w.require(n("attn_q.weight"), {E, D});
-        k.wk = w.require(n("attn_k.weight"), {E, D});
-        k.wv = w.require(n("attn_v.weight"), {E, D});
-        k.f_a = w.require(n("ssm_f_a.weight"), {E, S});
-        k.f_b = w.require(n("ssm_f_b.weight"), {S, D});
-        k.beta = w.require(n("ssm_beta.weight"), {E, H});
-        k.a = to_f32(w.require(n("ssm_a"), {H}));
-        k.dt_bias = to_f32(w.require(n("ssm_dt.bias"), {D}));
-        k.g = w.require(n("ssm_g.weight"), {E, D});
-        k.o_norm = to_f32(w.require(n("ssm_norm.weight"), {S}));
-        k.wo = w.require(n("attn_output.weight"), {D, E});
-      } else {
-        K3MlaWeights& m = Ly.att;
-        if (w.has(n("attn_kv_b.weight")))
-          bad += fmt::format("\n  {}: the legacy MLA form, which llama.cpp's kimi-k3 graph cannot run "
-                             "(needs attn_k_b + attn_v_b)", n("attn_kv_b.weight"));
-        if (w.has(n("attn_q_a_norm.weight"))) {
-          m.q_a_norm = to_f32(w.require(n("attn_q_a_norm.weight"), {r_q}));
-          m.wq_a = w.require(n("attn_q_a.weight"), {E, r_q});
-          m.wq_b = w.require(n("attn_q_b.weight"), {r_q, H * (dn + dr)});
+    // Every tensor's name and shape (bind_checked).
+    auto bind = [&](WeightLoader& w) -> Status {
+      c_.n_vocab = bind_head(w, E, /*may_tie=*/false);  // never tied for kimi-k3
+      if (c_.res_block > 0) output_res_ = to_f32(w.require("output_res_score.weight", {E}));
+      std::string bad;  // problems the loader's shape checks do not cover
+      layers_.assign(size_t(c_.n_layer), Layer{});
+      for (int il = 0; il < c_.n_layer; ++il) {
+        Layer& Ly = layers_[size_t(il)];
+        auto n = [&](const char* s) { return layer_name(il, s); };
+        Ly.mla = kinds[size_t(il)] == 1;
+        Ly.attn_norm = to_f32(w.require(n("attn_norm.weight"), {E}));
+        Ly.ffn_norm = to_f32(w.require(n("ffn_norm.weight"), {E}));
+        if (c_.res_block > 0) {
+          Ly.attn_res = to_f32(w.require(n("attn_res_score.weight"), {E}));
+          Ly.ffn_res = to_f32(w.require(n("ffn_res_score.weight"), {E}));
+        }
+        if (!Ly.mla) {
+          // Separate q/k/v are required: llama.cpp's K3 graph cannot run a fused attn_qkv,
+          // and it loads but never applies attn_{q,k,v}.bias (so neither do we).
+          KdaWeights& k = Ly.kda;
+          k.conv_q = to_f32(w.require(n("ssm_conv1d_q.weight"), {K, 1, D}));
+          k.conv_k = to_f32(w.require(n("ssm_conv1d_k.weight"), {K, 1, D}));
+          k.conv_v = to_f32(w.require(n("ssm_conv1d_v.weight"), {K, 1, D}));
+          k.wq = w.require(n("attn_q.weight"), {E, D});
+          k.wk = w.require(n("attn_k.weight"), {E, D});
+          k.wv = w.require(n("attn_v.weight"), {E, D});
+          k.f_a = w.require(n("ssm_f_a.weight"), {E, S});
+          k.f_b = w.require(n("ssm_f_b.weight"), {S, D});
+          k.beta = w.require(n("ssm_beta.weight"), {E, H});
+          k.a = to_f32(w.require(n("ssm_a"), {H}));
+          k.dt_bias = to_f32(w.require(n("ssm_dt.bias"), {D}));
+          k.g = w.require(n("ssm_g.weight"), {E, D});
+          k.o_norm = to_f32(w.require(n("ssm_norm.weight"), {S}));
+          k.wo = w.require(n("attn_output.weight"), {D, E});
         } else {
-          m.wq = w.require(n("attn_q.weight"), {E, H * (dn + dr)});
+          K3MlaWeights& m = Ly.att;
+          if (w.has(n("attn_kv_b.weight")))
+            bad += fmt::format("\n  {}: the legacy MLA form, which llama.cpp's kimi-k3 graph cannot run "
+                               "(needs attn_k_b + attn_v_b)", n("attn_kv_b.weight"));
+          if (w.has(n("attn_q_a_norm.weight"))) {
+            m.q_a_norm = to_f32(w.require(n("attn_q_a_norm.weight"), {r_q}));
+            m.wq_a = w.require(n("attn_q_a.weight"), {E, r_q});
+            m.wq_b = w.require(n("attn_q_b.weight"), {r_q, H * (dn + dr)});
+          } else {
+            m.wq = w.require(n("attn_q.weight"), {E, H * (dn + dr)});
+          }
+          m.wkv_a = w.require(n("attn_kv_a_mqa.weight"), {E, r_kv + dr});
+          m.kv_a_norm = to_f32(w.require(n("attn_kv_a_norm.weight"), {r_kv}));
+          m.k_b = w.require(n("attn_k_b.weight"), {dn, r_kv, H});
+          m.v_b = w.require(n("attn_v_b.weight"), {r_kv, dv, H});
+          m.gate = w.optional(n("attn_gate.weight"), {E, H * dv});
+          m.wo = w.require(n("attn_output.weight"), {H * dv, E});
         }
-        m.wkv_a = w.require(n("attn_kv_a_mqa.weight"), {E, r_kv + dr});
-        m.kv_a_norm = to_f32(w.require(n("attn_kv_a_norm.weight"), {r_kv}));
-        m.k_b = w.require(n("attn_k_b.weight"), {dn, r_kv, H});
-        m.v_b = w.require(n("attn_v_b.weight"), {r_kv, dv, H});
-        m.gate = w.optional(n("attn_gate.weight"), {E, H * dv});
-        m.wo = w.require(n("attn_output.weight"), {H * dv, E});
-      }
-      if (il < c_.n_dense) {
-        Ly.ffn_gate = w.require(n("ffn_gate.weight"), {E, c_.n_ff});
-        Ly.ffn_up = w.require(n("ffn_up.weight"), {E, c_.n_ff});
-        Ly.ffn_down = w.require(n("ffn_down.weight"), {c_.n_ff, E});
-      } else {
-        Ly.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, c_.n_expert});
-        Ly.exp_probs_b = to_f32(w.require(n("exp_probs_b.bias"), {c_.n_expert}));
-        w.expect_shape(n("ffn_gate_exps.weight"), {L, c_.n_ff_exp, c_.n_expert});
-        w.expect_shape(n("ffn_up_exps.weight"), {L, c_.n_ff_exp, c_.n_expert});
-        w.expect_shape(n("ffn_down_exps.weight"), {c_.n_ff_exp, L, c_.n_expert});
-        if (c_.latent > 0) {
-          Ly.routed_down = w.require(n("ffn_routed_down.weight"), {E, L});
-          Ly.routed_up = w.require(n("ffn_routed_up.weight"), {L, E});
-          Tensor rn = w.optional(n("ffn_routed_norm.weight"), {L});
-          if (rn.valid()) Ly.routed_norm = to_f32(rn);
+        if (il < c_.n_dense) {
+          Ly.ffn_gate = w.require(n("ffn_gate.weight"), {E, c_.n_ff});
+          Ly.ffn_up = w.require(n("ffn_up.weight"), {E, c_.n_ff});
+          Ly.ffn_down = w.require(n("ffn_down.weight"), {c_.n_ff, E});
+        } else {
+          Ly.gate_inp = w.require(n("ffn_gate_inp.weight"), {E, c_.n_expert});
+          Ly.exp_probs_b = to_f32(w.require(n("exp_probs_b.bias"), {c_.n_expert}));
+          w.expect_shape(n("ffn_gate_exps.weight"), {L, c_.n_ff_exp, c_.n_expert});
+          w.expect_shape(n("ffn_up_exps.weight"), {L, c_.n_ff_exp, c_.n_expert});
+          w.expect_shape(n("ffn_down_exps.weight"), {c_.n_ff_exp, L, c_.n_expert});
+          if (c_.latent > 0) {
+            Ly.routed_down = w.require(n("ffn_routed_down.weight"), {E, L});
+            Ly.routed_up = w.require(n("ffn_routed_up.weight"), {L, E});
+            Tensor rn = w.optional(n("ffn_routed_norm.weight"), {L});
+            if (rn.valid()) Ly.routed_norm = to_f32(rn);
+          }
+          Ly.gate_sh = w.optional(n("ffn_gate_shexp.weight"), {E, c_.n_ff_shexp});
+          Ly.up_sh = w.optional(n("ffn_up_shexp.weight"), {E, c_.n_ff_shexp});
+          Ly.down_sh = w.optional(n("ffn_down_shexp.weight"), {c_.n_ff_shexp, E});
+          const bool g = w.has(n("ffn_gate_shexp.weight"));
+          if (g != w.has(n("ffn_up_shexp.weight")) || g != w.has(n("ffn_down_shexp.weight")))
+            bad += fmt::format("\n  blk.{}: ffn_{{gate,up,down}}_shexp must be all present or all absent", il);
         }
-        Ly.gate_sh = w.optional(n("ffn_gate_shexp.weight"), {E, c_.n_ff_shexp});
-        Ly.up_sh = w.optional(n("ffn_up_shexp.weight"), {E, c_.n_ff_shexp});
-        Ly.down_sh = w.optional(n("ffn_down_shexp.weight"), {c_.n_ff_shexp, E});
-        if (Ly.gate_sh.valid() != Ly.up_sh.valid() || Ly.gate_sh.valid() != Ly.down_sh.valid())
-          bad += fmt::format("\n  blk.{}: ffn_{{gate,up,down}}_shexp must be all present or all absent", il);
       }
-    }
-    DF_TRY(w.finish());
-    if (!bad.empty()) return make_error("{}: unsupported kimi-k3 tensors:{}", file.path(), bad);
-    keep_weights(w);
+      if (!bad.empty()) return make_error("{}: unsupported kimi-k3 tensors:{}", file.path(), bad);
+      return {};
+    };
+    DF_TRY(bind_checked(file, opts, bind));
+    if (opts.check_only) return {};
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
     describe("kimi-k3", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};

@@ -63,7 +63,8 @@ class Llama final : public ArchModel {
     pool_ = opts.pool;
     DF_TRY(check_layout(file));
     DF_TRY(load_config(file));
-    DF_TRY(bind_weights(file));
+    DF_TRY(bind_checked(file, opts, [&](WeightLoader& w) { return bind(w, file); }));
+    if (opts.check_only) return {};
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
     describe("llama", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
@@ -164,13 +165,12 @@ class Llama final : public ArchModel {
 
   Status load_config(ModelFile& file) {
     HParams hp(file.meta(), "llama", file.path());
-    c_.n_layer = int(hp.req_int("block_count"));
-    c_.n_ctx_train = int(hp.req_int("context_length"));
-    c_.n_embd = hp.req_int("embedding_length");
-    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    c_.n_layer = int(hp.req_int("block_count", 1, kMaxLayers));
+    c_.n_ctx_train = int(hp.req_int("context_length", 0, kMaxContext));
+    c_.n_embd = hp.req_int("embedding_length", 1, kMaxDim);
+    c_.eps = float(hp.req_positive("attention.layer_norm_rms_epsilon"));
     if (!hp.has("attention.head_count")) hp.fail("missing key 'llama.attention.head_count'");
     DF_TRY(hp.finish());
-    if (c_.n_layer <= 0) return make_error("{}: llama.block_count must be > 0", file.path());
 
     // Per-layer-capable keys (scalar or one value per layer). llama.cpp sizes every
     // layer from layer 0's value; differing heads would need per-layer KV shapes.
@@ -211,8 +211,8 @@ class Llama final : public ArchModel {
     return hp.finish();
   }
 
-  Status bind_weights(ModelFile& file) {
-    WeightLoader w(file);
+  // Every tensor's name and shape (bind_checked).
+  Status bind(WeightLoader& w, const ModelFile& file) {
     std::set<std::string> bound;  // every name asked for, present or not
     auto req = [&](const std::string& nm, std::initializer_list<int64_t> shape) {
       bound.insert(nm);
@@ -235,7 +235,7 @@ class Llama final : public ArchModel {
     for (float f : rope_freqs_)
       if (!(f > 0.0f)) return make_error("{}: rope_freqs.weight has a non-positive factor", file.path());
 
-    layers_.resize(size_t(c_.n_layer));
+    layers_.assign(size_t(c_.n_layer), Layer{});
     for (int il = 0; il < c_.n_layer; ++il) {
       Layer& L = layers_[size_t(il)];
       auto n = [&](const char* s) { return layer_name(il, s); };
@@ -286,7 +286,6 @@ class Llama final : public ArchModel {
         w.expect_shape(n("ffn_down_exps.weight"), {F, E, X});
       }
     }
-    DF_TRY(w.finish());
 
     // llama.cpp refuses a file with tensors its loader did not ask for ("wrong number
     // of tensors"); so do we, rather than silently computing without them.
@@ -300,7 +299,6 @@ class Llama final : public ArchModel {
       return make_error("{}: {} tensor(s) that a '{}' llama model does not use:{}", file.path(), extra.size(),
                         X > 0 ? "MoE" : "dense", list);
     }
-    keep_weights(w);
     return {};
   }
 

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cmath>
 #include <regex>
 
 #include "model/arch.h"
@@ -55,6 +56,31 @@ Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts) {
   for (auto& a : arch_table()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
   return make_error("{}: architecture '{}' is not supported by deltafin (supported: {}); models of other "
                     "architectures run in llama.cpp", file.path(), arch, list);
+}
+
+Status check_model(ModelFile& file) {
+  LoadOptions opts;
+  opts.check_only = true;
+  DF_TRY(load_model(file, std::move(opts)));
+  return {};
+}
+
+uint64_t Model::state_bytes(int n_ctx) const {
+  if (n_ctx <= 2) return new_state(std::max(n_ctx, 0))->memory_bytes();
+  const uint64_t one = new_state(1)->memory_bytes(), two = new_state(2)->memory_bytes();
+  const uint64_t per = two > one ? two - one : 0;
+  const uint64_t more = uint64_t(n_ctx - 1);
+  if (per != 0 && more > (UINT64_MAX - one) / per) return UINT64_MAX;
+  return one + per * more;
+}
+
+Status check_logits(const float* logits, int64_t n_vocab) {
+  for (int64_t i = 0; i < n_vocab; ++i)
+    if (!std::isfinite(logits[i]))
+      return make_error("the model computed a non-finite logit ({} for token {}): its weights or "
+                        "hyperparameters are broken (NaN, infinite or out-of-range values in the file)",
+                        logits[i], i);
+  return {};
 }
 
 std::vector<ExpertLayerInfo> find_expert_layers(const ModelFile& file) {

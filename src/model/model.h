@@ -93,7 +93,11 @@ class Model {
   virtual const ModelInfo& info() const = 0;
   virtual std::unique_ptr<SeqState> new_state(int n_ctx) const = 0;
   // What one state of n_ctx positions takes at most (SeqState::memory_bytes).
-  virtual uint64_t state_bytes(int n_ctx) const { return new_state(n_ctx)->memory_bytes(); }
+  // Default: from states of 1 and 2 positions, as every architecture's state is its
+  // per-position caches plus a fixed part; so that the size of a state too large to
+  // allocate can be told (and refused) without allocating it. Saturates at
+  // UINT64_MAX.
+  virtual uint64_t state_bytes(int n_ctx) const;
   // Evaluates `n` tokens at positions state.n_past.. and appends them to the state.
   // logits: [n, n_vocab] when all_logits, else [n_vocab] for the last token.
   virtual Status forward(SeqState& state, const int32_t* tokens, int n, float* logits,
@@ -136,6 +140,9 @@ struct LoadOptions {
   ThreadPool* pool = nullptr;
   // Expert store to use; when null, experts are loaded resident.
   std::unique_ptr<ExpertStore> experts;
+  // Only check the metadata and every tensor's presence, shape and type: read no
+  // tensor, attach no experts (check_model).
+  bool check_only = false;
 };
 
 // The stacked expert tensors of a model (for building an expert store) — every
@@ -143,6 +150,16 @@ struct LoadOptions {
 std::vector<ExpertLayerInfo> find_expert_layers(const ModelFile& file);
 
 Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts);
+
+// The checks load_model makes before it reads any tensor (architecture, metadata,
+// each tensor's presence, shape and type), without reading one: ok when
+// load_model would get as far as reading the weights.
+Status check_model(ModelFile& file);
+
+// An error when a row of logits holds a NaN or an infinity: what a file with broken
+// weights or hyperparameters computes. Callers check the first logits of a run, so
+// that such a model stops with this error rather than printing garbage.
+Status check_logits(const float* logits, int64_t n_vocab);
 
 // Supported architectures (general.architecture values).
 std::vector<std::string> supported_architectures();

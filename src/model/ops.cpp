@@ -164,6 +164,7 @@ void get_row(const Tensor& t, int64_t row, float* out) {
 }
 
 std::vector<float> to_f32(const Tensor& t) {
+  if (!t.valid()) return {};  // absent, or bound by a checking WeightLoader
   int64_t n = t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3];
   std::vector<float> v(static_cast<size_t>(n));
   if (t.type == DType::F32) {

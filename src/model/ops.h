@@ -52,7 +52,8 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 
 // Reads row `row` of a 2-D table tensor (any type) into `out` as floats.
 void get_row(const Tensor& t, int64_t row, float* out);
-// Converts a whole small tensor (norm weights, biases) to floats.
+// Converts a whole small tensor (norm weights, biases) to floats; empty for an
+// invalid tensor (one without data).
 std::vector<float> to_f32(const Tensor& t);
 
 // Rotary position embedding parameters (ggml_rope_ext arguments).

@@ -32,14 +32,14 @@ class Qwen3Moe final : public ArchModel {
     pool_ = opts.pool;
     const GGUFFile& m = file.meta();
     HParams hp(m, "qwen3moe", file.path());
-    c_.n_layer = int(hp.req_int("block_count"));
-    c_.n_ctx_train = int(hp.req_int("context_length"));
-    c_.n_embd = hp.req_int("embedding_length");
-    c_.n_head = int(hp.req_int("attention.head_count"));
+    c_.n_layer = int(hp.req_int("block_count", 1, kMaxLayers));
+    c_.n_ctx_train = int(hp.req_int("context_length", 0, kMaxContext));
+    c_.n_embd = hp.req_int("embedding_length", 1, kMaxDim);
+    c_.n_head = int(hp.req_int("attention.head_count", 1, kMaxDim));
     c_.n_head_kv = int(hp.int_or("attention.head_count_kv", c_.n_head));
-    c_.n_expert = int(hp.req_int("expert_count"));
-    c_.n_used = int(hp.req_int("expert_used_count"));
-    c_.eps = float(hp.req_float("attention.layer_norm_rms_epsilon"));
+    c_.n_expert = int(hp.req_int("expert_count", 1, kMaxDim));
+    c_.n_used = int(hp.req_int("expert_used_count", 1, kMaxDim));
+    c_.eps = float(hp.req_positive("attention.layer_norm_rms_epsilon"));
     DF_TRY(hp.finish());
     c_.head_dim = int(hp.int_or("attention.key_length", c_.n_embd / std::max(1, c_.n_head)));
     c_.n_ff_exp = hp.int_or("expert_feed_forward_length", 0);
@@ -55,10 +55,18 @@ class Qwen3Moe final : public ArchModel {
     c_.rope = hp.rope(n_rot, /*neox=*/true, c_.n_ctx_train);
     DF_TRY(hp.finish());
 
-    WeightLoader w(file);
+    DF_TRY(bind_checked(file, opts, [&](WeightLoader& w) { return bind(w); }));
+    if (opts.check_only) return {};
+    DF_TRY(attach_experts(file, opts, &experts_, &info_));
+    describe("qwen3moe", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
+    return {};
+  }
+
+  // Every tensor's name and shape (bind_checked).
+  Status bind(WeightLoader& w) {
     const int64_t E = c_.n_embd, HD = c_.head_dim;
     c_.n_vocab = bind_head(w, E, /*may_tie=*/true);
-    layers_.resize(size_t(c_.n_layer));
+    layers_.assign(size_t(c_.n_layer), Layer{});
     for (int il = 0; il < c_.n_layer; ++il) {
       Layer& L = layers_[size_t(il)];
       auto n = [&](const char* s) { return layer_name(il, s); };
@@ -75,10 +83,6 @@ class Qwen3Moe final : public ArchModel {
       w.expect_shape(n("ffn_up_exps.weight"), {E, c_.n_ff_exp, c_.n_expert});
       w.expect_shape(n("ffn_down_exps.weight"), {c_.n_ff_exp, E, c_.n_expert});
     }
-    DF_TRY(w.finish());
-    keep_weights(w);
-    DF_TRY(attach_experts(file, opts, &experts_, &info_));
-    describe("qwen3moe", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
   }
 

@@ -35,7 +35,7 @@ Tensor WeightLoader::load(const std::string& name, std::initializer_list<int64_t
   }
   t.type = info.type;
   for (int k = 0; k < kMaxDims; ++k) t.ne[k] = info.ne[k];
-  if (!read) return t;
+  if (!read || !read_) return t;
   if (TensorMapper* mapper = file_.tensor_mapper()) {
     Result<const void*> mapped = mapper->map(name, *ref);
     if (!mapped.ok()) {

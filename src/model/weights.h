@@ -1,6 +1,10 @@
 // Binds named GGUF tensors to the model's weight views with shape checks, reading
 // them into owned aligned memory. Problems (missing tensors, wrong shapes, types
 // without kernels) are collected so that one error lists all of them.
+// A checking loader (read = false) reads nothing: every tensor it returns is
+// invalid (no data) and to_f32() of one is empty. Architectures bind their weights
+// twice, checking first (ArchModel::bind_checked), so that no tensor is read before
+// every name, shape and type is known to be right.
 #pragma once
 #include <initializer_list>
 #include <string>
@@ -15,7 +19,8 @@ namespace deltafin {
 
 class WeightLoader {
  public:
-  explicit WeightLoader(ModelFile& file) : file_(file) {}
+  explicit WeightLoader(ModelFile& file, bool read = true) : file_(file), read_(read) {}
+  bool reads() const { return read_; }
   // Required tensor with the given shape (trailing 1s may be omitted).
   Tensor require(const std::string& name, std::initializer_list<int64_t> shape);
   // Optional: an invalid Tensor if absent; still shape-checked if present.
@@ -36,6 +41,7 @@ class WeightLoader {
  private:
   Tensor load(const std::string& name, std::initializer_list<int64_t> shape, bool required, bool read);
   ModelFile& file_;
+  bool read_ = true;
   std::vector<std::string> missing_, problems_;
   std::vector<AlignedBuffer> buffers_;
   uint64_t bytes_ = 0;

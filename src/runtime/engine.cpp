@@ -81,6 +81,8 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const EngineOptions& opts) {
+  if (opts.threads > kMaxThreads)
+    return make_error("{} threads asked for; at most {} are supported (-t/--threads)", opts.threads, kMaxThreads);
   auto e = std::make_unique<Engine>();
   if (is_remote_location(path)) {
     DF_ASSIGN(ModelLocation loc, parse_model_location(path));
@@ -117,8 +119,18 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
 
 Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states, uint64_t covered) {
   const uint64_t one = model_->state_bytes(n_ctx);
-  if (streaming_ == nullptr || n_states <= 0) return one;
-  const uint64_t all = one * uint64_t(n_states);
+  if (n_states <= 0) return one;
+  const uint64_t all = one > UINT64_MAX / uint64_t(n_states) ? UINT64_MAX : one * uint64_t(n_states);
+  if (streaming_ == nullptr) {
+    // Resident experts: no cache to take the states from, but no more than the
+    // machine has either.
+    const uint64_t avail = default_mem_budget();
+    if (all > avail)
+      return make_error("{} of {} positions would take {:.1f} MiB, more than the {:.1f} MiB of memory available",
+                        n_states == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n_states),
+                        n_ctx, double(all) / 1048576.0, double(avail) / 1048576.0);
+    return one;
+  }
   if (all <= covered) return one;
   auto r = streaming_->reserve_memory(all - covered);
   if (!r.ok())

@@ -83,6 +83,7 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   }
   if (give_back.s) give_back.s->return_memory();
   give_back.s = nullptr;
+  DF_TRY(check_logits(logits.data(), V));
   if (params.pin_prompt) state.pin();
   const double t1 = now_s();
   st.n_prompt = int(prompt.size());

@@ -1,5 +1,7 @@
 #include "runtime/sampler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -32,6 +34,24 @@ TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t id, int
   }
   for (int32_t b : best) t.top.emplace_back(b, float(double(logits[b]) - lse));
   return t;
+}
+
+std::optional<SamplingProblem> check_sampling(const SamplingParams& p) {
+  auto bad = [](const char* field, const char* flag, float v, const char* want) {
+    return SamplingProblem{field, flag, fmt::format("is {}; it must be {}", v, want)};
+  };
+  if (!std::isfinite(p.temperature)) return bad("temperature", "--temp", p.temperature, "a finite number");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p", "--top-p", p.top_p, "above 0 and at most 1");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p", "--min-p", p.min_p, "between 0 and 1");
+  if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
+    return bad("repeat_penalty", "--repeat-penalty", p.repeat_penalty, "a finite number above 0");
+  if (!std::isfinite(p.frequency_penalty))
+    return bad("frequency_penalty", "--frequency-penalty", p.frequency_penalty, "a finite number");
+  if (!std::isfinite(p.presence_penalty))
+    return bad("presence_penalty", "--presence-penalty", p.presence_penalty, "a finite number");
+  for (const auto& [id, b] : p.logit_bias)
+    if (!std::isfinite(b)) return bad("logit_bias", "--logit-bias", b, "a finite number");
+  return std::nullopt;
 }
 
 Sampler::Sampler(const SamplingParams& p) : p_(p) {

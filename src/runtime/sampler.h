@@ -4,7 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace deltafin {
@@ -22,6 +24,18 @@ struct SamplingParams {
   static constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
   uint64_t seed = kRandomSeed;  // kRandomSeed: a random one
 };
+
+// A sampling parameter outside the values it can take, NaN included: `field` is
+// its name in the server's requests (top_p), `flag` the command line's (--top-p),
+// `problem` what is wrong ("is 5; it must be above 0 and at most 1").
+struct SamplingProblem {
+  const char* field;
+  const char* flag;
+  std::string problem;
+};
+// The first such parameter of p, if any. The server and the command line check
+// with it (on top of the server's own API ranges).
+std::optional<SamplingProblem> check_sampling(const SamplingParams& p);
 
 class Sampler {
  public:

@@ -519,6 +519,12 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
       if (s.req.prompt_logprobs) note_prompt_logprobs(s, slices[i].n);
       s.n_prompt_done += slices[i].n;
       if (!samples[i]) continue;
+      float* last = s.req.prompt_logprobs ? &s.logits[size_t(slices[i].n - 1) * size_t(V)] : s.logits.data();
+      if (Status fin = check_logits(last, V); !fin.ok()) {
+        DF_LOG_ERROR("{}", fin.error().message);
+        finish(s, "error", fin.error().message);
+        continue;
+      }
       s.state->pin();  // the prompt's end: where a chat's next turn comes back to
       if (s.publisher) {
         SharedPrompt& sp = *s.shared;
@@ -527,7 +533,6 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         sp.held = s.held;
         sp.ready = true;
       }
-      float* last = s.req.prompt_logprobs ? &s.logits[size_t(slices[i].n - 1) * size_t(V)] : s.logits.data();
       if (s.req.prompt_logprobs) s.handle->post({}, false, {}, {}, 0, {}, std::move(s.prompt_lps));
       if (s.req.max_tokens == 0) {
         finish(s, "length");

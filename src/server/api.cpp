@@ -206,7 +206,6 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   sp.min_p = 0.0f;
   API_TRY(number(j, "temperature", 0.0, 2.0, &sp.temperature));
   API_TRY(number(j, "top_p", 0.0, 1.0, &sp.top_p));
-  if (j.contains("top_p") && j["top_p"].is_number() && sp.top_p <= 0.0f) return bad("top_p", "'top_p' must be above 0");
   API_TRY(number(j, "min_p", 0.0, 1.0, &sp.min_p));
   API_TRY(number(j, "presence_penalty", -2.0, 2.0, &sp.presence_penalty));
   API_TRY(number(j, "frequency_penalty", -2.0, 2.0, &sp.frequency_penalty));
@@ -232,6 +231,9 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
       sp.logit_bias[int32_t(id)] = b.get<float>();
     }
   }
+  // What the command line checks too (top_p 0, repeat_penalty 0, NaN).
+  if (auto problem = check_sampling(sp))
+    return bad(problem->field, fmt::format("'{}' {}", problem->field, problem->problem));
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     if (it->is_string()) {
       g->stop.push_back(it->get<std::string>());

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <mutex>
 
+#include <xxhash.h>
+
 #include "core/aligned.h"
 #include "core/log.h"
 #include "io/direct_file.h"
@@ -191,6 +193,7 @@ class Streaming final : public StreamingExpertStore {
     limit_ = n_slots_;
     slots_.resize(size_t(n_slots_));
     entries_.resize(size_t(ix_.n_keys()));
+    if (opts_.verify && !opts_.fetcher) part_hash_.assign(size_t(ix_.n_keys()) * kExpertParts, 0);
     age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
     preds_.resize(size_t(ix_.n_moe_layers()));
     stats_.layers.resize(size_t(ix_.n_moe_layers()));
@@ -773,13 +776,30 @@ class Streaming final : public StreamingExpertStore {
       if (in_flight_++ == 0) busy_since_ = Clock::now();
       const ExpertSlice part = sl.part[p];
       const PartLayout pl = lay[p];
-      io_->submit(demand ? IoPriority::Demand : IoPriority::Prefetch, [this, key, part, pl, base, demand] {
+      io_->submit(demand ? IoPriority::Demand : IoPriority::Prefetch, [this, key, p, part, pl, base, demand] {
         DirectFile* f = files_[size_t(part.shard)].get();
         Status s = f ? f->read_aligned(pl.file_off, base + pl.slot_pos, pl.len)
                      : file_.source(part.shard).read_at(part.offset, base + pl.view_pos, part.bytes);
+        if (s.ok() && opts_.verify) s = verify_part(key, p, base + pl.view_pos, part.bytes);
         part_done(key, s, f ? pl.len : part.bytes, demand);
       });
     }
+  }
+
+  // --verify: a part's XXH3-64 against the one of its first read by this store.
+  // Called on the I/O thread that read it; only one read of a key is in flight, and
+  // mu_ orders one read's record before the next read of the same key.
+  Status verify_part(int key, int p, const void* data, uint64_t bytes) {
+    const uint64_t h = XXH3_64bits(data, size_t(bytes)) | 1;  // 0: not read yet
+    uint64_t& first = part_hash_[size_t(key) * kExpertParts + size_t(p)];
+    if (first == 0) first = h;
+    if (first == h) return {};
+    const int moe = ix_.key_moe(key);
+    static const char* const names[kExpertParts] = {"gate", "up", "down"};
+    return make_error("{}: expert {} of layer {} ({} part, {} bytes at offset {}) is not what it was when first "
+                      "read: the model file changed while deltafin ran (--verify)",
+                      file_.source(ix_.slices(key).part[p].shard).name(), key - ix_.key(moe, 0),
+                      ix_.model_layer(moe), names[p], bytes, ix_.slices(key).part[p].offset);
   }
 
   // An I/O thread finished one part of `key`.
@@ -862,6 +882,7 @@ class Streaming final : public StreamingExpertStore {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // an expert landed or failed
   std::vector<Entry> entries_;  // by key
+  std::vector<uint64_t> part_hash_;  // --verify: per key and part, XXH3-64 | 1 of its first read (0: none yet)
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
   std::deque<int> demand_q_, prefetch_q_;

@@ -65,6 +65,10 @@ struct StreamingOptions {
   // at 0.75 the benchmark read 1.12x and decoded slower than with prefetch off.
   double prefetch_min_useful = 0.9;
   bool warm = true;          // prefetch the profile's hottest experts at open
+  // Local files: every read of an expert part is checked against an XXH3-64 of its
+  // first read, and a difference is a read error naming the expert (the file changed
+  // under a running process). Reads through `fetcher` are checked by the disk cache.
+  bool verify = false;
   // Misses go here instead of to the model file (the disk cache over an HTTP
   // origin); not owned, must outlive the store. Null: read the model file.
   ExpertFetcher* fetcher = nullptr;

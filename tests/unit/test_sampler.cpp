@@ -169,3 +169,37 @@ TEST(Sampler, LogitBiasForcesOrBansTokens) {
   c = l;
   EXPECT_NE(s2.sample(c.data(), 100), best);
 }
+
+// One check for the server and the command line (issue 22): NaN and out-of-range
+// values are named by field and flag; the defaults and the edges pass.
+TEST(Sampler, CheckSamplingNamesWhatIsWrong) {
+  EXPECT_FALSE(check_sampling(SamplingParams{}).has_value());
+  SamplingParams edge;
+  edge.top_p = 1.0f;
+  edge.min_p = 0.0f;
+  edge.temperature = 0.0f;
+  EXPECT_FALSE(check_sampling(edge).has_value());
+  struct Case {
+    void (*set)(SamplingParams&);
+    const char* field;
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](SamplingParams& p) { p.top_p = std::nanf(""); }, "top_p", "--top-p"},
+      {[](SamplingParams& p) { p.top_p = 5.0f; }, "top_p", "--top-p"},
+      {[](SamplingParams& p) { p.top_p = 0.0f; }, "top_p", "--top-p"},
+      {[](SamplingParams& p) { p.min_p = -1.0f; }, "min_p", "--min-p"},
+      {[](SamplingParams& p) { p.temperature = INFINITY; }, "temperature", "--temp"},
+      {[](SamplingParams& p) { p.repeat_penalty = 0.0f; }, "repeat_penalty", "--repeat-penalty"},
+      {[](SamplingParams& p) { p.presence_penalty = std::nanf(""); }, "presence_penalty", "--presence-penalty"},
+  };
+  for (const Case& c : cases) {
+    SamplingParams p;
+    c.set(p);
+    const auto problem = check_sampling(p);
+    ASSERT_TRUE(problem.has_value()) << c.field;
+    EXPECT_STREQ(problem->field, c.field);
+    EXPECT_STREQ(problem->flag, c.flag);
+    EXPECT_FALSE(problem->problem.empty());
+  }
+}

@@ -73,6 +73,7 @@ TEST(ServerApi, BadFieldsNameTheParam) {
       {R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", "messages[0].content"},
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})", "temperature"},
       {R"({"messages":[{"role":"user","content":"x"}],"top_p":0})", "top_p"},
+      {R"({"messages":[{"role":"user","content":"x"}],"repeat_penalty":0})", "repeat_penalty"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":"5"})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2.5})", "max_tokens"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":7})", "stop"},

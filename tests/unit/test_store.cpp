@@ -8,12 +8,15 @@
 //   - acquire/release and request/acquire_any from several threads at once;
 //   - the usage profile is written and warms the next store;
 //   - next-layer prediction: predicted experts are read ahead without evicting
-//     what a caller holds, and the layer's request scores the prediction.
+//     what a caller holds, and the layer's request scores the prediction;
+//   - --verify: an expert changed in the file between two reads is an error.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <numeric>
 #include <cstring>
@@ -181,6 +184,62 @@ TEST(ExpertStore, StreamedBytesMatchResident) {
   ASSERT_TRUE(streaming.ok());
   EXPECT_FALSE((*streaming)->acquire(m.layers[0].layer, m.layers[0].n_expert).ok());
   EXPECT_FALSE((*streaming)->acquire(999, 0).ok());
+}
+
+// --verify (issue 22): an expert whose bytes in a local file change between two
+// reads is a read error naming it, not different output; without --verify the
+// change goes unnoticed (what the option is for), and unchanged re-reads pass.
+TEST(ExpertStore, VerifyCatchesAnExpertChangedInTheFile) {
+  TinyQwen m;
+  ASSERT_NO_FATAL_FAILURE(m.open());
+  const std::string copy = test_dir("store") + "/verify.gguf";
+  std::filesystem::copy_file(m.path, copy, std::filesystem::copy_options::overwrite_existing);
+  auto file = ModelFile::open(copy, local_file_opener());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  const auto layers = find_expert_layers(**file);
+  auto ix = ExpertIndex::build(**file, layers);
+  ASSERT_TRUE(ix.ok());
+  const int layer = layers[0].layer;
+  const ExpertSlice gate = ix->slices(ix->key(0, 0)).part[kGate];
+  for (bool verify : {true, false}) {
+    StreamingOptions so;
+    so.max_slots = 1;  // every other acquire evicts: expert 0 is read again
+    so.verify = verify;
+    so.prefetch = PrefetchMode::Off;
+    auto st = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    auto cycle = [&](int e) -> Status {
+      auto w = (*st)->acquire(layer, e);
+      if (!w.ok()) return w.error();
+      (*st)->release(layer, e);
+      return {};
+    };
+    ASSERT_TRUE(cycle(0).ok());
+    ASSERT_TRUE(cycle(1).ok());
+    ASSERT_TRUE(cycle(0).ok()) << "an unchanged expert read again passes";
+    ASSERT_TRUE(cycle(1).ok());
+    // Overwrite a byte of expert 0's gate part in the file, as another process could.
+    const int fd = ::open(copy.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    char b = 0;
+    ASSERT_EQ(::pread(fd, &b, 1, off_t(gate.offset)), 1);
+    b = char(~b);
+    ASSERT_EQ(::pwrite(fd, &b, 1, off_t(gate.offset)), 1);
+    ::fsync(fd);
+    Status again = cycle(0);
+    if (verify) {
+      ASSERT_FALSE(again.ok());
+      EXPECT_NE(again.error().message.find("expert 0 of layer " + std::to_string(layer) + " (gate part"),
+                std::string::npos) << again.error().message;
+      EXPECT_NE(again.error().message.find("changed while deltafin ran"), std::string::npos);
+    } else {
+      EXPECT_TRUE(again.ok()) << "without --verify nothing checks the bytes";
+    }
+    // Put the byte back for the next round.
+    b = char(~b);
+    ASSERT_EQ(::pwrite(fd, &b, 1, off_t(gate.offset)), 1);
+    ::close(fd);
+  }
 }
 
 // The point of the store: any cache size gives the same numbers as resident RAM.
