@@ -121,9 +121,9 @@ check "two processes: no byte range fetched twice ($dups duplicates)" test "$dup
 P=$dir/cache-pull
 "$bin" pull "$url/tiny.gguf" --cache-dir "$P" --layers 1-1 >"$dir/pull.out" 2>"$dir/pull.err"
 check "pull --layers 1-1: says first what it needs on disk and in RAM" \
-  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]B .*; RAM at least [0-9.]+ [KMG]B'"
+  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]iB .*; RAM at least [0-9.]+ [KMG]iB'"
 check "pull: progress bars with bytes, rate and ETA" \
-  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MB [0-9.]+ MB/s ETA'"
+  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MiB [0-9.]+ MiB/s ETA'"
 check "pull --layers 1-1: layer 1's 8 experts only" test "$(ls "$P"/models/tiny-*/experts | grep -c '^1-')" = 8 -a \
   "$(ls "$P"/models/tiny-*/experts | grep -c '^0-')" = 0
 "$bin" cache stats --cache-dir "$P" >"$dir/stats"
