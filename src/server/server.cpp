@@ -715,12 +715,22 @@ Result<int> Server::bind() {
   s.template_has_developer = src.find("developer") != std::string::npos;
   s.tool_format = tool_format_of(src);
   s.routes();
+  // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server
+  // bind a port another one listens on (and the kernel then splits the connections
+  // between them). SO_REUSEADDR alone still allows a restart while old connections
+  // linger in TIME_WAIT, but a busy port fails to bind, as with llama-server.
+  s.http.set_socket_options([](auto sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int port = s.opts.port;
   if (port == 0) {
     port = s.http.bind_to_any_port(s.opts.host);
     if (port < 0) return make_error("cannot listen on {}: no free port", s.opts.host);
   } else if (!s.http.bind_to_port(s.opts.host, port)) {
-    return make_error("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
+    return make_error("cannot listen on {}:{}: the port is in use (another server?) or {} is not an address of "
+                      "this machine; choose another with --port (0: any free port)",
+                      s.opts.host, port, s.opts.host);
   }
   return port;
 }

@@ -156,7 +156,7 @@ check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (one per p
 
 # 10. The file changes upstream: a clear error, nothing mixed.
 cp "$dir/www/tiny.gguf" "$dir/tiny.orig"
-"$bin" synth --preset tiny --arch qwen3moe --experts 8 --seed 7 -o "$dir/www/tiny.gguf" >/dev/null 2>&1
+"$bin" synth --preset tiny --arch qwen3moe --experts 8 --seed 7 --force -o "$dir/www/tiny.gguf" >/dev/null 2>&1
 # nginx's ETag is the modification time in seconds and the size: a file rewritten
 # within the same second at the same size is indistinguishable. Later is realistic.
 touch -d "@$(( $(date +%s) + 3600 ))" "$dir/www/tiny.gguf"
