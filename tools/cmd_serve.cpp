@@ -46,7 +46,8 @@ Command add_serve(CLI::App& app) {
                   "browser; repeatable (default: none)");
   sub->add_option("--alias", o->alias,
                   "Model name clients use (default: the file name without .gguf); repeatable: the first is the id "
-                  "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for)");
+                  "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for); '*': "
+                  "requests may name any model, as with llama-server (other names get 404)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)");
   sub->add_option("--parallel", o->parallel, "Sequences decoded together at most")->capture_default_str();
@@ -145,7 +146,8 @@ Command add_serve(CLI::App& app) {
             if (tmpl_src.empty()) {
               auto t = engine->file().meta().get_string("tokenizer.chat_template");
               if (t.ok()) tmpl_src = t.value();
-              else DF_LOG_WARN("the model has no chat template; /v1/chat/completions uses ChatML (see --chat-template)");
+              else DF_LOG_WARN("the model has no chat template; chat requests use ChatML, as `deltafin chat` does (see "
+                               "--chat-template)");
             }
             Model& model = engine->model();
             // The batch's states (and, with n choices, the copy of their prompt's) come
@@ -211,10 +213,16 @@ Command add_serve(CLI::App& app) {
             sv.api_key = o->api_key;
             sv.cors_origins = o->cors;
             sv.batched = model.batches();
-            sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias[0];
-            if (o->alias.size() > 1) sv.model_aliases.assign(o->alias.begin() + 1, o->alias.end());
+            std::vector<std::string> names;
+            for (const std::string& a : o->alias) {
+              if (a == "*") sv.any_model_name = true;
+              else names.push_back(a);
+            }
+            sv.model_id = names.empty() ? std::filesystem::path(o->model).stem().string() : names[0];
+            if (names.size() > 1) sv.model_aliases.assign(names.begin() + 1, names.end());
             sv.max_body_bytes = size_t(max_body);
             sv.chat_template = tmpl_src;
+            if (model.info().n_ctx_train > 0) sv.default_max_tokens = model.info().n_ctx_train;
             sv.reasoning = !o->no_reasoning;
             sv.template_kwargs = template_kwargs;
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);

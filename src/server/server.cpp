@@ -21,12 +21,6 @@
 
 namespace deltafin::server {
 
-const char* const kChatMLTemplate =
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-
 namespace {
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -133,7 +127,7 @@ struct Server::Impl {
     }
     GenRequest r;
     r.prompt = std::move(prompt);
-    r.max_tokens = g.max_tokens ? *g.max_tokens : -1;
+    r.max_tokens = g.max_tokens ? *g.max_tokens : opts.default_max_tokens;
     r.sampling = g.sampling;
     r.stop = g.stop;
     r.ignore_eos = g.ignore_eos;
@@ -366,13 +360,16 @@ struct Server::Impl {
   }
 
   bool serves(const std::string& name) const {
-    return name == opts.model_id ||
+    return opts.any_model_name || name == opts.model_id ||
            std::find(opts.model_aliases.begin(), opts.model_aliases.end(), name) != opts.model_aliases.end();
   }
 
   std::optional<ApiError> check_model(const GenParams& g) const {
     if (!g.model.empty() && !serves(g.model))
-      return error(404, fmt::format("the model '{}' does not exist; this server serves '{}'", g.model, opts.model_id),
+      return error(404,
+                   fmt::format("the model '{}' does not exist; this server serves '{}' (a server started with "
+                               "--alias NAME also takes NAME, with --alias '*' any name)",
+                               g.model, opts.model_id),
                    "invalid_request_error", "model", "model_not_found");
     return {};
   }
@@ -708,7 +705,7 @@ Server::~Server() = default;
 
 Result<int> Server::bind() {
   Impl& s = *impl_;
-  const std::string& src = s.opts.chat_template.empty() ? std::string(kChatMLTemplate) : s.opts.chat_template;
+  const std::string& src = s.opts.chat_template.empty() ? std::string(kFallbackChatTemplate) : s.opts.chat_template;
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
   s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
   s.template_thinks = src.find("<think>") != std::string::npos;
