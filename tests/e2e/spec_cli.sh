@@ -28,7 +28,7 @@ for arch in qwen3moe kimi-k3; do
       check "$arch --spec $spec ${cap:+(streaming)}: same text as --spec off" test "$out" = "$ref"
       # (n-gram guesses need the random model to repeat itself: not checked)
       case $spec in auto|ngram) ;; *) check "$arch --spec $spec: --stats shows drafts" \
-        grep -Eq "^speculation: .* [1-9][0-9]* drafted" "$dir/err";; esac
+        grep -Eq "^speculation: .* [1-9][0-9]* guessed tokens checked" "$dir/err";; esac
     done
   done
 done
@@ -38,7 +38,7 @@ if "$bin" synth --preset tiny --arch deepseek2 --mla absorbed --nextn 1 --force 
   ref=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec off 2>/dev/null)
   out=$("$bin" run -m "$m" -p "$p" -n 40 --temp 0 --spec mtp --spec-max 3 --spec-fixed --stats 2>"$dir/err")
   check "deepseek2 --spec mtp: same text as --spec off" test "$out" = "$ref"
-  check "deepseek2 --spec mtp: --stats shows MTP drafts" grep -Eq "^  mtp: [1-9][0-9]* drafted" "$dir/err"
+  check "deepseek2 --spec mtp: --stats shows MTP drafts" grep -Eq "^  mtp: guessed [1-9][0-9]* tokens" "$dir/err"
   check "inspect names the MTP block" bash -c "'$bin' inspect '$m' | grep -q 'multi-token-prediction block'"
 else
   echo "FAIL synth deepseek2 --nextn 1"; fail=1
