@@ -3,8 +3,10 @@
 // finish (at most --drain-timeout seconds), then exit; a second signal cancels them.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -141,7 +143,9 @@ Command add_serve(CLI::App& app) {
             EngineOptions eo;
             eo.threads = o->threads;
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            const auto t_open = std::chrono::steady_clock::now();
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             if (tmpl_src.empty()) {
               auto t = engine->file().meta().get_string("tokenizer.chat_template");
@@ -235,6 +239,12 @@ Command add_serve(CLI::App& app) {
               const PromptDiskStats ds = disk->stats();
               fmt::print("deltafin serve: prompt cache on disk: {} ({} states, {:.1f} MiB of {})\n", disk->dir(),
                          ds.entries, double(ds.bytes) / 1048576.0, o->prompt_cache_disk);
+            }
+            {
+              struct rusage ru {};
+              ::getrusage(RUSAGE_SELF, &ru);
+              fmt::print("deltafin serve: model loaded in {:.2f} s; peak memory (RSS) so far {:.1f} MiB\n", load_s,
+                         double(ru.ru_maxrss) / 1024.0);
             }
             std::fflush(stdout);
 

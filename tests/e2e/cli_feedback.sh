@@ -70,5 +70,7 @@ check "  without max_tokens the reply stops at the trained context (256)" python
 import json,sys; j=json.load(open('$dir/serve.json')); u=j['usage']['completion_tokens']; f=j['choices'][0]['finish_reason']
 sys.exit(0 if u <= 256 and (u == 256 or f == 'stop') else 1)"
 check "  and says nothing of a missing template" sh -c "! grep -q 'no chat template' '$dir/serve.err'"
+check "serve says how long the model took to load and the peak memory" \
+  grep -Eq '^deltafin serve: model loaded in [0-9.]+ s; peak memory \(RSS\) so far [0-9.]+ MiB' "$dir/serve.out"
 kill -TERM $pid; wait $pid 2>/dev/null; pid=
 exit $fail
