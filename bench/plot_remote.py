@@ -17,8 +17,8 @@ for p, style in (("cold", "o-"), ("warm", "s--")):
             label=f"{p} pass" + (" (cache filling from the origin)" if p == "cold" else " (all from disk cache)"))
 ax2 = ax.twinx()
 r = [x for x in rows if x["pass"] == "cold"]
-ax2.bar([int(x["prompt"]) for x in r], [float(x["fetched_mb"]) for x in r], alpha=0.2, color="gray")
-ax2.set_ylabel("MB fetched from the origin (bars)")
+ax2.bar([int(x["prompt"]) for x in r], [float(x["fetched_mib"]) for x in r], alpha=0.2, color="gray")
+ax2.set_ylabel("MiB fetched from the origin (bars)")
 ax.set_xlabel("prompt in the sequence")
 ax.set_ylabel("tokens/s (prompt + 24 generated)")
 ax.set_title(f"deltafin: a remote model gets faster with use (link {limit} MB/s)")

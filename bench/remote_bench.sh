@@ -44,7 +44,7 @@ prompts=("Once upon a time in a small village" "The quick brown fox jumps over t
   "Rain fell on the old harbour town" "Quantum computers use qubits to" "She opened the letter and read"
   "The stock market closed higher today" "Photosynthesis converts light into" "Il était une fois"
   "The spacecraft entered orbit around")
-echo "pass,prompt,ttft_s,decode_tok_s,total_tok_s,fetched_mb,net_mbs" >"$out/fill.csv"
+echo "pass,prompt,ttft_s,decode_tok_s,total_tok_s,fetched_mib,net_mibs" >"$out/fill.csv"
 for pass in cold warm; do
   i=0
   for p in "${prompts[@]}"; do
@@ -58,8 +58,8 @@ pp = re.search(r"prompt: (\d+) tokens in ([\d.]+) s", t); dd = re.search(r"decod
 ttft = float(re.search(r"time to first token: ([\d.]+)", t).group(1))
 n_tok = int(pp.group(1)) + int(dd.group(1)); total_s = float(pp.group(2)) + float(dd.group(2))
 dec = (int(dd.group(1)) - 1) / max(float(dd.group(2)), 1e-9)
-mb = float(re.search(r"fetched from the origin \(([\d.]+) MB", t).group(1))
-net = float(re.search(r"([\d.]+) MB/s while busy", t.split("network:")[1]).group(1))
+mb = float(re.search(r"fetched from the origin \(([\d.]+) MiB", t).group(1))
+net = float(re.search(r"([\d.]+) MiB/s while busy", t.split("network:")[1]).group(1))
 print(f"{sys.argv[2]},{sys.argv[3]},{ttft:.3f},{dec:.2f},{n_tok/total_s:.2f},{mb:.1f},{net:.1f}")
 PY
   done

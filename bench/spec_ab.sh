@@ -30,7 +30,7 @@ for ((r = 0; r < reps; ++r)); do
       >"$tmp/out.$side.$r" 2>"$tmp/err.$side.$r" || { echo "run failed:"; cat "$tmp/err.$side.$r"; exit 1; }
     rate=$(sed -n 's/^decode: .*(\([0-9.]*\) tok\/s).*/\1/p' "$tmp/err.$side.$r")
     cpu=$(sed -n 's/^decode cpu: .*(\([0-9.]*\) ms per token).*/\1/p' "$tmp/err.$side.$r")
-    mb=$(sed -n 's/^decode read .*: \([0-9.]*\) MB per emitted token.*/\1/p' "$tmp/err.$side.$r")
+    mb=$(sed -n 's/^decode read .*: \([0-9.]*\) MiB per emitted token.*/\1/p' "$tmp/err.$side.$r")
     extra=$(grep -E '^speculation' "$tmp/err.$side.$r" | sed 's/^speculation: //')
     printf '%-5s %8s tok/s %7s cpu-ms/tok %6s MB/tok  %s\n' "$s" "$rate" "${cpu:-?}" "${mb:-?}" "$extra"
     rates[$side]+="$rate "; cpus[$side]+="${cpu:-0} "; bytes[$side]+="${mb:-0} "

@@ -58,7 +58,7 @@ model() { # skew -> path (synthesised once)
   if [ ! -f "$m" ]; then
     local sk=(); [ "$1" = 0 ] || sk=(--skew "$1")
     nice -n 10 "$bin" synth --preset kimi-k2-mini --type Q8_0 --mla joined --experts "$experts" "${sk[@]}" \
-      -o "$m.tmp" >&2 && mv "$m.tmp" "$m"
+      --force -o "$m.tmp" >&2 && mv "$m.tmp" "$m"
   fi
   echo "$m"
 }

@@ -28,6 +28,8 @@ namespace deltafin::tools {
 
 namespace {
 
+constexpr double kMiB = 1048576.0, kGiB = 1073741824.0;  // the units --mem takes
+
 struct TestResult {
   std::string test;
   int n = 0;
@@ -165,22 +167,22 @@ Command add_bench(CLI::App& app) {
                 for (int b : pars) tests.push_back({"tg", n, b});
 
             const uint64_t mem = eo.mem_bytes == EngineOptions::kMemAuto ? 0 : eo.mem_bytes;
-            const std::string mem_s = store ? fmt::format("{:.3f} GB", (mem ? mem : default_mem_budget()) / 1e9)
+            const std::string mem_s = store ? fmt::format("{:.3f} GiB", (mem ? mem : default_mem_budget()) / kGiB)
                                             : std::string("resident");
             const uint64_t file_bytes = engine->file().total_bytes();
             if (!o->json) {
-              fmt::print("model: {} ({}, {:.3f} GB: core {:.3f} GB, experts {:.3f} GB, {:.2f} MB per expert)\n",
-                         o->model, mi.arch, file_bytes / 1e9, mi.core_bytes / 1e9, mi.expert_bytes / 1e9,
-                         mi.bytes_per_expert / 1e6);
+              fmt::print("model: {} ({}, {:.3f} GiB: core {:.3f} GiB, experts {:.3f} GiB, {:.2f} MiB per expert)\n",
+                         o->model, mi.arch, file_bytes / kGiB, mi.core_bytes / kGiB, mi.expert_bytes / kGiB,
+                         mi.bytes_per_expert / kMiB);
               if (store) {
                 const StoreStats s0 = store->stats();
-                fmt::print("expert store: --mem {}, cache of {} experts ({:.1f} MB{}), policy {}, {}\n", mem_s,
-                           s0.slots, s0.slots * double(s0.slot_bytes) / 1e6,
+                fmt::print("expert store: --mem {}, cache of {} experts ({:.1f} MiB{}), policy {}, {}\n", mem_s,
+                           s0.slots, s0.slots * double(s0.slot_bytes) / kMiB,
                            s0.slots >= mi.n_expert * mi.n_moe_layers ? ", holds every expert" : "",
                            cache_policy_name(eo.stream.policy), s0.direct ? "O_DIRECT" : "buffered reads, pages dropped");
               }
               fmt::print("\n| {:>8} | {:>10} | {:>8} | {:>7} | {:>9} | {:>10} | {:>7} | {:>8} |\n", "test", "t/s", "+/-",
-                         "hit %", "exp/token", "MB/token", "GB/s", "I/O wait");
+                         "hit %", "exp/token", "MiB/token", "GiB/s", "I/O wait");
               fmt::print("| {:->8} | {:->10} | {:->8} | {:->7} | {:->9} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "",
                          "", "", "");
             }
@@ -288,20 +290,20 @@ Command add_bench(CLI::App& app) {
               } else {
                 const std::string label = par > 1 ? fmt::format("{}{}x{}", test, n, par) : fmt::format("{}{}", test, n);
                 fmt::print("| {:>8} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>9.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n", label,
-                           mean, sd, 100.0 * hit, lookups, per_tok / 1e6,
-                           r.io.read_gbps(), 100.0 * wait_frac);
+                           mean, sd, 100.0 * hit, lookups, per_tok / kMiB,
+                           r.io.read_gbps() * 1e9 / kGiB, 100.0 * wait_frac);
               }
               std::fflush(stdout);
             }
             const uint64_t rss = peak_rss_bytes();
             if (!o->json && !batching.empty()) fmt::print("\nbatching (measured side by side):\n{}\n", batching);
-            if (!o->json) fmt::print("\npeak RSS {:.3f} GB\n", rss / 1e9);
+            if (!o->json) fmt::print("\npeak RSS {:.3f} GiB\n", rss / kGiB);
             if (!o->json && store) {
               const std::string pf = format_prefetch_stats(store->stats());
               if (!pf.empty()) fmt::print("\n{}", pf);
             }
             if (store && mem && rss > mem)
-              fmt::print(stderr, "warning: peak RSS {:.2f} GB exceeded --mem {:.2f} GB\n", rss / 1e9, mem / 1e9);
+              fmt::print(stderr, "warning: peak RSS {:.2f} GiB exceeded --mem {:.2f} GiB\n", rss / kGiB, mem / kGiB);
             return 0;
           }};
 }

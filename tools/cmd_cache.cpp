@@ -55,6 +55,7 @@ Command add_cache(CLI::App& app) {
     std::string model, profile, file;
     std::vector<std::string> prompts;
     int n_predict = 16;
+    bool all = false;
     StoreCli store;
   };
   auto o = std::make_shared<Opts>();
@@ -64,11 +65,15 @@ Command add_cache(CLI::App& app) {
   CLI::App* warm = sub->add_subcommand("warm", "Fetch the experts a usage profile or a set of prompts needs");
   CLI::App* verify = sub->add_subcommand("verify", "Check every checksum; remove what is corrupt");
   CLI::App* prune = sub->add_subcommand("prune", "Evict the least used experts down to --disk-cache");
-  CLI::App* clear = sub->add_subcommand("clear", "Remove a model (or every model) from the cache");
-  for (CLI::App* c : {stats, verify, clear}) {
+  CLI::App* clear = sub->add_subcommand("clear", "Remove a model (or, with --all, every model) from the cache");
+  for (CLI::App* c : {stats, verify}) {
     c->add_option("model", o->model, "A model's location as given, or its cache directory name (default: all)");
     c->add_option("--cache-dir", o->store.remote.cache_dir, "The cache directory");
   }
+  clear->add_option("model", o->model,
+                    "A model's location as given, or its cache directory name (`deltafin cache stats` lists them)");
+  clear->add_flag("--all", o->all, "Remove every model in the cache");
+  clear->add_option("--cache-dir", o->store.remote.cache_dir, "The cache directory");
   prune->add_option("--cache-dir", o->store.remote.cache_dir, "The cache directory");
   prune->add_option("--disk-cache", o->store.remote.disk_cache, "Size to prune to (e.g. 50G)")->required();
   warm->add_option("model", o->model, "https:// URL or hf://OWNER/REPO[@REVISION]/FILE.gguf")->required();
@@ -114,12 +119,34 @@ Command add_cache(CLI::App& app) {
               return 0;
             }
             if (clear->parsed()) {
-              DF_ASSIGN_OR_EXIT(int n, clear_cache(root, o->model));
-              if (!o->model.empty() && n == 0) {
-                fmt::print(stderr, "error: no model '{}' in the cache {}\n", o->model, root);
+              // Clearing everything is never a default: a cache may hold hundreds of GiB.
+              if (o->model.empty() == !o->all) {
+                DF_ASSIGN_OR_EXIT(auto models, scan_cache(root));
+                fmt::print(stderr,
+                           "error: cache clear {}: name the model to remove (its location as given, or a "
+                           "directory `deltafin cache stats` lists), or give --all to remove every model "
+                           "(the cache {} holds {} in {} model(s))\n",
+                           o->all ? "takes a model or --all, not both" : "needs a model or --all", root,
+                           human_bytes(cache_bytes(models)), models.size());
+                return 2;
+              }
+              DF_ASSIGN_OR_EXIT(std::vector<CachedModel> removed, clear_cache(root, o->model));
+              if (!o->model.empty() && removed.empty()) {
+                fmt::print(stderr, "error: no model '{}' in the cache {} (`deltafin cache stats` lists them)\n",
+                           o->model, root);
                 return 1;
               }
-              fmt::print("removed {} model(s) from {}\n", n, root);
+              uint64_t total = 0;
+              for (const CachedModel& m : removed) {
+                const uint64_t bytes = m.core_bytes + m.expert_bytes;
+                total += bytes;
+                fmt::print("removed {} ({}: core {}, {})\n", m.location.empty() ? m.dir : m.location,
+                           human_bytes(bytes), human_bytes(m.core_bytes),
+                           m.entries.empty() ? std::string("no experts")
+                                             : fmt::format("{} experts {}", m.entries.size(),
+                                                           human_bytes(m.expert_bytes)));
+              }
+              fmt::print("removed {} model(s), {}, from {}\n", removed.size(), human_bytes(total), root);
               return 0;
             }
             // warm

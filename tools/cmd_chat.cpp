@@ -27,22 +27,20 @@ Result<std::string> read_text_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
-// The chat template: --chat-template FILE, else the model's tokenizer.chat_template.
-Result<std::string> find_template(const std::string& model_path, const std::string& override_path) {
+// The chat template: --chat-template FILE, else the model's tokenizer.chat_template,
+// else (as serve does) kFallbackChatTemplate, with a note saying so.
+Result<std::string> find_template(const GGUFFile& meta, const std::string& model_path,
+                                  const std::string& override_path) {
   if (!override_path.empty()) return read_text_file(override_path, "chat template file");
-  if (::access(model_path.c_str(), R_OK) != 0)  // Engine::open explains a missing file
-    return std::string();
-  DF_ASSIGN(auto file, ModelFile::open(model_path, local_file_opener()));
-  const GGUFValue* v = file->meta().find("tokenizer.chat_template");
-  if (!v || v->type != GGUFType::STRING || v->s.empty())
-    return make_error(
-        "'{}' has no chat template (no tokenizer.chat_template in its metadata), so deltafin cannot tell how "
-        "this model expects a conversation to be written.\n"
-        "  - give one with --chat-template FILE (a Jinja template, e.g. chat_template.jinja or the "
-        "\"chat_template\" of tokenizer_config.json from the model's Hugging Face page), or\n"
-        "  - use `deltafin run -m {} -p TEXT` for plain text completion (base models have no chat format).",
-        model_path, model_path);
-  return v->s;
+  const GGUFValue* v = meta.find("tokenizer.chat_template");
+  if (v && v->type == GGUFType::STRING && !v->s.empty()) return v->s;
+  fmt::print(stderr,
+             "note: '{}' has no chat template (no tokenizer.chat_template in its metadata); using ChatML, as "
+             "`deltafin serve` does. If the model was trained on another format, give its template with "
+             "--chat-template FILE (e.g. the \"chat_template\" of tokenizer_config.json from the model's Hugging "
+             "Face page); for a base model, `deltafin run -m {} -p TEXT` completes plain text.\n",
+             model_path, model_path);
+  return std::string(kFallbackChatTemplate);
 }
 
 }  // namespace
@@ -63,14 +61,18 @@ Command add_chat(CLI::App& app) {
       "In the chat: Enter sends; a line ending in \\ or a \"\"\"...\"\"\" block gives several lines; "
       "/help lists the commands\n(/reset, /system, /stats, /exit); Ctrl-C stops an answer; Ctrl-D quits. "
       "With stdin not a terminal,\neach line (or block) is one message and only the answers are printed.");
-  sub->add_option("model,-m,--model", o->model, "Model .gguf (with a chat template in its metadata)")->required();
+  sub->add_option("model,-m,--model", o->model,
+                  "Model .gguf (its tokenizer.chat_template writes the conversation; without one: ChatML)")
+      ->required();
   sub->add_option("--system", o->system, "System message");
   sub->add_option("--system-file", o->system_file, "Read the system message from a file");
   sub->add_option("--chat-template-kwargs", o->template_kwargs,
                   "JSON object of variables for the chat template (e.g. '{\"thinking\": false}' for Kimi K3)");
   sub->add_option("--chat-template", o->chat_template,
                   "Jinja chat template file to use instead of the model's own");
-  sub->add_option("-n,--n-predict", o->n, "Most tokens per answer (-1: until the model ends it or the context is full)")
+  sub->add_option("-n,--n-predict", o->n,
+                  "Most tokens per answer (-1: until the model ends it, at most the model's trained context "
+                  "length, or until the context is full)")
       ->capture_default_str();
   sub->add_option("-c,--ctx-size", o->ctx, "Context size in tokens (the whole conversation must fit)")
       ->check(CLI::Range(1, kMaxCtxSize))
@@ -89,11 +91,14 @@ Command add_chat(CLI::App& app) {
             if (!o->system_file.empty()) {
               DF_ASSIGN_OR_EXIT(system, read_text_file(o->system_file, "system message file"));
             }
-            DF_ASSIGN_OR_EXIT(std::string tmpl, find_template(o->model, o->chat_template));
+            if (!o->chat_template.empty()) {  // a bad file fails before the model loads
+              DF_CHECK_OR_EXIT(read_text_file(o->chat_template, "chat template file"));
+            }
             EngineOptions eo;
             eo.threads = o->threads;
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            DF_ASSIGN_OR_EXIT(std::string tmpl, find_template(engine->file().meta(), o->model, o->chat_template));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             // The conversation's state comes out of --mem like everything else.
             // (Half the reserve holds it; a longer context takes the rest from the expert cache.)
@@ -139,7 +144,8 @@ Command add_chat(CLI::App& app) {
                                  "answer; Ctrl-D quits.\n");
             }
             ReplOptions ro;
-            ro.gen.n_predict = o->n;
+            // A base model may never end an answer: -1 stops at the trained context length.
+            ro.gen.n_predict = o->n < 0 && n_ctx_train > 0 ? n_ctx_train : o->n;
             ro.gen.n_batch = o->batch;
             ro.gen.store = engine->streaming_store();  // auto -b: a long message borrows cache memory
             ro.gen.sampling = o->sp;

@@ -1,7 +1,12 @@
 // deltafin run: complete a prompt. The generated text goes to stdout (no prompt
-// echo); logs and --stats go to stderr.
+// echo); logs and --stats go to stderr. Ctrl-C stops the generation (and still
+// prints --stats); a second Ctrl-C exits at once.
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/resource.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +17,19 @@
 #include "tool_common.h"
 
 namespace deltafin::tools {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) {
+  if (g_interrupted.exchange(true)) {  // the second Ctrl-C: stop now
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+  }
+}
+
+}  // namespace
 
 Command add_run(CLI::App& app) {
   struct Opts {
@@ -94,7 +112,9 @@ Command add_run(CLI::App& app) {
             EngineOptions eo;
             eo.threads = o->threads;
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            const auto t_open = std::chrono::steady_clock::now();
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::string prompt = o->prompt;
             if (!o->file.empty()) {
@@ -126,6 +146,12 @@ Command add_run(CLI::App& app) {
             gp.speculator = spec.get();
             gp.store = engine->streaming_store();
             gp.json = json;
+            gp.cancel = &g_interrupted;
+            struct sigaction sa {}, old_sa {};
+            sa.sa_handler = on_sigint;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESTART;
+            sigaction(SIGINT, &sa, &old_sa);
             GenerateStats st;
             DF_CHECK_OR_EXIT(generate(engine->model(), *state, tok, ids, gp,
                                       [](const std::string& s) {
@@ -134,7 +160,9 @@ Command add_run(CLI::App& app) {
                                         return true;
                                       },
                                       &st));
+            sigaction(SIGINT, &old_sa, nullptr);
             std::fputc('\n', stdout);
+            if (g_interrupted) fmt::print(stderr, "interrupted (Ctrl-C)\n");
             if (st.stop_reason == "error") {
               fmt::print(stderr, "error: no token of the vocabulary can continue the JSON document\n");
               return 1;
@@ -142,15 +170,21 @@ Command add_run(CLI::App& app) {
             if (json && st.stop_reason != "eos")
               fmt::print(stderr, "warning: the JSON document is unfinished (stopped by {}; raise -n)\n", st.stop_reason);
             if (o->stats) {
-              fmt::print(stderr, "\nprompt: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_prompt, st.prefill_s,
+              struct rusage ru {};
+              ::getrusage(RUSAGE_SELF, &ru);
+              fmt::print(stderr, "\nload: {:.3f} s; peak memory (RSS): {:.1f} MiB\n", load_s,
+                         double(ru.ru_maxrss) / 1024.0);
+              fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_prompt, st.prefill_s,
                          st.n_prompt / std::max(st.prefill_s, 1e-9));
               fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,
                          st.n_generated > 1 ? (st.n_generated - 1) / std::max(st.decode_s, 1e-9) : 0.0);
               fmt::print(stderr, "decode cpu: {:.3f} s user+sys ({:.3f} ms per token)\n", st.decode_cpu_s,
                          st.n_generated ? 1e3 * st.decode_cpu_s / st.n_generated : 0.0);
               fmt::print(stderr, "time to first token: {:.3f} s; stop: {}\n", st.ttft_s, st.stop_reason);
-              fmt::print(stderr, "speculation: {}; {} passes, {:.2f} tokens per pass; {} drafted, {} accepted ({:.1f}%)\n",
-                         spec ? spec_mode_name(so.mode) : "off", st.passes,
+              // Speculation: cheap guesses of the next tokens, checked together in one pass of the model.
+              fmt::print(stderr, "speculation: {}; {} tokens from {} model passes ({:.2f} per pass); {} guessed tokens "
+                                 "checked, {} right ({:.1f}%)\n",
+                         spec ? spec_mode_name(so.mode) : "off", st.n_generated, st.passes,
                          st.passes ? double(st.n_generated) / st.passes : 0.0, st.drafted, st.accepted,
                          st.drafted ? 100.0 * st.accepted / st.drafted : 0.0);
               if (spec)
@@ -158,29 +192,29 @@ Command add_run(CLI::App& app) {
               if (gp.store) {
                 // A streamed prompt reads the union of its batch's experts per batch: one
                 // batch over the whole prompt reads each expert at most once.
-                fmt::print(stderr, "prefill read {:.1f} MB of experts in {} batch{} of up to {} tokens",
-                           st.prefill_bytes_read / 1e6, st.prefill_batches, st.prefill_batches == 1 ? "" : "es",
+                fmt::print(stderr, "prefill read {:.1f} MiB of experts in {} batch{} of up to {} tokens",
+                           st.prefill_bytes_read / 1048576.0, st.prefill_batches, st.prefill_batches == 1 ? "" : "es",
                            st.prefill_batch);
                 if (st.prefill_lent_bytes)
-                  fmt::print(stderr, " (the expert cache lent {:.1f} MB for them)", st.prefill_lent_bytes / 1e6);
+                  fmt::print(stderr, " (the expert cache lent {:.1f} MiB for them)", st.prefill_lent_bytes / 1048576.0);
                 if (st.prefill_batches > 1) {
                   const double per_tok = double(batch_bytes_per_token(engine->model().info()));
-                  fmt::print(stderr, "; -b {} (one batch, about {:.0f} MB more memory) reads each expert at most once",
-                             st.n_prompt, per_tok * double(st.n_prompt - st.prefill_batch) / 1e6);
+                  fmt::print(stderr, "; -b {} (one batch, about {:.0f} MiB more memory) reads each expert at most once",
+                             st.n_prompt, per_tok * double(st.n_prompt - st.prefill_batch) / 1048576.0);
                 }
                 fmt::print(stderr, "\n");
               }
               if (gp.store)
-                fmt::print(stderr, "decode read {:.1f} MB of experts: {:.2f} MB per emitted token\n",
-                           st.decode_bytes_read / 1e6,
-                           st.n_generated ? st.decode_bytes_read / 1e6 / st.n_generated : 0.0);
+                fmt::print(stderr, "decode read {:.1f} MiB of experts: {:.2f} MiB per emitted token\n",
+                           st.decode_bytes_read / 1048576.0,
+                           st.n_generated ? st.decode_bytes_read / 1048576.0 / st.n_generated : 0.0);
               if (StreamingExpertStore* s = engine->streaming_store())
                 fmt::print(stderr, "{}{}", format_stats(s->stats()), format_prefetch_stats(s->stats()));
               if (const CorePager* p = engine->core_pager())
                 fmt::print(stderr, "{}; {} layer windows paged in\n", p->describe(), p->stats().pages_in);
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
             }
-            return 0;
+            return g_interrupted ? 130 : 0;
           }};
 }
 

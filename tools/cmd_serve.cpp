@@ -3,8 +3,10 @@
 // finish (at most --drain-timeout seconds), then exit; a second signal cancels them.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -47,7 +49,8 @@ Command add_serve(CLI::App& app) {
                   "browser; repeatable (default: none)");
   sub->add_option("--alias", o->alias,
                   "Model name clients use (default: the file name without .gguf); repeatable: the first is the id "
-                  "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for)");
+                  "/v1/models lists, requests may name any (e.g. the two models Claude Code asks for); '*': "
+                  "requests may name any model, as with llama-server (other names get 404)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size per sequence in tokens")
       ->check(CLI::Range(1, kMaxCtxSize))
       ->capture_default_str();
@@ -163,12 +166,15 @@ Command add_serve(CLI::App& app) {
             EngineOptions eo;
             eo.threads = o->threads;
             DF_CHECK_OR_EXIT(apply_store_options(o->store, &eo));
+            const auto t_open = std::chrono::steady_clock::now();
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
+            const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             if (tmpl_src.empty()) {
               auto t = engine->file().meta().get_string("tokenizer.chat_template");
               if (t.ok()) tmpl_src = t.value();
-              else DF_LOG_WARN("the model has no chat template; /v1/chat/completions uses ChatML (see --chat-template)");
+              else DF_LOG_WARN("the model has no chat template; chat requests use ChatML, as `deltafin chat` does (see "
+                               "--chat-template)");
             }
             Model& model = engine->model();
             // The batch's states (and, with n choices, the copy of their prompt's) come
@@ -234,13 +240,19 @@ Command add_serve(CLI::App& app) {
             sv.api_key = o->api_key;
             sv.cors_origins = o->cors;
             sv.batched = model.batches();
-            sv.model_id = o->alias.empty() ? std::filesystem::path(o->model).stem().string() : o->alias[0];
-            if (o->alias.size() > 1) sv.model_aliases.assign(o->alias.begin() + 1, o->alias.end());
+            std::vector<std::string> names;
+            for (const std::string& a : o->alias) {
+              if (a == "*") sv.any_model_name = true;
+              else names.push_back(a);
+            }
+            sv.model_id = names.empty() ? std::filesystem::path(o->model).stem().string() : names[0];
+            if (names.size() > 1) sv.model_aliases.assign(names.begin() + 1, names.end());
             sv.max_body_bytes = size_t(max_body);
             sv.request_timeout_s = o->request_timeout;
             sv.max_connections = o->max_connections;
             sv.max_client_connections = o->max_client_connections;
             sv.chat_template = tmpl_src;
+            if (model.info().n_ctx_train > 0) sv.default_max_tokens = model.info().n_ctx_train;
             sv.reasoning = !o->no_reasoning;
             sv.template_kwargs = template_kwargs;
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
@@ -253,6 +265,12 @@ Command add_serve(CLI::App& app) {
               const PromptDiskStats ds = disk->stats();
               fmt::print("deltafin serve: prompt cache on disk: {} ({} states, {:.1f} MiB of {})\n", disk->dir(),
                          ds.entries, double(ds.bytes) / 1048576.0, o->prompt_cache_disk);
+            }
+            {
+              struct rusage ru {};
+              ::getrusage(RUSAGE_SELF, &ru);
+              fmt::print("deltafin serve: model loaded in {:.2f} s; peak memory (RSS) so far {:.1f} MiB\n", load_s,
+                         double(ru.ru_maxrss) / 1024.0);
             }
             std::fflush(stdout);
 

@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "format/gguf_writer.h"
 #include "synth/synth.h"
+#include "tool_common.h"
 
 namespace deltafin::tools {
 
@@ -18,6 +19,7 @@ Command add_synth(CLI::App& app) {
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
     float skew = -1;
+    bool force = false;
     std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Opts>();
@@ -26,7 +28,8 @@ Command add_synth(CLI::App& app) {
   for (auto& p : synth_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   sub->add_option("--preset", o->preset, "Shape preset: " + presets)->capture_default_str();
   sub->add_option("--arch", o->arch, "Architecture for 'tiny': qwen3moe, deepseek2, kimi-k3, llama");
-  sub->add_option("-o,--output", o->out, "Output .gguf path")->required();
+  sub->add_option("-o,--output", o->out, "Output .gguf path (missing directories are created)")->required();
+  sub->add_flag("--force", o->force, "Overwrite the output if it exists");
   sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");
   sub->add_option("--expert-type", o->expert_type, "Type of the routed experts (default: --type, or the preset's)");
   sub->add_option("--layers", o->layers, "Number of layers");
@@ -107,6 +110,14 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: bad --size '{}'\n", o->size);
               return 2;
             }
+            DF_CHECK_OR_EXIT(prepare_output(o->out, o->force, "-o"));
+            if (o->split > 1) {  // the parts' names (split_gguf's default prefix: the path less .gguf)
+              const std::string stem = o->out.size() > 5 && o->out.ends_with(".gguf")
+                                           ? o->out.substr(0, o->out.size() - 5) : o->out;
+              for (int k = 1; k <= o->split; ++k)
+                DF_CHECK_OR_EXIT(prepare_output(fmt::format("{}-{:05d}-of-{:05d}.gguf", stem, k, o->split),
+                                                o->force, "-o ... --split"));
+            }
             ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
             SynthReport r;
             Status st = synth_model(s, o->out, pool, &r);
@@ -115,9 +126,9 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
             }
-            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MB, experts {:.1f} MB) in {:.2f} s, {:.0f} MB/s\n",
-                       o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1e6, r.expert_bytes / 1e6,
-                       r.seconds, r.bytes / 1e6 / std::max(r.seconds, 1e-9));
+            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MiB, experts {:.1f} MiB) in {:.2f} s, {:.0f} MiB/s\n",
+                       o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1048576.0, r.expert_bytes / 1048576.0,
+                       r.seconds, r.bytes / 1048576.0 / std::max(r.seconds, 1e-9));
             return 0;
           }};
 }

@@ -105,8 +105,8 @@ int run_tokenize(const TokenizeArgs& a) {
     std::printf("%s\n", id_line(ids).c_str());
   }
   if (a.show_stats) {
-    std::fprintf(stderr, "%zu bytes -> %zu tokens in %.3f ms (%.1f MB/s)\n", text.size(), ids.size(),
-                 secs * 1e3, secs > 0 ? text.size() / secs / 1e6 : 0.0);
+    std::fprintf(stderr, "%zu bytes -> %zu tokens in %.3f ms (%.1f MiB/s)\n", text.size(), ids.size(),
+                 secs * 1e3, secs > 0 ? text.size() / secs / 1048576.0 : 0.0);
   }
   return 0;
 }

@@ -42,16 +42,17 @@ class Bar final : public Progress {
 
  private:
   void draw(bool final) {
+    constexpr double kMiB = 1048576.0;
     const double el = std::chrono::duration<double>(Clock::now() - start_).count();
     const double rate = el > 0 ? double(done_) / el : 0;
     const double frac = total_ ? std::min(1.0, double(done_) / double(total_)) : 1.0;
     std::string line;
     if (final) {
-      line = fmt::format("{}: {:.1f} MB in {:.1f} s ({:.1f} MB/s)", what_, done_ / 1e6, el, rate / 1e6);
+      line = fmt::format("{}: {:.1f} MiB in {:.1f} s ({:.1f} MiB/s)", what_, done_ / kMiB, el, rate / kMiB);
     } else {
       const int w = 24, fill = int(frac * w);
-      line = fmt::format("{} [{}{}] {:.1f}/{:.1f} MB {:.1f} MB/s ETA {}", what_, std::string(size_t(fill), '#'),
-                         std::string(size_t(w - fill), '-'), done_ / 1e6, total_ / 1e6, rate / 1e6,
+      line = fmt::format("{} [{}{}] {:.1f}/{:.1f} MiB {:.1f} MiB/s ETA {}", what_, std::string(size_t(fill), '#'),
+                         std::string(size_t(w - fill), '-'), done_ / kMiB, total_ / kMiB, rate / kMiB,
                          rate > 0 ? hms(double(total_ - std::min(done_, total_)) / rate) : "--:--");
     }
     if (tty_) std::fprintf(stderr, "\r\033[K%s%s", line.c_str(), final ? "\n" : "");

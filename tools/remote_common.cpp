@@ -19,9 +19,9 @@ Result<OpenedRemote> open_remote(const std::string& location, const RemoteOption
 }
 
 std::string human_bytes(uint64_t n) {
-  if (n >= 1000000000ull) return fmt::format("{:.2f} GB", n / 1e9);
-  if (n >= 1000000ull) return fmt::format("{:.1f} MB", n / 1e6);
-  return fmt::format("{:.1f} KB", n / 1e3);
+  if (n >= (uint64_t(1) << 30)) return fmt::format("{:.2f} GiB", double(n) / double(uint64_t(1) << 30));
+  if (n >= (uint64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(n) / double(uint64_t(1) << 20));
+  return fmt::format("{:.1f} KiB", double(n) / 1024.0);
 }
 
 uint64_t free_bytes(const std::string& dir) {

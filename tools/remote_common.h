@@ -17,7 +17,7 @@ struct OpenedRemote {
 // experts to the disk cache.
 Result<OpenedRemote> open_remote(const std::string& location, const RemoteOptions& ro);
 
-// "1.23 GB", "456.7 MB", "12.0 KB".
+// "1.23 GiB", "456.7 MiB", "12.0 KiB" (the units --mem and --disk-cache take).
 std::string human_bytes(uint64_t n);
 
 // Free bytes on the file system holding `dir` (or its nearest existing parent).

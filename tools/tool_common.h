@@ -42,6 +42,9 @@ constexpr int kMaxCtxSize = 1 << 24;
 Result<std::string> read_prompt_file(const std::string& path, int n_ctx, const Tokenizer& tok);
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s);
+// Before a command writes `path`: refuses an existing file unless `force` (`flag`
+// names the option that gave the path), and creates missing parent directories.
+Status prepare_output(const std::string& path, bool force, const std::string& flag);
 // Tokenizes a prompt as llama.cpp does for completion: BOS per metadata, special
 // tokens parsed.
 Result<std::vector<int32_t>> tokenize_prompt(const ModelFile& file, const std::string& text);

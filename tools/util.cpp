@@ -1,11 +1,28 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <filesystem>
+#include <system_error>
 
 #include "commands.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
+
+Status prepare_output(const std::string& path, bool force, const std::string& flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) return make_error("{} '{}' is a directory; give a file name", flag, path);
+  if (fs::exists(st) && !force)
+    return make_error("{} '{}' exists; give --force to overwrite it, or another file name", flag, path);
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) return make_error("{} '{}': cannot create the directory '{}': {}", flag, path, parent.string(), ec.message());
+  }
+  return {};
+}
 
 bool parse_size(const std::string& s, uint64_t* out) {
   size_t pos = 0;

@@ -213,16 +213,16 @@ Result<VerifyReport> verify_cache(const std::string& root, const std::string& fi
   return r;
 }
 
-Result<int> clear_cache(const std::string& root, const std::string& filter) {
+Result<std::vector<CachedModel>> clear_cache(const std::string& root, const std::string& filter) {
   DF_ASSIGN(std::vector<CachedModel> models, scan_cache(root));
-  int n = 0;
-  for (const CachedModel& m : models) {
+  std::vector<CachedModel> removed;
+  for (CachedModel& m : models) {
     if (!model_matches(m, filter)) continue;
     if (::nftw(m.dir.c_str(), remove_tree_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
       return make_error("cannot remove '{}': {}", m.dir, std::strerror(errno));
-    ++n;
+    removed.push_back(std::move(m));
   }
-  return n;
+  return removed;
 }
 
 }  // namespace deltafin

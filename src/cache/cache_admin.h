@@ -65,7 +65,8 @@ Result<VerifyReport> verify_cache(const std::string& root, const std::string& fi
 // True if `filter` names the model: its location as given, its pinned key, or its directory name.
 bool model_matches(const CachedModel& m, const std::string& filter);
 
-// Removes the models matching `filter` (all if empty). Returns how many.
-Result<int> clear_cache(const std::string& root, const std::string& filter);
+// Removes the models matching `filter` (all if empty; the command line asks for --all
+// before it passes an empty one). Returns the models removed, as they were.
+Result<std::vector<CachedModel>> clear_cache(const std::string& root, const std::string& filter);
 
 }  // namespace deltafin

@@ -366,8 +366,8 @@ void ExpertCache::make_room(uint64_t need, bool disk_full) {
   st_.evicted += uint64_t(r->removed);
   usage_estimate_ = r->after;
   if (r->after > opts_.budget)
-    DF_LOG_WARN("disk cache: {:.1f} MB of cores exceed the --disk-cache budget of {:.1f} MB", r->after / 1e6,
-                opts_.budget / 1e6);
+    DF_LOG_WARN("disk cache: {:.1f} MiB of cores exceed the --disk-cache budget of {:.1f} MiB", r->after / 1048576.0,
+                opts_.budget / 1048576.0);
 }
 
 Status ExpertCache::fill(const std::vector<int>& keys, uint64_t window,

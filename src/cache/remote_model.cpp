@@ -425,10 +425,10 @@ std::string format_remote_stats(RemoteModel& m) {
   const ExpertCacheStats c = m.experts().stats();
   const HttpStats h = m.client()->stats();
   return fmt::format(
-      "disk cache: {} experts from disk, {} fetched from the origin ({:.1f} MB in {} range requests), {} waited on "
+      "disk cache: {} experts from disk, {} fetched from the origin ({:.1f} MiB in {} range requests), {} waited on "
       "another process, {} corrupt dropped, {} write errors, {} evicted\n"
-      "network: {} requests ({}), {} retries, {:.1f} MB received, {:.2f} MB/s while busy ({:.3f} s busy)\n",
-      c.disk_hits, c.fetched, c.fetched_bytes / 1e6, c.requests, c.waited, c.corrupt, c.write_errors, c.evicted,
-      h.requests, http_versions_text(h), h.retries, h.bytes / 1e6, h.busy_s > 0 ? h.bytes / h.busy_s / 1e6 : 0.0, h.busy_s);
+      "network: {} requests ({}), {} retries, {:.1f} MiB received, {:.2f} MiB/s while busy ({:.3f} s busy)\n",
+      c.disk_hits, c.fetched, c.fetched_bytes / 1048576.0, c.requests, c.waited, c.corrupt, c.write_errors, c.evicted,
+      h.requests, http_versions_text(h), h.retries, h.bytes / 1048576.0, h.busy_s > 0 ? h.bytes / h.busy_s / 1048576.0 : 0.0, h.busy_s);
 }
 }  // namespace deltafin

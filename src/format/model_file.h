@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "format/gguf.h"
 #include "io/byte_source.h"
 
@@ -48,8 +49,15 @@ class ModelFile {
   // Where the loader gets tensors mapped instead of read (null: read everything).
   void set_tensor_mapper(TensorMapper* m) { mapper_ = m; }
   TensorMapper* tensor_mapper() const { return mapper_; }
+  // While set, read_tensor() reports the bytes it reads (the loader's progress
+  // line). Not owned.
+  void set_read_progress(Progress* p) { progress_ = p; }
   // Reads a whole tensor's bytes.
-  Status read_tensor(const TensorRef& t, void* dst) { return sources_[t.shard]->read_at(t.file_offset, dst, t.info->bytes); }
+  Status read_tensor(const TensorRef& t, void* dst) {
+    Status s = sources_[t.shard]->read_at(t.file_offset, dst, t.info->bytes);
+    if (progress_) progress_->add(t.info->bytes);
+    return s;
+  }
 
  private:
   std::string path_;
@@ -57,6 +65,7 @@ class ModelFile {
   std::vector<GGUFFile> shards_;
   std::map<std::string, TensorRef> tensors_;
   TensorMapper* mapper_ = nullptr;
+  Progress* progress_ = nullptr;
 };
 
 // "dir/name-00002-of-00005.gguf" for part 2 of 5 given any part's path; returns

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <set>
+
 #include "core/log.h"
 #include "io/direct_file.h"
 #include "remote/location.h"
@@ -11,6 +13,8 @@ namespace deltafin {
 namespace {
 constexpr uint64_t kReserveBase = uint64_t(64) << 20;
 constexpr double kReserveShare = 0.03;
+// Loads at least this large (bytes read into RAM) draw a progress line.
+constexpr uint64_t kLoadProgressBytes = uint64_t(1) << 30;
 }  // namespace
 
 uint64_t default_reserve_bytes(uint64_t mem) { return kReserveBase + uint64_t(double(mem) * kReserveShare); }
@@ -105,7 +109,23 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   } else if (opts.mem_bytes > 0 || e->remote_) {
     DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get(), &e->pager_));
   }
-  DF_ASSIGN(e->model_, load_model(*e->file_, std::move(lo)));
+  // A progress line while a large core is read into RAM (the experts too when they
+  // are resident); a small one loads before a line would help.
+  std::unique_ptr<Progress> bar;
+  if (opts.progress) {
+    std::set<std::string> streamed;
+    if (lo.experts)
+      for (const ExpertLayerInfo& l : find_expert_layers(*e->file_)) streamed.insert({l.gate_name, l.up_name, l.down_name});
+    uint64_t to_read = 0;
+    for (const auto& [name, ref] : e->file_->tensors())
+      if (!streamed.count(name)) to_read += ref.info->bytes;
+    if (to_read >= kLoadProgressBytes) bar = opts.progress("loading the model", to_read);
+  }
+  e->file_->set_read_progress(bar.get());
+  auto loaded = load_model(*e->file_, std::move(lo));
+  e->file_->set_read_progress(nullptr);
+  bar.reset();
+  DF_ASSIGN(e->model_, std::move(loaded));
   e->file_->set_tensor_mapper(nullptr);
   if (e->remote_) {
     for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));

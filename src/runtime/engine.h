@@ -37,6 +37,8 @@ struct EngineOptions {
   // network. The core is downloaded into the cache first (progress drawn by
   // `progress` if set), then experts stream from the origin through the cache.
   RemoteOptions remote;
+  // Draws the core download, and the load of a large (>= 1 GiB) set of resident
+  // weights; null: no progress lines.
   ProgressFactory progress;
 };
 

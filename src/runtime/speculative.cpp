@@ -322,12 +322,12 @@ SpecStats Speculator::stats() const {
   SpecStats s = st_;
   for (const auto& l : lanes_)
     s.per_drafter.push_back(fmt::format(
-        "{}: {} drafted, {} accepted ({:.1f}%), {:.2f} ms drafting per token; first-guess acceptance now {:.2f}; "
-        "{} shadow guesses, {} right",
+        "{}: guessed {} tokens, {} right ({:.1f}%); {:.2f} ms to guess a token; its first guess is now right "
+        "{:.0f}% of the time; {} trial guesses while it was off, {} right",
         l->d->name(), l->drafted, l->accepted, l->drafted ? 100.0 * l->accepted / l->drafted : 0.0,
-        1e3 * l->cost_per_token(), l->p(0), l->shadow_n, l->shadow_hits));
-  s.per_drafter.push_back(fmt::format("verify pass model: {:.2f} ms + {:.2f} ms per drafted token", 1e3 * a_,
-                                      1e3 * b_));
+        1e3 * l->cost_per_token(), 100.0 * l->p(0), l->shadow_n, l->shadow_hits));
+  s.per_drafter.push_back(fmt::format("a checking pass takes about {:.2f} ms + {:.2f} ms per guessed token",
+                                      1e3 * a_, 1e3 * b_));
   return s;
 }
 

@@ -22,12 +22,6 @@
 
 namespace deltafin::server {
 
-const char* const kChatMLTemplate =
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
-
 namespace {
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -142,7 +136,7 @@ struct Server::Impl {
     }
     GenRequest r;
     r.prompt = std::move(prompt);
-    r.max_tokens = g.max_tokens ? *g.max_tokens : -1;
+    r.max_tokens = g.max_tokens ? *g.max_tokens : opts.default_max_tokens;
     r.sampling = g.sampling;
     r.stop = g.stop;
     r.ignore_eos = g.ignore_eos;
@@ -375,13 +369,16 @@ struct Server::Impl {
   }
 
   bool serves(const std::string& name) const {
-    return name == opts.model_id ||
+    return opts.any_model_name || name == opts.model_id ||
            std::find(opts.model_aliases.begin(), opts.model_aliases.end(), name) != opts.model_aliases.end();
   }
 
   std::optional<ApiError> check_model(const GenParams& g) const {
     if (!g.model.empty() && !serves(g.model))
-      return error(404, fmt::format("the model '{}' does not exist; this server serves '{}'", g.model, opts.model_id),
+      return error(404,
+                   fmt::format("the model '{}' does not exist; this server serves '{}' (a server started with "
+                               "--alias NAME also takes NAME, with --alias '*' any name)",
+                               g.model, opts.model_id),
                    "invalid_request_error", "model", "model_not_found");
     return {};
   }
@@ -734,19 +731,29 @@ Server::~Server() = default;
 
 Result<int> Server::bind() {
   Impl& s = *impl_;
-  const std::string& src = s.opts.chat_template.empty() ? std::string(kChatMLTemplate) : s.opts.chat_template;
+  const std::string& src = s.opts.chat_template.empty() ? std::string(kFallbackChatTemplate) : s.opts.chat_template;
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
   s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
   s.template_thinks = src.find("<think>") != std::string::npos;
   s.template_has_developer = src.find("developer") != std::string::npos;
   s.tool_format = tool_format_of(src);
   s.routes();
+  // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server
+  // bind a port another one listens on (and the kernel then splits the connections
+  // between them). SO_REUSEADDR alone still allows a restart while old connections
+  // linger in TIME_WAIT, but a busy port fails to bind, as with llama-server.
+  s.http.set_socket_options([](auto sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int port = s.opts.port;
   if (port == 0) {
     port = s.http.bind_to_any_port(s.opts.host);
     if (port < 0) return make_error("cannot listen on {}: no free port", s.opts.host);
   } else if (!s.http.bind_to_port(s.opts.host, port)) {
-    return make_error("cannot listen on {}:{} (in use, or not an address of this machine)", s.opts.host, port);
+    return make_error("cannot listen on {}:{}: the port is in use (another server?) or {} is not an address of "
+                      "this machine; choose another with --port (0: any free port)",
+                      s.opts.host, port, s.opts.host);
   }
   s.http.widen_backlog();
   return port;

@@ -33,13 +33,18 @@ struct ServerOptions {
   std::vector<std::string> cors_origins;
   std::string model_id;          // the name /v1/models lists and requests must use
   std::vector<std::string> model_aliases;  // other names requests may use
+  bool any_model_name = false;  // requests may name any model (--alias '*', as llama-server)
   size_t max_body_bytes = 4u << 20;
   // Connections (connections.h): open at once in total and from one client address
   // (more get 503), and the seconds a request's head and body may take to arrive (408).
   int max_connections = 512;
   int max_client_connections = 128;
   double request_timeout_s = 30;
-  std::string chat_template;     // Jinja source; empty: ChatML
+  std::string chat_template;     // Jinja source; empty: kFallbackChatTemplate (ChatML)
+  // Tokens a reply may take when the request sets no limit (-1: until the context
+  // is full); serve passes the model's trained context length, so that a base
+  // model that never ends its text stops there.
+  int default_max_tokens = -1;
   bool reasoning = true;         // split <think> text into reasoning_content when the template uses it
   // Variables every chat request's template gets (--chat-template-kwargs), e.g.
   // {"thinking": false} for Kimi K3; a request's chat_template_kwargs override them.
@@ -67,8 +72,5 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// A generic ChatML template for models whose file carries none.
-extern const char* const kChatMLTemplate;
 
 }  // namespace deltafin::server

@@ -88,12 +88,12 @@ StoreStats StoreStats::operator-(const StoreStats& o) const {
 
 std::string format_stats(const StoreStats& s) {
   return fmt::format(
-      "expert cache: {} slots of {:.2f} MB, {} in use; RAM hits {} misses {} (hit rate {:.1f}%, {} from prefetch), "
+      "expert cache: {} slots of {:.2f} MiB, {} in use; RAM hits {} misses {} (hit rate {:.1f}%, {} from prefetch), "
       "evictions {}\n"
-      "expert reads: {} demand + {} prefetch, {:.1f} MB, {:.2f} GB/s while busy ({:.3f} s busy, {}), "
+      "expert reads: {} demand + {} prefetch, {:.1f} MiB, {:.2f} GiB/s while busy ({:.3f} s busy, {}), "
       "callers waited {:.3f} s\n",
-      s.slots, s.slot_bytes / 1e6, s.cached, s.hits, s.misses, 100.0 * s.hit_rate(), s.prefetch_hits, s.evictions,
-      s.reads, s.prefetch_reads, s.bytes_read / 1e6, s.read_gbps(), s.read_busy_s,
+      s.slots, s.slot_bytes / 1048576.0, s.cached, s.hits, s.misses, 100.0 * s.hit_rate(), s.prefetch_hits, s.evictions,
+      s.reads, s.prefetch_reads, s.bytes_read / 1048576.0, s.read_gbps() * 1e9 / 1073741824.0, s.read_busy_s,
       s.direct ? "O_DIRECT" : "buffered, pages dropped", s.wait_s);
 }
 
@@ -101,13 +101,14 @@ std::string format_prefetch_stats(const StoreStats& s) {
   if (s.prefetch == PrefetchMode::Off || s.layers.empty()) return "";
   std::string out = fmt::format(
       "next-layer prefetch ({}): per layer, recall = routed experts that were predicted; useful = predicted "
-      "experts not in RAM that were then routed; used = prefetched bytes that were used\n",
+      "experts not in RAM that were then routed; used = prefetched bytes that were used; now = whether the "
+      "layer prefetches at the end (auto switches off where it does not pay)\n",
       prefetch_mode_name(s.prefetch));
   auto line = [&](const std::string& name, const LayerPrefetchStats& l) {
-    out += fmt::format("  {:>6}  predictions {:>6}  recall {:5.1f}%  useful {:5.1f}%  prefetched {:>6} ({:8.1f} MB, "
-                       "used {:5.1f}%)  {}\n",
+    out += fmt::format("  {:>6}  predictions {:>6}  recall {:5.1f}%  useful {:5.1f}%  prefetched {:>6} ({:8.1f} MiB, "
+                       "used {:5.1f}%)  now {}\n",
                        name, l.predictions, 100.0 * l.recall(), 100.0 * l.useful(), l.prefetch_reads,
-                       l.prefetch_bytes / 1e6, 100.0 * l.used_bytes_fraction(), l.on ? "on" : "off");
+                       l.prefetch_bytes / 1048576.0, 100.0 * l.used_bytes_fraction(), l.on ? "on" : "off");
   };
   for (const LayerPrefetchStats& l : s.layers)
     if (l.predictions > 0 || l.prefetch_reads > 0) line(fmt::format("L{}", l.layer), l);
@@ -186,8 +187,8 @@ class Streaming final : public StreamingExpertStore {
     if (opts_.max_slots > 0) n = uint64_t(opts_.max_slots);
     n = std::min<uint64_t>(n, uint64_t(ix_.n_keys()));
     if (n == 0 && ix_.n_keys() > 0)
-      return make_error("{}: the expert cache ({:.1f} MB) has no room for one expert ({:.1f} MB); raise --mem",
-                        file_.path(), opts_.cache_bytes / 1e6, slot_bytes_ / 1e6);
+      return make_error("{}: the expert cache ({:.1f} MiB) has no room for one expert ({:.1f} MiB); raise --mem",
+                        file_.path(), opts_.cache_bytes / 1048576.0, slot_bytes_ / 1048576.0);
     n_slots_ = int(n);
     spare_ = opts_.cache_bytes > n * slot_bytes_ ? opts_.cache_bytes - n * slot_bytes_ : 0;
     limit_ = n_slots_;

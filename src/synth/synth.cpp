@@ -170,13 +170,13 @@ Status fit_expert_count(SynthSpec* spec) {
   const uint64_t per_step = more - base;  // every layer's experts and router rows
   if (per_step == 0) return make_error("synth: --size: the expert count does not change this model's size");
   if (spec->target_bytes < base)
-    return make_error("synth: --size {:.1f} MB is below the smallest {} model of these shapes ({} experts: {:.1f} MB); "
-                      "lower --layers, --embd or --expert-width", spec->target_bytes / 1e6, spec->arch, least,
-                      base / 1e6);
+    return make_error("synth: --size {:.1f} MiB is below the smallest {} model of these shapes ({} experts: {:.1f} MiB); "
+                      "lower --layers, --embd or --expert-width", spec->target_bytes / 1048576.0, spec->arch, least,
+                      base / 1048576.0);
   const uint64_t steps = (spec->target_bytes - base + per_step / 2) / per_step;  // nearest
   if (uint64_t(least) + steps * uint64_t(step) > uint64_t(1) << 20)
-    return make_error("synth: --size {:.1f} GB would need over a million experts per layer; raise --layers or "
-                      "--expert-width", spec->target_bytes / 1e9);
+    return make_error("synth: --size {:.1f} GiB would need over a million experts per layer; raise --layers or "
+                      "--expert-width", spec->target_bytes / 1073741824.0);
   spec->n_expert = least + int(steps) * step;
   return {};
 }

@@ -2,6 +2,12 @@
 
 namespace deltafin {
 
+const char* const kFallbackChatTemplate =
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
+
 nlohmann::ordered_json chat_template_context(const nlohmann::ordered_json& messages,
                                              const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                              const nlohmann::ordered_json& extra_context) {

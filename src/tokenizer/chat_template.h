@@ -40,6 +40,10 @@ class ChatTemplate {
   jinja::Template template_;
 };
 
+// The template `chat` and `serve` use for a model whose file carries none (no
+// tokenizer.chat_template) and no --chat-template: ChatML, as llama.cpp falls back to.
+extern const char* const kFallbackChatTemplate;
+
 // The context object a chat template renders with (see above).
 nlohmann::ordered_json chat_template_context(const nlohmann::ordered_json& messages,
                                              const nlohmann::ordered_json& tools, bool add_generation_prompt,

@@ -38,11 +38,15 @@ check "/exit stops reading" sh -c "test $rc = 0 && test \$(grep -c '^answer: ' '
 printf 'hi\n' | "$bin" chat -m "$plain" --chat-template "$dir/chatml.jinja" -n 4 --stats >/dev/null 2>"$dir/err_t"; rc=$?
 check "--chat-template works for a model without one" sh -c "test $rc = 0 && grep -q '^answer: ' '$dir/err_t'"
 
-# Errors a newcomer can act on.
-printf 'hi\n' | "$bin" chat -m "$plain" >/dev/null 2>"$dir/e1"; rc=$?
-check "no chat template: non-zero exit" test $rc -ne 0
+# No template in the file: ChatML, as serve uses, with a note that says so and what else to do.
+printf 'hi\n' | "$bin" chat -m "$plain" -n 4 --temp 0 --stats >"$dir/fb" 2>"$dir/e1"; rc=$?
+check "no chat template: answers with the fallback (ChatML)" sh -c "test $rc = 0 && grep -q '^answer: ' '$dir/e1'"
 check "no chat template: says so and offers --chat-template and run" sh -c \
-  "grep -q 'has no chat template' '$dir/e1' && grep -q -- '--chat-template FILE' '$dir/e1' && grep -q 'deltafin run' '$dir/e1'"
+  "grep -q 'has no chat template' '$dir/e1' && grep -q 'ChatML' '$dir/e1' && grep -q -- '--chat-template FILE' '$dir/e1' && grep -q 'deltafin run' '$dir/e1'"
+printf 'hi\n' | "$bin" chat -m "$plain" --chat-template "$dir/chatml.jinja" -n 4 --temp 0 >"$dir/fb2" 2>/dev/null
+check "  the same answer as the ChatML template given as a file" cmp -s "$dir/fb" "$dir/fb2"
+
+# Errors a newcomer can act on.
 
 printf 'hi\n' | "$bin" chat -m "$dir/nope.gguf" >/dev/null 2>"$dir/e2"; rc=$?
 check "missing model: says it does not exist" sh -c "test $rc -ne 0 && grep -q 'does not exist' '$dir/e2'"

@@ -11,7 +11,7 @@ check() { # name, condition command...
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
 m=$dir/tiny.gguf
-"$bin" synth --preset tiny --arch qwen3moe -o "$m" 2>/dev/null || { echo "synth failed"; exit 1; }
+"$bin" synth --preset tiny --arch qwen3moe --force -o "$m" 2>/dev/null || { echo "synth failed"; exit 1; }
 
 out=$("$bin" run -m "$m" -p "hello world" -n 16 --temp 0 2>"$dir/err")
 check "run prints generated text to stdout" test -n "$out"

@@ -121,9 +121,9 @@ check "two processes: no byte range fetched twice ($dups duplicates)" test "$dup
 P=$dir/cache-pull
 "$bin" pull "$url/tiny.gguf" --cache-dir "$P" --layers 1-1 >"$dir/pull.out" 2>"$dir/pull.err"
 check "pull --layers 1-1: says first what it needs on disk and in RAM" \
-  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]B .*; RAM at least [0-9.]+ [KMG]B'"
+  bash -c "head -8 '$dir/pull.err' | grep -Eq 'needs: disk [0-9.]+ [KMG]iB .*; RAM at least [0-9.]+ [KMG]iB'"
 check "pull: progress bars with bytes, rate and ETA" \
-  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MB [0-9.]+ MB/s ETA'"
+  bash -c "tr '\r' '\n' <'$dir/pull.err' | grep -Eq '^experts \[.*\] [0-9.]+/[0-9.]+ MiB [0-9.]+ MiB/s ETA'"
 check "pull --layers 1-1: layer 1's 8 experts only" test "$(ls "$P"/models/tiny-*/experts | grep -c '^1-')" = 8 -a \
   "$(ls "$P"/models/tiny-*/experts | grep -c '^0-')" = 0
 "$bin" cache stats --cache-dir "$P" >"$dir/stats"
@@ -156,7 +156,7 @@ check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (one per p
 
 # 10. The file changes upstream: a clear error, nothing mixed.
 cp "$dir/www/tiny.gguf" "$dir/tiny.orig"
-"$bin" synth --preset tiny --arch qwen3moe --experts 8 --seed 7 -o "$dir/www/tiny.gguf" >/dev/null 2>&1
+"$bin" synth --preset tiny --arch qwen3moe --experts 8 --seed 7 --force -o "$dir/www/tiny.gguf" >/dev/null 2>&1
 # nginx's ETag is the modification time in seconds and the size: a file rewritten
 # within the same second at the same size is indistinguishable. Later is realistic.
 touch -d "@$(( $(date +%s) + 3600 ))" "$dir/www/tiny.gguf"

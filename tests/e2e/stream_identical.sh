@@ -16,7 +16,7 @@ check() { # name, condition command...
 ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
 for arch in qwen3moe deepseek2 kimi-k3 llama; do
   m=$dir/tiny-$arch.gguf
-  if ! "$bin" synth --preset tiny --arch $arch --experts 8 -o "$m" >/dev/null 2>"$dir/synth-$arch.err"; then
+  if ! "$bin" synth --preset tiny --arch $arch --experts 8 --force -o "$m" >/dev/null 2>"$dir/synth-$arch.err"; then
     echo "skip $arch: synth: $(head -c 200 "$dir/synth-$arch.err")"; continue
   fi
   if ! "$bin" eval -m "$m" --ids $ids --top 20 --all-positions -b 6 >"$dir/ref-$arch" 2>"$dir/ref-$arch.err"; then
@@ -49,7 +49,7 @@ for arch in qwen3moe deepseek2 kimi-k3 llama; do
   "$bin" run -m "$m" -p "hello world, hello again world" -n 2 --temp 0 --mem "$mem" --profile none -b 2 --stats \
     >/dev/null 2>"$dir/pb-$arch.err"
   check "$arch: --stats names the prefill's expert reads per -b batch" \
-    grep -Eq "^prefill read [0-9.]+ MB of experts in [1-9][0-9]* batches of up to 2 tokens" "$dir/pb-$arch.err"
+    grep -Eq "^prefill read [0-9.]+ MiB of experts in [1-9][0-9]* batches of up to 2 tokens" "$dir/pb-$arch.err"
   check "$arch: run under --mem generates the same text" test "$a" = "$b"
 done
 check "at least one architecture streamed" test $tested -ge 1

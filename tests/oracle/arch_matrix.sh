@@ -226,7 +226,7 @@ for a in $ARCHS; do
     if [ -z "${TOL[$t]:-}" ]; then
       RESULT[$cell]="no-tol"; fail=1; continue
     fi
-    if ! "$bin" synth --preset tiny --arch "$a" --type "$t" --expert-type "$et" ${SYNTH_EXTRA[$cell]:-} -o "$m" >>"$log" 2>&1; then
+    if ! "$bin" synth --preset tiny --arch "$a" --type "$t" --expert-type "$et" ${SYNTH_EXTRA[$cell]:-} --force -o "$m" >>"$log" 2>&1; then
       RESULT[$cell]="FAIL:synth"; fail=1; continue
     fi
     # Byte tokens (< 256) exist in every synthetic vocabulary. The oracle's batch run

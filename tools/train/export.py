@@ -6,6 +6,7 @@ Norms and the router stay F32 (as llama.cpp's converter keeps them). Quantized
 files come from `deltafin quantize` on the result.
 """
 import argparse
+import os
 
 import numpy as np
 import torch
@@ -76,6 +77,9 @@ def main():
     w.add("tokenizer.ggml.eos_token_id", G.U32, tok.eot)
     w.add("tokenizer.ggml.add_bos_token", G.BOOL, False)
     w.add("tokenizer.ggml.add_eos_token", G.BOOL, False)
+    # A plain-text chat template, so that `deltafin chat` and `serve` can talk to it.
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "chat_template.jinja")) as f:
+        w.add("tokenizer.chat_template", G.STRING, f.read())
 
     mat_type = G.T_F32 if a.type == "F32" else G.T_F16
     for name, key in tensor_map(cfg).items():

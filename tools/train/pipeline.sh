@@ -22,7 +22,7 @@ py "$here/train.py" --dir "$work" --seed 1234 --steps 240 --batch 8 --seq 256 --
 py "$here/export.py" --ckpt "$work/ckpt.pt" --tokenizer "$work/tokenizer.json" --out "$work/kjv-moe-F16.gguf" --type F16
 py "$here/export.py" --ckpt "$work/ckpt.pt" --tokenizer "$work/tokenizer.json" --out "$work/kjv-moe-F32.gguf" --type F32
 py "$here/check_logits.py" --ckpt "$work/ckpt.pt" --tokenizer "$work/tokenizer.json" --gguf "$work/kjv-moe-F32.gguf" --deltafin "$bin"
-for t in Q8_0 Q4_K; do "$bin" quantize "$work/kjv-moe-F16.gguf" "$work/kjv-moe-$t.gguf" --type "$t" --fallback Q8_0; done
+for t in Q8_0 Q4_K; do "$bin" quantize "$work/kjv-moe-F16.gguf" "$work/kjv-moe-$t.gguf" --type "$t" --fallback Q8_0 --force; done
 py "$here/plot_loss.py" "$work/log.jsonl" "$work/loss.png"
 py "$here/routing_stats.py" --ckpt "$work/ckpt.pt" --tokenizer "$work/tokenizer.json" --text "$work/test.txt" \
   --json "$work/routing.json" --png "$work/routing.png"

@@ -14,7 +14,7 @@ mkdir -p "$dir"
 model=$build/e2e-serve-model/tiny-$arch-qwen2.gguf
 if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"
-  "$bin" synth --preset tiny --arch "$arch" --type Q8_0 --experts 16 --vocab "$vocab" -o "$model.tmp" >/dev/null &&
+  "$bin" synth --preset tiny --arch "$arch" --type Q8_0 --experts 16 --vocab "$vocab" --force -o "$model.tmp" >/dev/null &&
     mv "$model.tmp" "$model" || { echo "FAIL synth"; exit 1; }
 fi
 
