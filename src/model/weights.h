@@ -1,8 +1,9 @@
 // Binds named GGUF tensors to the model's weight views with shape checks, reading
 // them into owned aligned memory. Problems (missing tensors, wrong shapes, types
-// without kernels) are collected so that one error lists all of them.
+// without kernels, one line per type) are collected so that one error lists all of them.
 #pragma once
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ class WeightLoader {
   Tensor load(const std::string& name, std::initializer_list<int64_t> shape, bool required, bool read);
   ModelFile& file_;
   std::vector<std::string> missing_, problems_;
+  struct Uncomputed {
+    int count = 0;
+    std::string example;  // the first tensor seen of the type
+  };
+  std::map<std::string, Uncomputed> uncomputed_;  // by type name: tensors deltafin has no kernels for
   std::vector<AlignedBuffer> buffers_;
   uint64_t bytes_ = 0;
 };
