@@ -8,8 +8,12 @@
 
 #include "commands.h"
 #include "format/model_file.h"
+#include "kernels/types.h"
 #include "model/model.h"
+#include "remote/location.h"
+#include "remote_common.h"
 #include "runtime/engine.h"
+#include "store_options.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
@@ -35,13 +39,26 @@ std::string count(double n) {
 Command add_inspect(CLI::App& app) {
   struct Opts {
     std::string model, mem;
+    RemoteCli remote;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model and what a RAM budget implies");
-  sub->add_option("model", o->model, "Model .gguf (first part of a split model)")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), URL or hf:// location")->required();
   sub->add_option("--mem", o->mem, "RAM budget to evaluate (e.g. 8G)");
+  add_remote_options(sub, o->remote);
+  sub->add_flag("--offline", o->remote.offline, "Remote models: read the headers from the disk cache only");
   return {sub, [o] {
-            DF_ASSIGN_OR_EXIT(auto mf, ModelFile::open(o->model, local_file_opener()));
+            // A remote model's headers come through its disk cache (fetched once).
+            OpenedRemote remote;
+            std::unique_ptr<ModelFile> mf;
+            if (is_remote_location(o->model)) {
+              RemoteOptions ro;
+              DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
+              DF_ASSIGN_OR_EXIT(remote, open_remote(o->model, ro));
+              mf = std::move(remote.file);
+            } else {
+              DF_ASSIGN_OR_EXIT(mf, ModelFile::open(o->model, local_file_opener()));
+            }
             const GGUFFile& m = mf->meta();
             const std::string arch = m.string_or("general.architecture", "?");
             auto layers = find_expert_layers(*mf);
@@ -51,11 +68,13 @@ Command add_inspect(CLI::App& app) {
                 if (!n->empty()) expert_names.insert(*n);
             uint64_t core_b = 0, exp_b = 0, core_p = 0, exp_p = 0, per_expert_max = 0;
             std::map<std::string, uint64_t> types;
+            std::map<std::string, int> uncomputed;  // type -> tensors
             for (const auto& [name, ref] : mf->tensors()) {
               const bool is_exp = expert_names.count(name) > 0;
               (is_exp ? exp_b : core_b) += ref.info->bytes;
               (is_exp ? exp_p : core_p) += ref.info->n_elements();
               types[std::string(dtype_name(ref.info->type))] += ref.info->bytes;
+              if (!type_traits(ref.info->type)) uncomputed[std::string(dtype_name(ref.info->type))]++;
             }
             int n_expert = 0;
             for (auto& l : layers) {
@@ -68,6 +87,8 @@ Command add_inspect(CLI::App& app) {
             const int n_used = int(m.int_or(arch + ".expert_used_count", 0));
             const uint64_t per_token = uint64_t(n_used) * per_expert_max * layers.size();
             fmt::print("model:          {}\n", o->model);
+            if (remote.remote) fmt::print("source:         {} (headers cached in {})\n", remote.remote->key(),
+                                          remote.remote->dir());
             fmt::print("name:           {}\n", m.string_or("general.name", "?"));
             const auto archs = supported_architectures();
             const bool supported = std::count(archs.begin(), archs.end(), arch) > 0;
@@ -82,8 +103,16 @@ Command add_inspect(CLI::App& app) {
                        count(double(core_p)), count(double(exp_p)));
             fmt::print("bytes:          core {} | experts {}\n", human(double(core_b)), human(double(exp_b)));
             std::string tl;
-            for (auto& [t, b] : types) tl += fmt::format("{}{} {}", tl.empty() ? "" : ", ", t, human(double(b)));
+            for (auto& [t, b] : types)
+              tl += fmt::format("{}{} {}{}", tl.empty() ? "" : ", ", t, human(double(b)),
+                                uncomputed.count(t) ? " (not computed by deltafin)" : "");
             fmt::print("tensor types:   {}\n", tl);
+            if (!uncomputed.empty()) {
+              std::string ul;
+              for (auto& [t, n] : uncomputed) ul += fmt::format("{}{} ({} tensors)", ul.empty() ? "" : ", ", t, n);
+              fmt::print("cannot run:     deltafin cannot compute with {} yet; it computes {}\n", ul,
+                         computed_type_names());
+            }
             const int64_t n_nextn = m.int_or(arch + ".nextn_predict_layers", 0);
             fmt::print("layers:         {} ({} with routed experts){}\n", m.int_or(arch + ".block_count", 0), layers.size(),
                        n_nextn == 1   ? std::string("; the last is a multi-token-prediction block (--spec mtp)")

@@ -1,4 +1,5 @@
 // deltafin quantize: re-encode a model's weight matrices to another tensor type.
+// Takes llama-quantize's form too: `deltafin quantize IN.gguf OUT.gguf Q4_K_M`.
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -9,25 +10,37 @@ namespace deltafin::tools {
 
 Command add_quantize(CLI::App& app) {
   struct Opts {
-    std::string in, out, type = "Q8_0", fallback = "Q8_0";
+    std::string in, out, type = "Q8_0", type_pos, fallback = "Q8_0";
     bool force = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("quantize", "Re-encode a model's weight matrices (F32/F16/BF16 in) to another type");
-  sub->add_option("input", o->in, "Input .gguf")->required();
+  sub->add_option("input,-m,--model", o->in, "Input .gguf")->required();
   sub->add_option("output", o->out, "Output .gguf (missing directories are created)")->required();
   sub->add_flag("--force", o->force, "Overwrite the output if it exists");
-  sub->add_option("--type", o->type, "Target type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, ...)")->capture_default_str();
+  auto* pos = sub->add_option("type", o->type_pos, "Target type, as llama-quantize takes it (the same as --type)");
+  sub->add_option("--type", o->type,
+                  "Target: a type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, ...: every matrix gets it) or one of "
+                  "llama-quantize's mixes (Q4_K_M, Q5_K_S, Q3_K_L, ...: some matrices get more bits, as llama.cpp "
+                  "picks them)")
+      ->capture_default_str()
+      ->excludes(pos);
   sub->add_option("--fallback", o->fallback, "Type for matrices whose rows do not fit the target's blocks")
       ->capture_default_str();
   return {sub, [o] {
+            const std::string& type = o->type_pos.empty() ? o->type : o->type_pos;
             QuantizeOptions q;
-            for (auto [name, t] : {std::pair{&o->type, &q.type}, std::pair{&o->fallback, &q.fallback}}) {
-              if (!dtype_from_name(*name, t)) {
-                fmt::print(stderr, "error: unknown tensor type '{}'\n", *name);
-                return 2;
-              }
+            if (Status st = parse_quantize_target(type, &q); !st.ok()) {
+              fmt::print(stderr, "error: {}\n", st.error().message);
+              return 2;
             }
+            QuantizeOptions fb;
+            if (Status st = parse_quantize_target(o->fallback, &fb); !st.ok() || !fb.mix.empty()) {
+              fmt::print(stderr, "error: --fallback: {}\n",
+                         st.ok() ? fmt::format("'{}' is a mix; give one type", o->fallback) : st.error().message);
+              return 2;
+            }
+            q.fallback = fb.type;
             DF_CHECK_OR_EXIT(prepare_output(o->out, o->force, "output"));
             QuantizeReport r;
             Status st = quantize_model(o->in, o->out, q, &r);
@@ -35,8 +48,12 @@ Command add_quantize(CLI::App& app) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
             }
-            fmt::print(stderr, "wrote {}: {:.2f} MiB -> {:.2f} MiB; {} tensors {}, {} {}, {} unchanged\n", o->out,
-                       r.bytes_in / 1048576.0, r.bytes_out / 1048576.0, r.converted, o->type, r.fell_back, o->fallback, r.kept);
+            std::string types;
+            for (const auto& [name, n] : r.types) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", n, name);
+            fmt::print(stderr, "wrote {}: {:.2f} MiB -> {:.2f} MiB; {} tensors converted ({}), {} of them to {} (rows "
+                       "that do not fit {}), {} unchanged\n",
+                       o->out, r.bytes_in / 1048576.0, r.bytes_out / 1048576.0, r.converted + r.fell_back,
+                       types.empty() ? "none" : types, r.fell_back, o->fallback, type, r.kept);
             return 0;
           }};
 }

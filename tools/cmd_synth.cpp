@@ -59,7 +59,9 @@ Command add_synth(CLI::App& app) {
   return {sub, [o] {
             SynthSpec s;
             if (!synth_preset(o->preset, o->arch, &s)) {
-              fmt::print(stderr, "error: unknown preset '{}'\n", o->preset);
+              std::string names;
+              for (auto& p : synth_preset_names()) names += (names.empty() ? "" : ", ") + p;
+              fmt::print(stderr, "error: unknown preset '{}' (--preset takes one of: {})\n", o->preset, names);
               return 2;
             }
             auto type_opt = [](const std::string& name, DType* t) {

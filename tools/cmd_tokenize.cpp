@@ -116,7 +116,7 @@ int run_tokenize(const TokenizeArgs& a) {
 Command add_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text (works on vocab-only GGUFs)");
-  sub->add_option("-m,--model", args->model, "GGUF model or vocabulary file")->required();
+  sub->add_option("model,-m,--model", args->model, "GGUF model or vocabulary file")->required();
   auto* p = sub->add_option("-p,--prompt", args->prompt, "Text to tokenize");
   auto* f = sub->add_option("-f,--file", args->file, "Read the text from a file");
   auto* b = sub->add_option("--batch", args->batch, "Tokenize each NUL-separated text of a file; one line of ids each");

@@ -17,6 +17,7 @@
 #include "cache/cache_admin.h"
 #include "cache/fs.h"
 #include "core/log.h"
+#include "remote/hf_repo.h"
 
 namespace deltafin {
 
@@ -131,12 +132,30 @@ std::string find_cached_dir(const std::string& root, const ModelLocation& loc) {
   return best;
 }
 
+// The files of `loc`'s repository whose copies in the cache recorded loc's revision.
+std::vector<std::string> cached_hf_files(const std::string& root, const ModelLocation& loc) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  const std::string prefix = fmt::format("hf://{}@", loc.repo);
+  for (const auto& d : std::filesystem::directory_iterator(models_dir(root), ec)) {
+    const std::string dir = d.path().string();
+    auto m = read_meta(dir);
+    if (!m.ok() || m->key.rfind(prefix, 0) != 0 || ::access((dir + "/core-1.ok").c_str(), F_OK) != 0) continue;
+    const size_t slash = m->key.find('/', prefix.size());
+    if (slash == std::string::npos) continue;
+    const std::string rev = m->key.substr(prefix.size(), slash - prefix.size());
+    if (rev == loc.revision || std::find(m->revisions.begin(), m->revisions.end(), loc.revision) != m->revisions.end())
+      files.push_back(m->key.substr(slash + 1));
+  }
+  return files;
+}
+
 }  // namespace
 
-Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc, const RemoteOptions& opts) {
-  if (!loc.remote()) return make_error("'{}' is not a remote location", loc.text);
+Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_in, const RemoteOptions& opts) {
+  if (!loc_in.remote()) return make_error("'{}' is not a remote location", loc_in.text);
+  ModelLocation loc = loc_in;
   std::unique_ptr<RemoteModel> m(new RemoteModel());
-  m->loc_ = loc;
   m->opts_ = opts;
   m->root_ = opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
   HttpOptions h = opts.http;
@@ -145,6 +164,24 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
                       h.ca_file, std::strerror(errno));
   if (loc.kind == ModelLocation::Kind::HuggingFace && !loc.token.empty()) h.bearer_token = loc.token;
   m->client_ = std::make_shared<HttpClient>(h);
+  if (loc.kind == ModelLocation::Kind::HuggingFace && loc.file.empty()) {
+    // hf://owner/repo[:QUANT]: the file from the repository's listing; offline, or
+    // with the hub unreachable, from the copies of the repository in the cache.
+    const std::vector<std::string> cached_files = cached_hf_files(m->root_, loc);
+    bool unreachable = false;
+    Status st = opts.offline ? Status(make_error("--offline is set"))
+                             : resolve_hf_file(&loc, *m->client_, &unreachable, cached_files.empty() ? 0 : 2);
+    if (!st.ok()) {
+      if (!opts.offline && !unreachable) return st.error();
+      if (cached_files.empty())
+        return make_error("{}: {}, and the disk cache {} holds no file of this repository at '{}' (run `deltafin "
+                          "pull {}` while the hub is reachable)", loc.text,
+                          opts.offline ? "--offline is set" : st.error().message, m->root_, loc.revision, loc.text);
+      DF_ASSIGN(std::string file, choose_hf_file(cached_files, loc.quant, loc.text + " (in the disk cache)"));
+      loc.set_hf_file(file);
+    }
+  }
+  m->loc_ = loc;
   const std::string cached = find_cached_dir(m->root_, loc);
   std::unique_ptr<HttpSource> first;
   if (opts.offline) {
@@ -157,7 +194,8 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc,
     // With a cached copy, a quick probe: an unreachable origin means working offline.
     bool unreachable = false;
     auto probed = HttpSource::open(m->client_, loc.url, nullptr, cached.empty() ? 0 : 2, &unreachable);
-    if (!probed.ok() && !(unreachable && !cached.empty())) return probed.error();
+    if (!probed.ok() && !(unreachable && !cached.empty()))
+      return Error{probed.error().message + hf_access_hint(loc, http_status_in(probed.error().message))};
     if (probed.ok()) first = std::move(*probed);
     else m->offline_reason_ = fmt::format("the origin is unreachable ({})", probed.error().message);
   }

@@ -111,6 +111,14 @@ const TypeTraits* type_traits(DType t) { return row(tables().get(tables().best),
 const TypeTraits* type_traits_ref(DType t) { return row(&tables().ref, t); }
 const TypeTraits* type_traits_isa(DType t, Isa isa) { return row(tables().get(isa), t); }
 
+std::string computed_type_names() {
+  std::string s;
+  for (uint32_t i = 0; i < kDTypeCount; ++i)
+    if (type_traits_ref(DType(i)))
+      s += (s.empty() ? "" : ", ") + std::string(dtype_name(DType(i)));
+  return s;
+}
+
 bool isa_supported(Isa isa) { return tables().get(isa) != nullptr; }
 Isa best_isa() { return tables().best; }
 

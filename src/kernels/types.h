@@ -26,6 +26,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -60,6 +61,9 @@ const TypeTraits* type_traits_ref(DType t);
 // Kernels for one instruction set (rows fall back to the next lower set where that
 // set has no kernel of its own); nullptr if the set was not built or this CPU lacks it.
 const TypeTraits* type_traits_isa(DType t, Isa isa);
+
+// The types deltafin computes with, comma-separated ("F32, F16, Q4_0, ...").
+std::string computed_type_names();
 
 bool isa_supported(Isa isa);
 Isa best_isa();

@@ -29,8 +29,8 @@ Tensor WeightLoader::load(const std::string& name, std::initializer_list<int64_t
     return t;
   }
   if (!type_traits(info.type)) {
-    problems_.push_back(fmt::format("tensor '{}' has type {}, which deltafin cannot compute with yet",
-                                    name, dtype_name(info.type)));
+    Uncomputed& u = uncomputed_[std::string(dtype_name(info.type))];
+    if (u.count++ == 0) u.example = name;
     return t;
   }
   t.type = info.type;
@@ -70,8 +70,21 @@ void WeightLoader::expect_shape(const std::string& name, std::initializer_list<i
 }
 
 Status WeightLoader::finish() const {
-  if (missing_.empty() && problems_.empty()) return {};
-  std::string msg = fmt::format("{}: the model's tensors do not match its architecture:", file_.path());
+  if (missing_.empty() && problems_.empty() && uncomputed_.empty()) return {};
+  std::string msg;
+  // Types without kernels: one line per type (a model of one such type has hundreds).
+  if (!uncomputed_.empty()) {
+    msg = fmt::format("{}: deltafin cannot compute with {} of this model's tensor types yet:", file_.path(),
+                      uncomputed_.size() == 1 ? "one" : std::to_string(uncomputed_.size()));
+    for (const auto& [type, u] : uncomputed_)
+      msg += fmt::format("\n  {}: {} tensor{} (e.g. {})", type, u.count, u.count == 1 ? "" : "s", u.example);
+    msg += fmt::format("\n  deltafin computes: {}. Requantize the model to one of these (from its F16/BF16 "
+                       "weights: `deltafin quantize` or llama-quantize), or run it with llama.cpp.",
+                       computed_type_names());
+    if (missing_.empty() && problems_.empty()) return Error{msg};
+    msg += "\n";
+  }
+  msg += fmt::format("{}: the model's tensors do not match its architecture:", file_.path());
   if (!missing_.empty()) {
     msg += fmt::format("\n  missing {} tensor(s):", missing_.size());
     for (size_t i = 0; i < missing_.size() && i < 20; ++i) msg += "\n    " + missing_[i];

@@ -1,12 +1,13 @@
 // Binds named GGUF tensors to the model's weight views with shape checks, reading
 // them into owned aligned memory. Problems (missing tensors, wrong shapes, types
-// without kernels) are collected so that one error lists all of them.
+// without kernels, one line per type) are collected so that one error lists all of them.
 // A checking loader (read = false) reads nothing: every tensor it returns is
 // invalid (no data) and to_f32() of one is empty. Architectures bind their weights
 // twice, checking first (ArchModel::bind_checked), so that no tensor is read before
 // every name, shape and type is known to be right.
 #pragma once
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ class WeightLoader {
   ModelFile& file_;
   bool read_ = true;
   std::vector<std::string> missing_, problems_;
+  struct Uncomputed {
+    int count = 0;
+    std::string example;  // the first tensor seen of the type
+  };
+  std::map<std::string, Uncomputed> uncomputed_;  // by type name: tensors deltafin has no kernels for
   std::vector<AlignedBuffer> buffers_;
   uint64_t bytes_ = 0;
 };

@@ -1,5 +1,8 @@
 #include "quant/quantize_model.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -36,20 +39,121 @@ int64_t file_type_of(DType t) {
   }
 }
 
-DType target_for(const GGUFTensorInfo& t, const QuantizeOptions& o) {
+struct Mix {
+  const char* name;
+  DType base;
+  int64_t file_type;  // llama_ftype
+};
+constexpr Mix kMixes[] = {{"Q2_K_S", DType::Q2_K, 21}, {"Q3_K_S", DType::Q3_K, 11}, {"Q3_K_M", DType::Q3_K, 12},
+                          {"Q3_K_L", DType::Q3_K, 13}, {"Q4_K_S", DType::Q4_K, 14}, {"Q4_K_M", DType::Q4_K, 15},
+                          {"Q5_K_S", DType::Q5_K, 16}, {"Q5_K_M", DType::Q5_K, 17}, {"MXFP4_MOE", DType::Q8_0, 38}};
+
+// Types a target may name directly: those deltafin computes and can quantize to.
+std::vector<DType> direct_types() {
+  std::vector<DType> v;
+  for (uint32_t i = 0; i < kDTypeCount; ++i) {
+    const TypeTraits* tt = type_traits_ref(DType(i));
+    if (tt && tt->from_float && DType(i) != DType::Q8_K) v.push_back(DType(i));
+  }
+  return v;
+}
+
+// llama.cpp's use_more_bits: the first and last eighth of the layers and every third between.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The layer of "blk.N.…", or -1.
+int layer_of(const std::string& name) {
+  int layer = -1, used = 0;
+  if (std::sscanf(name.c_str(), "blk.%d.%n", &layer, &used) == 1 && used > 0) return layer;
+  return -1;
+}
+
+// What llama_tensor_get_type picks for a matrix in a mix (no importance matrix).
+DType mix_type(const std::string& mix, const std::string& name, int n_layer, DType base) {
+  const auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (mix == "MXFP4_MOE") return has("_exps.weight") ? DType::MXFP4 : DType::Q8_0;
+  if (name == "output.weight") return DType::Q6_K;
+  const int i = layer_of(name), n = std::max(n_layer, 1);
+  if (has("attn_v.weight") && i >= 0) {
+    if (mix == "Q3_K_M") return i < 2 ? DType::Q5_K : DType::Q4_K;
+    if (mix == "Q3_K_L") return DType::Q5_K;
+    if (mix == "Q4_K_M" || mix == "Q5_K_M") return use_more_bits(i, n) ? DType::Q6_K : base;
+    if (mix == "Q4_K_S") return i < 4 ? DType::Q5_K : base;
+  }
+  if (has("ffn_down") && i >= 0) {
+    if (mix == "Q3_K_M") return i < n / 16 ? DType::Q5_K : use_more_bits(i, n) ? DType::Q4_K : base;
+    if (mix == "Q3_K_L") return DType::Q5_K;
+    if (mix == "Q4_K_M" || mix == "Q5_K_M") return use_more_bits(i, n) ? DType::Q6_K : base;
+    if (mix == "Q4_K_S") return i < n / 8 ? DType::Q5_K : base;
+  }
+  if (has("attn_output.weight")) {
+    if (mix == "Q3_K_M") return DType::Q4_K;
+    if (mix == "Q3_K_L") return DType::Q5_K;
+  }
+  if (has("attn_qkv.weight")) {
+    if (mix == "Q3_K_M" || mix == "Q3_K_L") return DType::Q4_K;
+    if (mix == "Q4_K_M") return DType::Q5_K;
+    if (mix == "Q5_K_M") return DType::Q6_K;
+  }
+  return base;
+}
+
+// The new type of a tensor; *fell_back when its rows do not fit the chosen type.
+DType target_for(const GGUFTensorInfo& t, const QuantizeOptions& o, int n_layer, bool* fell_back) {
+  *fell_back = false;
   const bool matrix = t.n_dims >= 2 && ends_with(t.name, ".weight") && !ends_with(t.name, "ffn_gate_inp.weight");
   if (!matrix) return t.type;
-  if (fits(o.type, t.ne[0])) return o.type;
+  const DType want = o.mix.empty() ? o.type : mix_type(o.mix, t.name, n_layer, o.type);
+  if (fits(want, t.ne[0])) return want;
+  *fell_back = true;
   if (fits(o.fallback, t.ne[0])) return o.fallback;
   return t.type;
 }
 
 }  // namespace
 
+std::string quantize_target_names() {
+  std::string s;
+  for (DType t : direct_types()) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+  s += "; llama-quantize's mixes";
+  for (const Mix& m : kMixes) s += std::string(&m == kMixes ? " " : ", ") + m.name;
+  return s;
+}
+
+Status parse_quantize_target(const std::string& name, QuantizeOptions* opts) {
+  std::string up = name;
+  for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  for (const Mix& m : kMixes) {
+    if (up == m.name) {
+      opts->type = m.base;
+      opts->mix = m.name;
+      return {};
+    }
+  }
+  DType t;
+  if (dtype_from_name(up, &t)) {
+    for (DType d : direct_types()) {
+      if (d == t) {
+        opts->type = t;
+        opts->mix.clear();
+        return {};
+      }
+    }
+    return make_error("type '{}': deltafin cannot compute with {} yet, so it does not quantize to it; "
+                      "choose one of: {}", name, dtype_name(t), quantize_target_names());
+  }
+  return make_error("unknown type '{}'; choose one of: {}", name, quantize_target_names());
+}
+
 Status quantize_model(const std::string& in, const std::string& out, const QuantizeOptions& opts,
                       QuantizeReport* report) {
   std::error_code ec;
   if (std::filesystem::equivalent(in, out, ec)) return make_error("quantize: output {} is the input file", out);
+  if (!opts.mix.empty()) {
+    QuantizeOptions check;
+    if (!parse_quantize_target(opts.mix, &check).ok() || check.mix.empty())
+      return make_error("quantize: unknown mix '{}'", opts.mix);
+  }
   for (DType t : {opts.type, opts.fallback}) {
     const TypeTraits* tt = type_traits_ref(t);
     if (!tt || !tt->from_float)
@@ -61,22 +165,28 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
   const GGUFFile& meta = model->meta();
   for (const auto& k : meta.keys)
     if (k.rfind("split.", 0) != 0 && k != "general.file_type") f.set(k, meta.kv.at(k));
-  if (int64_t ft = file_type_of(opts.type); ft >= 0) f.set("general.file_type", GGUFValue::u32(uint32_t(ft)));
+  int64_t ft = file_type_of(opts.type);
+  for (const Mix& m : kMixes)
+    if (opts.mix == m.name) ft = m.file_type;
+  if (ft >= 0) f.set("general.file_type", GGUFValue::u32(uint32_t(ft)));
 
+  const int n_layer = int(meta.int_or(meta.string_or("general.architecture", "") + ".block_count", 0));
   // Directory in the input's order (all shards), each with its new type.
   std::vector<const TensorRef*> refs;
   QuantizeReport rep;
   for (int s = 0; s < model->shard_count(); ++s) {
     for (const auto& t : model->shard(s).tensors) {
       const TensorRef* r = model->tensor(t.name);
-      DType to = target_for(t, opts);
+      bool fell_back = false;
+      DType to = target_for(t, opts, n_layer, &fell_back);
       if (to != t.type) {
         const TypeTraits* src = type_traits_ref(t.type);
         if (!src || !src->to_float)
           return make_error("quantize: {}: tensor {} has type {}, which cannot be read as floats", in, t.name,
                             dtype_name(t.type));
       }
-      (to == t.type ? rep.kept : to == opts.type ? rep.converted : rep.fell_back)++;
+      (to == t.type ? rep.kept : fell_back ? rep.fell_back : rep.converted)++;
+      if (to != t.type) rep.types[std::string(dtype_name(to))]++;
       GGUFTensorInfo info = t;
       info.type = to;
       f.tensors.push_back(info);

@@ -12,6 +12,7 @@
 // file-type number for the target where one exists, else removed.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,12 +24,30 @@ namespace deltafin {
 struct QuantizeOptions {
   DType type = DType::Q8_0;
   DType fallback = DType::Q8_0;
+  // One of llama-quantize's mixes ("Q4_K_M", see parse_quantize_target), or empty:
+  // every matrix gets `type`. A mix gives some matrices more bits than `type` as
+  // llama.cpp's llama_tensor_get_type does without an importance matrix, as far as
+  // deltafin computes the types it picks: output.weight Q6_K; attn_v and ffn_down
+  // Q5_K/Q6_K in the layers llama.cpp favours (the first and last eighth and every
+  // third between: use_more_bits); attn_output one step up in Q3_K_M/L; MXFP4_MOE:
+  // the routed experts MXFP4, the other matrices Q8_0.
+  std::string mix;
 };
 
 struct QuantizeReport {
   uint64_t bytes_in = 0, bytes_out = 0;
-  int converted = 0, fell_back = 0, kept = 0;
+  int converted = 0, fell_back = 0, kept = 0;  // converted: to the type the mix (or --type) chose
+  std::map<std::string, int> types;            // matrices written per type name (changed ones only)
 };
+
+// A target named as deltafin's types (Q8_0, Q4_K, F16 ...: every matrix gets it) or as
+// llama-quantize's mixes (Q2_K_S, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S,
+// Q5_K_M, MXFP4_MOE; case-insensitive): sets opts->type and opts->mix. Unknown names,
+// and types deltafin cannot compute (Q5_0, IQ2_XXS ...), get an error that lists
+// every valid name.
+Status parse_quantize_target(const std::string& name, QuantizeOptions* opts);
+// The names parse_quantize_target takes, comma-separated.
+std::string quantize_target_names();
 
 // Writes `out` (atomically, as GGUFWriter does). Refuses out == in, a target type
 // without a quantizer, and input tensors of a type it cannot read as floats.

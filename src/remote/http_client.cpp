@@ -643,6 +643,105 @@ Result<HttpProbe> HttpClient::probe(const std::string& url, int max_attempts, bo
   return probe;
 }
 
+namespace {
+struct TextTransfer {
+  HttpText* out;
+  size_t max_bytes;
+  bool too_big = false;
+  static size_t on_body(char* p, size_t size, size_t nmemb, void* ud) {
+    auto* t = static_cast<TextTransfer*>(ud);
+    const size_t len = size * nmemb;
+    if (t->out->body.size() + len > t->max_bytes) {
+      t->too_big = true;
+      return 0;
+    }
+    t->out->body.append(p, len);
+    return len;
+  }
+  static size_t on_header(char* p, size_t size, size_t nmemb, void* ud) {
+    auto* t = static_cast<TextTransfer*>(ud);
+    const size_t len = size * nmemb;
+    const std::string line = trim(std::string(p, len));
+    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect)
+      t->out->link_next.clear();
+      return len;
+    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos || lower(trim(line.substr(0, colon))) != "link") return len;
+    // Link: <https://host/api/...?cursor=...>; rel="next"
+    const std::string v = line.substr(colon + 1);
+    for (size_t at = 0; (at = v.find('<', at)) != std::string::npos;) {
+      const size_t end = v.find('>', at);
+      if (end == std::string::npos) break;
+      const size_t next_item = v.find('<', end);
+      const std::string params = lower(v.substr(end, next_item == std::string::npos ? std::string::npos : next_item - end));
+      if (params.find("rel=\"next\"") != std::string::npos || params.find("rel=next") != std::string::npos)
+        t->out->link_next = v.substr(at + 1, end - at - 1);
+      at = end;
+    }
+    return len;
+  }
+};
+}  // namespace
+
+Result<HttpText> HttpClient::get_text(const std::string& url, size_t max_bytes, bool* unreachable,
+                                      int max_attempts) {
+  if (max_attempts <= 0) max_attempts = opts_.max_attempts;
+  std::string auth;
+  if (!opts_.bearer_token.empty()) auth = "Authorization: Bearer " + opts_.bearer_token;
+  std::string why;
+  for (int attempt = 1;; ++attempt) {
+    HttpText out;
+    TextTransfer t{&out, max_bytes};
+    char errbuf[CURL_ERROR_SIZE] = {};
+    CURL* e = curl_easy_init();
+    curl_slist* headers = auth.empty() ? nullptr : curl_slist_append(nullptr, auth.c_str());
+    curl_easy_setopt(e, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(opts_.connect_timeout_s * 1000));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, long(opts_.stall_timeout_s)));
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");  // gzip if the server offers it
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "deltafin/0.1");
+    if (!opts_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, opts_.ca_file.c_str());
+    if (headers) curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &TextTransfer::on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &TextTransfer::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+    const CURLcode rc = curl_easy_perform(e);
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &out.status);
+    curl_easy_cleanup(e);
+    if (headers) curl_slist_free_all(headers);
+    const bool no_connection = rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
+                               rc == CURLE_COULDNT_CONNECT || (rc == CURLE_OPERATION_TIMEDOUT && out.status == 0);
+    if (unreachable) *unreachable = no_connection;
+    if (t.too_big) return make_error("GET {}: the answer is larger than {} bytes", redact_url(url), max_bytes);
+    bool transient = false;
+    if (rc != CURLE_OK) {
+      why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+      transient = rc != CURLE_UNSUPPORTED_PROTOCOL && rc != CURLE_URL_MALFORMAT && rc != CURLE_TOO_MANY_REDIRECTS &&
+                  rc != CURLE_PEER_FAILED_VERIFICATION && rc != CURLE_SSL_CACERT_BADFILE;
+    } else if (out.status >= 500 || out.status == 429 || out.status == 408) {
+      why = fmt::format("HTTP {}", out.status);
+      transient = true;
+    } else {
+      return out;
+    }
+    if (!transient || attempt >= max_attempts)
+      return make_error("GET {}: {}{}", redact_url(url), why,
+                        transient ? fmt::format(" (gave up after {} failed attempts)", attempt) : "");
+    const double delay = std::min(opts_.backoff_max_s, opts_.backoff_base_s * std::pow(2.0, attempt - 1));
+    DF_LOG_DEBUG("GET {}: {}; retrying in {:.2f} s", redact_url(url), why, delay);
+    std::this_thread::sleep_for(std::chrono::microseconds(int64_t(delay * 1e6)));
+  }
+}
+
 std::string http_versions_text(const HttpStats& s) {
   const std::pair<const char*, uint64_t> v[] = {{"HTTP/1.1", s.over_http1}, {"HTTP/2", s.over_http2}, {"HTTP/3", s.over_http3}};
   std::string out;

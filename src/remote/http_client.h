@@ -69,6 +69,13 @@ struct HttpProbe {
   long http_version = 0;      // 2 or 3 when multiplexed, else 1
 };
 
+// The answer to a plain GET (get_text).
+struct HttpText {
+  long status = 0;
+  std::string body;
+  std::string link_next;  // the URL of a Link header's rel="next" (a paginated listing), or ""
+};
+
 struct HttpStats {
   uint64_t requests = 0;  // completed requests
   uint64_t attempts = 0;  // HTTP transfers started (retries included)
@@ -106,6 +113,15 @@ class HttpClient {
   // the request failed because no connection could be made (name resolution,
   // connect, TLS handshake never reached, timeout) rather than by an answer.
   Result<HttpProbe> probe(const std::string& url, int max_attempts = 0, bool* unreachable = nullptr);
+
+  // One plain GET (no range) of a small document such as a JSON listing, outside the
+  // range machinery: follows redirects, sends the bearer token (never to another
+  // host), retries connection failures, 5xx and 429 as range requests do. Any other
+  // status is returned for the caller to judge. A body over `max_bytes` is an error.
+  // `unreachable`: as for probe. Blocks; does not count in stats().
+  // `max_attempts` > 0 overrides the option.
+  Result<HttpText> get_text(const std::string& url, size_t max_bytes = size_t(64) << 20,
+                            bool* unreachable = nullptr, int max_attempts = 0);
 
   HttpStats stats() const;
   const HttpOptions& options() const { return opts_; }

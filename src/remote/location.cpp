@@ -1,11 +1,39 @@
 #include "remote/location.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace deltafin {
 
 namespace {
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : "";
+}
+
+// The token the Hugging Face login tools (`hf auth login`, huggingface-cli login)
+// saved, and its path; {"", ""} if none.
+std::pair<std::string, std::string> saved_hf_token() {
+  std::string path = env("HF_TOKEN_PATH");
+  if (path.empty()) {
+    std::string home = env("HF_HOME");
+    if (home.empty() && !env("XDG_CACHE_HOME").empty()) home = env("XDG_CACHE_HOME") + "/huggingface";
+    if (home.empty() && !env("HOME").empty()) home = env("HOME") + "/.cache/huggingface";
+    if (home.empty()) return {};
+    path = home + "/token";
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return {};
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string t = ss.str();
+  const size_t a = t.find_first_not_of(" \t\r\n"), b = t.find_last_not_of(" \t\r\n");
+  if (a == std::string::npos) return {};
+  return {t.substr(a, b - a + 1), path};
+}
 }  // namespace
 
 bool is_remote_location(const std::string& s) {
@@ -14,6 +42,11 @@ bool is_remote_location(const std::string& s) {
 
 std::string ModelLocation::hf_url(const std::string& rev, const std::string& file_in_repo) const {
   return endpoint + "/" + repo + "/resolve/" + rev + "/" + file_in_repo;
+}
+
+void ModelLocation::set_hf_file(const std::string& file_in_repo) {
+  file = file_in_repo;
+  url = hf_url(revision, file);
 }
 
 Result<ModelLocation> parse_model_location(const std::string& s) {
@@ -31,30 +64,46 @@ Result<ModelLocation> parse_model_location(const std::string& s) {
     loc.path = s;
     return loc;
   }
-  // hf://owner/repo[@revision]/path
+  // hf://owner/repo[@revision]/path, or hf://owner/repo[@revision][:QUANT]
   const std::string rest = s.substr(5);
   const size_t s1 = rest.find('/');
   const size_t s2 = s1 == std::string::npos ? std::string::npos : rest.find('/', s1 + 1);
-  if (s1 == 0 || s1 == std::string::npos || s2 == std::string::npos || s2 + 1 >= rest.size())
-    return make_error("'{}' is not a Hugging Face location: expected hf://OWNER/REPO[@REVISION]/PATH.gguf", s);
+  if (s1 == 0 || s1 == std::string::npos || s1 + 1 >= rest.size() || s2 + 1 == rest.size())
+    return make_error("'{}' is not a Hugging Face location: expected hf://OWNER/REPO[@REVISION]/PATH.gguf or "
+                      "hf://OWNER/REPO[@REVISION][:QUANT]", s);
   std::string repo = rest.substr(0, s2);
-  loc.file = rest.substr(s2 + 1);
+  if (s2 != std::string::npos) loc.file = rest.substr(s2 + 1);
   loc.revision = "main";
+  if (loc.file.empty()) {  // a repository: the quantization follows a ':' (git refs cannot hold one)
+    if (size_t colon = repo.find(':'); colon != std::string::npos) {
+      loc.quant = repo.substr(colon + 1);
+      repo.resize(colon);
+      if (loc.quant.empty()) return make_error("'{}': empty quantization after ':'", s);
+      if (loc.quant.find_first_of("/@") != std::string::npos)
+        return make_error("'{}': bad quantization '{}' (expected e.g. :Q4_K_M)", s, loc.quant);
+    }
+  }
   if (size_t at = repo.find('@'); at != std::string::npos) {
     loc.revision = repo.substr(at + 1);
     repo.resize(at);
     if (loc.revision.empty()) return make_error("'{}': empty revision after '@'", s);
   }
-  if (repo.find('/') == 0 || repo.back() == '/' || repo.find("..") != std::string::npos)
+  if (repo.find('/') == 0 || repo.back() == '/' || repo.find("..") != std::string::npos ||
+      repo.find(':') != std::string::npos)
     return make_error("'{}': bad repository name '{}'", s, repo);
   if (loc.file.find("..") != std::string::npos) return make_error("'{}': bad path '{}'", s, loc.file);
   loc.kind = ModelLocation::Kind::HuggingFace;
   loc.repo = repo;
-  const char* ep = std::getenv("HF_ENDPOINT");
-  loc.endpoint = ep && *ep ? ep : "https://huggingface.co";
+  loc.endpoint = env("HF_ENDPOINT");
+  if (loc.endpoint.empty()) loc.endpoint = "https://huggingface.co";
   while (!loc.endpoint.empty() && loc.endpoint.back() == '/') loc.endpoint.pop_back();
-  if (const char* tok = std::getenv("HF_TOKEN"); tok && *tok) loc.token = tok;
-  loc.url = loc.hf_url(loc.revision, loc.file);
+  if (std::string tok = env("HF_TOKEN"); !tok.empty()) {
+    loc.token = tok;
+    loc.token_source = "HF_TOKEN";
+  } else {
+    std::tie(loc.token, loc.token_source) = saved_hf_token();
+  }
+  if (!loc.file.empty()) loc.url = loc.hf_url(loc.revision, loc.file);
   return loc;
 }
 

@@ -1,8 +1,15 @@
-// Where a model comes from: a local path, an http(s):// URL, or a Hugging Face file
-// `hf://owner/repo[@revision]/path/in/repo.gguf`. A Hugging Face location becomes the
-// hub's resolve URL (HF_ENDPOINT overrides https://huggingface.co), with HF_TOKEN as
-// bearer token; the revision (default "main") is pinned to the commit the hub names
-// (X-Repo-Commit) when the model is opened, so the bytes cannot change under a cache.
+// Where a model comes from: a local path, an http(s):// URL, or a Hugging Face
+// repository: `hf://owner/repo[@revision]/path/in/repo.gguf` names a file;
+// `hf://owner/repo[@revision]:QUANT` (e.g. :Q4_K_M, :UD-IQ1_S) the file or split set
+// of that quantization, and `hf://owner/repo[@revision]` the repository's only GGUF
+// model, both chosen from the repository's listing when the model is opened
+// (remote/hf_repo.h). A Hugging Face location becomes the hub's resolve URL
+// (HF_ENDPOINT overrides https://huggingface.co, e.g. for a mirror), with a bearer
+// token from HF_TOKEN, else the file the Hugging Face login tools write
+// (HF_TOKEN_PATH, else $HF_HOME/token, HF_HOME defaulting to
+// $XDG_CACHE_HOME/huggingface or ~/.cache/huggingface); the revision (default
+// "main") is pinned to the commit the hub names (X-Repo-Commit) when the model is
+// opened, so the bytes cannot change under a cache.
 #pragma once
 #include <string>
 
@@ -15,20 +22,24 @@ struct ModelLocation {
   Kind kind = Kind::Local;
   std::string text;  // as given
   std::string path;  // Local
-  std::string url;   // Url; HuggingFace: the resolve URL at `revision`
+  std::string url;   // Url; HuggingFace: the resolve URL at `revision` (empty until `file` is known)
   // HuggingFace only.
   std::string endpoint, repo, revision, file;
-  std::string token;  // bearer token (HF_TOKEN), empty if none
+  std::string quant;         // the QUANT of hf://owner/repo:QUANT ("" if none); `file` is empty until chosen
+  std::string token;         // bearer token, empty if none; never printed
+  std::string token_source;  // where the token came from ("HF_TOKEN", or the token file's path)
 
   bool remote() const { return kind != Kind::Local; }
   // The resolve URL of `file_in_repo` at revision `rev` (HuggingFace).
   std::string hf_url(const std::string& rev, const std::string& file_in_repo) const;
+  // Sets `file` (and `url`) once the file of a repository location is chosen.
+  void set_hf_file(const std::string& file_in_repo);
 };
 
 // True for http://, https:// and hf:// locations.
 bool is_remote_location(const std::string& s);
 
-// Reads HF_TOKEN and HF_ENDPOINT for hf:// locations.
+// Reads HF_TOKEN (or the token file) and HF_ENDPOINT for hf:// locations.
 Result<ModelLocation> parse_model_location(const std::string& s);
 
 }  // namespace deltafin

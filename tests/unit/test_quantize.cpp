@@ -108,3 +108,50 @@ TEST(Quantize, Refusals) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("does-not-exist"), std::string::npos);
 }
+
+TEST(Quantize, LlamaQuantizeNames) {
+  QuantizeOptions o;
+  ASSERT_TRUE(parse_quantize_target("q4_k_m", &o).ok());
+  EXPECT_EQ(o.type, DType::Q4_K);
+  EXPECT_EQ(o.mix, "Q4_K_M");
+  ASSERT_TRUE(parse_quantize_target("Q6_K", &o).ok());  // a type: every matrix, no mix
+  EXPECT_EQ(o.type, DType::Q6_K);
+  EXPECT_TRUE(o.mix.empty());
+  Status unknown = parse_quantize_target("Q4_K_XL", &o);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("Q4_K_M"), std::string::npos);  // the valid names listed
+  EXPECT_NE(unknown.error().message.find("Q8_0"), std::string::npos);
+  Status iq = parse_quantize_target("IQ2_XXS", &o);
+  ASSERT_FALSE(iq.ok());
+  EXPECT_NE(iq.error().message.find("cannot compute with IQ2_XXS"), std::string::npos) << iq.error().message;
+  EXPECT_FALSE(parse_quantize_target("Q5_0", &o).ok());  // llama.cpp has it; deltafin does not compute it
+}
+
+// Q4_K_M as llama.cpp picks it: output Q6_K, attn_v and ffn_down Q6_K in the layers
+// use_more_bits favours (of 2 layers: the last), the rest Q4_K; rows of 128 (the
+// experts' down matrices) do not fit 256-blocks and fall back.
+TEST(Quantize, Q4KMMixesTypesAsLlamaCpp) {
+  const std::string out = tmp_path("q4km.gguf");
+  QuantizeOptions o;
+  ASSERT_TRUE(parse_quantize_target("Q4_K_M", &o).ok());
+  QuantizeReport rep;
+  Status st = quantize_model(f32_model(), out, o, &rep);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  auto q = ModelFile::open(out, local_file_opener());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->meta().int_or("general.file_type", -1), 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  auto type_of = [&](const std::string& n) {
+    const TensorRef* r = (*q)->tensor(n);
+    return r ? r->info->type : DType::I8;
+  };
+  if ((*q)->tensor("output.weight")) EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  EXPECT_EQ(type_of("blk.0.attn_v.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of("blk.1.attn_v.weight"), DType::Q6_K);
+  EXPECT_EQ(type_of("blk.0.attn_q.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of("blk.1.ffn_down_exps.weight"), DType::Q8_0);  // 128-wide rows: the fallback
+  EXPECT_EQ(type_of("blk.0.ffn_gate_exps.weight"), DType::Q4_K);
+  EXPECT_GT(rep.types["Q6_K"], 0);
+  EXPECT_GT(rep.types["Q4_K"], 0);
+  EXPECT_GT(rep.fell_back, 0);
+  std::remove(out.c_str());
+}
