@@ -16,6 +16,7 @@ Command add_synth(CLI::App& app) {
   struct Opts {
     std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
+    int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
     int64_t expert_width = 0, embd = 0;
     uint64_t seed = 1;
     float skew = -1;
@@ -37,6 +38,13 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--experts-used", o->used, "Experts chosen per token");
   sub->add_option("--expert-width", o->expert_width, "Expert FFN width");
   sub->add_option("--embd", o->embd, "Hidden size");
+  sub->add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 1024));
+  sub->add_option("--kda-head-dim", o->kda_head_dim, "kimi-k3: KDA head size")->check(CLI::Range(1, 4096));
+  sub->add_option("--kda-period", o->kda_period,
+                  "kimi-k3: every Nth layer (1-based) is gated MLA, the others KDA (0: all KDA)")
+      ->check(CLI::Range(0, 1024));
+  sub->add_option("--attn-res-block", o->res_block, "kimi-k3: attention-residual block size (0: plain residuals)")
+      ->check(CLI::Range(0, 1024));
   sub->add_option("--size", o->size, "Target total size (e.g. 8G): raises the expert count to reach it");
   sub->add_option("--skew", o->skew, "Routing skew: 0 uniform; s > 0 ~ Zipf(s) expert popularity");
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
@@ -78,6 +86,10 @@ Command add_synth(CLI::App& app) {
             if (o->used) s.n_used = o->used;
             if (o->expert_width) s.n_ff_exp = o->expert_width;
             if (o->embd) s.n_embd = o->embd;
+            if (o->heads) s.n_head = o->heads;
+            if (o->kda_head_dim) s.kda_head_dim = o->kda_head_dim;
+            if (o->kda_period >= 0) s.kda_period = o->kda_period;
+            if (o->res_block >= 0) s.attn_res_block = o->res_block;
             if (o->skew >= 0) s.skew = o->skew;
             for (const std::string& tt : o->tensor_types) {
               size_t eq = tt.rfind('=');

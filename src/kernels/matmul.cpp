@@ -88,6 +88,26 @@ void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t co
   }
 }
 
+// The rows [r_begin, r_end) of a batch (n >= 2) in the type's gemm order: four
+// activation rows per call (the last group padded by repeating its last row).
+void rows_gemm(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
+               const void* const* x, int64_t n, float* Y, int64_t y_stride) {
+  const int64_t R = tile_rows(int64_t(wrow));
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += R) {
+    const int64_t r1 = std::min(r_end, r0 + R);
+    for (int64_t t = 0; t < n; t += 4) {
+      const int64_t k_n = std::min<int64_t>(4, n - t);
+      const void* xs[4];
+      for (int64_t k = 0; k < 4; ++k) xs[k] = x[t + std::min(k, k_n - 1)];
+      for (int64_t r = r0; r < r1; ++r) {
+        float o[4];
+        tt.vec_dot_gemm_x4(cols, o, w + size_t(r) * wrow, xs);
+        for (int64_t k = 0; k < k_n; ++k) Y[(t + k) * y_stride + r] = o[k];
+      }
+    }
+  }
+}
+
 // Pointers to the selected activation rows (stack storage for small batches).
 struct RowPtrs {
   const void* small[kStackRows];
@@ -109,30 +129,33 @@ struct RowPtrs {
 };
 
 void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const QuantizedActs& acts,
-         const int32_t* tokens, int64_t n, float* Y, int64_t y_stride) {
+         const int32_t* tokens, int64_t n, float* Y, int64_t y_stride, bool mul_mat = false) {
   const TypeTraits& tt = traits_or_die(wtype);
   assert(acts.type == tt.vec_dot_type && acts.cols == cols);
   if (n <= 0 || rows <= 0) return;
   RowPtrs x(acts, tokens, n);
   const auto* w = static_cast<const uint8_t*>(W);
   const size_t wrow = size_t(dtype_row_bytes(wtype, uint64_t(cols)));
+  // ggml's mul_mat hands batches to tinyBLAS where it takes them (types.h).
+  const bool gemm = mul_mat && n >= 2 && tt.vec_dot_gemm_x4 != nullptr && cols % tt.gemm_k == 0 && rows % 4 == 0;
+  auto kernel = gemm ? rows_gemm : rows_kernel;
   if (pool == nullptr || pool->size() == 1) {
-    rows_kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);
+    kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);
     return;
   }
   // Whole tiles per task; at least 16 rows so decode tasks are not tiny.
   const int64_t grain = n == 1 ? 16 : tile_rows(int64_t(wrow));
   const int64_t n_tasks = (rows + grain - 1) / grain;
   pool->parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
-    rows_kernel(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, n, Y, y_stride);
+    kernel(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, n, Y, y_stride);
   });
 }
 
 }  // namespace
 
 void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
-              const QuantizedActs& acts, float* Y, int64_t y_stride) {
-  run(pool, wtype, W, rows, cols, acts, nullptr, acts.n_tok, Y, y_stride);
+              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat) {
+  run(pool, wtype, W, rows, cols, acts, nullptr, acts.n_tok, Y, y_stride, mul_mat);
 }
 
 void matmul_q_tokens(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
@@ -161,10 +184,10 @@ void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t 
 }
 
 void matmul(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* X,
-            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride) {
+            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat) {
   QuantizedActs acts;
   quantize_acts(pool, wtype, X, n_tok, cols, x_stride, &acts);
-  matmul_q(pool, wtype, W, rows, cols, acts, Y, y_stride);
+  matmul_q(pool, wtype, W, rows, cols, acts, Y, y_stride, mul_mat);
 }
 
 }  // namespace deltafin

@@ -41,8 +41,11 @@ void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok,
 
 // Y[t * y_stride + r] = dot(W row r, acts row t), r < rows, t < acts.n_tok.
 // acts.type must equal acts_type_for(wtype) and acts.cols == cols.
+// mul_mat: sum as ggml's mul_mat of a dense weight does (a batch of two or more rows
+// in the type's gemm order where it has one, see types.h) rather than row by row as
+// its mul_mat_id does for experts (false). Differs only in the last bits of a sum.
 void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
-              const QuantizedActs& acts, float* Y, int64_t y_stride);
+              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat = false);
 
 // A subset of the activation rows, e.g. the tokens routed to one expert, without
 // copying them: Y[i * y_stride + r] = dot(W row r, acts row tokens[i]), i < n_tokens.
@@ -60,6 +63,6 @@ void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, 
 void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,
             float* y);
 void matmul(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* X,
-            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride);
+            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat = false);
 
 }  // namespace deltafin

@@ -56,7 +56,6 @@ void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
 }
 
 inline float id_f32(float v) { return v; }
-inline float f16_scalar(uint16_t v) { return h2f(v); }
 inline float bf16_scalar(uint16_t v) { return bf16_to_f32(v); }
 
 template <class T, __m256 (*Load)(const T*), float (*Scalar)(T)>
@@ -68,6 +67,64 @@ void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
   // Two rows at a time keeps the accumulators in registers (2 x 4).
   dot_float<T, Load, Scalar, 2>(n, out, w, xp);
   dot_float<T, Load, Scalar, 2>(n, out + 2, w, xp + 2);
+}
+
+// F16 rows in the summation orders of ggml's CPU backend (AVX2 build); see the AVX-512
+// kernels. vec_dot (ggml_vec_dot_f16): four 8-lane accumulators over 32-value steps,
+// summed (0+2)+(1+3), then the two 128-bit halves and two horizontal adds; the n % 32
+// tail added in double.
+template <int NT>
+void dot_f16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  const uint16_t* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const uint16_t*>(xp[t]);
+  __m256 s[NT][4];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t)
+    DF_UNROLL
+    for (int u = 0; u < 4; ++u) s[t][u] = _mm256_setzero_ps();
+  const int64_t np = n & ~int64_t(31);
+  for (int64_t i = 0; i < np; i += 32) {
+    DF_UNROLL
+    for (int u = 0; u < 4; ++u) {
+      const __m256 va = load8_f16(a + i + 8 * u);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) s[t][u] = _mm256_fmadd_ps(va, load8_f16(b[t] + i + 8 * u), s[t][u]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    const __m256 r = _mm256_add_ps(_mm256_add_ps(s[t][0], s[t][2]), _mm256_add_ps(s[t][1], s[t][3]));
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+    for (int64_t i = np; i < n; ++i) sum += double(h2f(a[i]) * h2f(b[t][i]));
+    out[t] = float(sum);
+  }
+}
+void dot_f16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_f16_ggml<1>(n, out, w, &x); }
+void dot_f16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_f16_ggml<2>(n, out, w, xp);
+  dot_f16_ggml<2>(n, out + 2, w, xp + 2);
+}
+// vec_dot_gemm_x4 (tinyBLAS<8, __m256>): one 8-lane accumulator per row over all n
+// (n % 8 == 0), then high + low half, and its hsum.
+void dot_f16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 va = load8_f16(a + i);
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) acc[t] = _mm256_fmadd_ps(va, load8_f16(static_cast<const uint16_t*>(xp[t]) + i), acc[t]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) {
+    __m128 x = _mm_add_ps(_mm256_extractf128_ps(acc[t], 1), _mm256_castps256_ps128(acc[t]));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    out[t] = _mm_cvtss_f32(x);
+  }
 }
 
 // out[r] = dot(w row r, x) for NR rows of a 32-value block type, `w_stride` bytes
@@ -174,7 +231,9 @@ void install_avx2(TypeTraits* t) {
     r.isa = Isa::AVX2;
   };
   set(DType::F32, dot_float_1<float, load8_f32, id_f32>, dot_float_4<float, load8_f32, id_f32>);
-  set(DType::F16, dot_float_1<uint16_t, load8_f16, f16_scalar>, dot_float_4<uint16_t, load8_f16, f16_scalar>);
+  set(DType::F16, dot_f16_ggml_1, dot_f16_ggml_4);
+  t[uint32_t(DType::F16)].vec_dot_gemm_x4 = dot_f16_gemm_4;
+  t[uint32_t(DType::F16)].gemm_k = 8;
   set(DType::BF16, dot_float_1<uint16_t, load8_bf16, bf16_scalar>, dot_float_4<uint16_t, load8_bf16, bf16_scalar>);
   set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_rows<DecodeQ8_0, 4>);
   set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_rows<DecodeQ4_0, 4>);

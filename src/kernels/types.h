@@ -20,6 +20,13 @@
 // vec_dot four times. An installer that sets vec_dot must set vec_dot_r4 with it (or
 // null), never leave a lower instruction set's r4 beside its own vec_dot.
 //
+// vec_dot_gemm_x4(n, out, w, x): as vec_dot_x4, in the summation order of the GEMM
+// that ggml's CPU backend (llamafile's tinyBLAS) runs for a mul_mat of two or more
+// activation rows when n % gemm_k == 0 and the matrix has a multiple of 4 rows; its
+// vec_dot covers the other cases (one row, and mul_mat_id). Only where the activations
+// are rounded after such a sum (F16), so that the rounding steps downstream see the
+// same sums as llama.cpp's; null elsewhere.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -52,6 +59,8 @@ struct TypeTraits {
   VecDotX4Fn vec_dot_x4;
   Isa isa;
   VecDotR4Fn vec_dot_r4 = nullptr;
+  VecDotX4Fn vec_dot_gemm_x4 = nullptr;
+  uint32_t gemm_k = 0;
 };
 
 // Kernels for the best instruction set of this CPU; nullptr if `t` has no kernels.

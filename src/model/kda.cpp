@@ -1,6 +1,7 @@
 #include "model/kda.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "model/linear.h"
@@ -215,8 +216,11 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
       for (int j = 0; j < W; ++j) row[size_t(j)] = state[j];
       for (int t = 0; t < m; ++t) row[size_t(W + t)] = zb[int64_t(t) * d + c];
       for (int t = 0; t < m; ++t) {
+        // Fused multiply-adds in tap order, as ggml_ssm_conv's loop compiles (contracted)
+        // in llama.cpp's CPU build: its result is rounded to F16 before the next matmul
+        // of F16 weights, where a last-bit difference can become a whole F16 step.
         float sum = 0.0f;
-        for (int i = 0; i < K; ++i) sum += row[size_t(t + i)] * wt[i];
+        for (int i = 0; i < K; ++i) sum = std::fma(row[size_t(t + i)], wt[i], sum);
         xb[int64_t(t) * d + c] = silu(sum);
       }
       if (bk.keep && bk.snap_t > 0)

@@ -8,7 +8,9 @@
 
 namespace deltafin {
 
-// pool may be null (single-threaded in the caller).
+// pool may be null (single-threaded in the caller). Sums as ggml's mul_mat does for a
+// dense weight; linear_expert as its mul_mat_id does for routed experts (kernels/matmul.h).
 void linear(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, float* y);
+void linear_expert(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, float* y);
 
 }  // namespace deltafin

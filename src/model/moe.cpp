@@ -115,10 +115,10 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
     sc.g.resize(size_t(m) * size_t(n_ff));
     sc.u.resize(size_t(m) * size_t(n_ff));
     sc.d.resize(size_t(m) * size_t(n_out));
-    linear(mp, ew.up, sc.xs.data(), m, sc.u.data());
-    linear(mp, ew.gate, sc.xs.data(), m, sc.g.data());
+    linear_expert(mp, ew.up, sc.xs.data(), m, sc.u.data());
+    linear_expert(mp, ew.gate, sc.xs.data(), m, sc.g.data());
     glu_activate(act, sc.g.data(), sc.u.data(), int64_t(m) * n_ff);
-    linear(mp, ew.down, sc.g.data(), m, sc.d.data());
+    linear_expert(mp, ew.down, sc.g.data(), m, sc.d.data());
     store.release(layer, e);
     for (int i = 0; i < m; ++i) {
       const int slot = slots[size_t(i)];
