@@ -123,8 +123,9 @@ PY
 read -r n_iq4 n_iq3 <<<"$counts"
 check "the relabelled model has IQ4_NL ($n_iq4) and IQ3_S ($n_iq3) tensors" sh -c "test '${n_iq4:-0}' -gt 0 && test '${n_iq3:-0}' -gt 0"
 "$bin" inspect "$un" >"$dir/un.inspect" 2>&1; rc=$?
-check "inspect: works and marks the types deltafin cannot compute" \
-  sh -c "test $rc -eq 0 && grep -q 'IQ4_NL .* (not computed by deltafin)' '$dir/un.inspect' && grep -q 'cannot run: .*IQ3_S ($n_iq3 tensors)' '$dir/un.inspect'"
+# inspect describes the file, marks the types, and exits 1: the file does not load.
+check "inspect: describes the file, marks the types deltafin cannot compute, exits 1" \
+  sh -c "test $rc -eq 1 && grep -q 'IQ4_NL .* (not computed by deltafin)' '$dir/un.inspect' && grep -q 'cannot run: .*IQ3_S ($n_iq3 tensors)' '$dir/un.inspect'"
 "$bin" run "$un" -p hi -n 2 >/dev/null 2>"$dir/un.err"; rc=$?
 check "run: fails" test $rc -ne 0
 check "run: one line per type with its tensor count" \

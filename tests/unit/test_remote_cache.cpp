@@ -69,7 +69,13 @@ TEST(Location, ParsesEveryForm) {
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->revision, "main");
   EXPECT_EQ(l->url, "https://huggingface.co/owner/repo/resolve/main/m.gguf");
-  for (const char* bad : {"hf://owner", "hf://owner/repo", "hf://owner/repo@/m.gguf", "hf://o/r/../m.gguf", "https://", "http://host"}) {
+  // A repository alone (its only GGUF) or with :QUANT is chosen later from its listing.
+  l = parse_model_location("hf://owner/repo");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->repo, "owner/repo");
+  EXPECT_TRUE(l->file.empty());
+  EXPECT_TRUE(l->quant.empty());
+  for (const char* bad : {"hf://owner", "hf://owner/repo@/m.gguf", "hf://o/r/../m.gguf", "https://", "http://host"}) {
     auto r = parse_model_location(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
