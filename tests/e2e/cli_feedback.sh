@@ -15,7 +15,7 @@ dir=$build/e2e-cli-feedback; rm -rf "$dir"; mkdir -p "$dir"
 pid=
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null' EXIT
 fail=0
-check() { local name=$1; shift; if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi; }
+source "$src/tests/e2e/serve/server.sh"   # check, start_server
 m=$src/assets/models/kjv-moe-Q8_0.gguf
 
 # --- Ctrl-C during run ---
@@ -51,16 +51,7 @@ check "  an answer without -n stops at the trained context, 256 tokens (${n:-non
   "test -n '$n' && test '$n' -le 256 && (test '$n' = 256 || grep -q 'stop: eos' '$dir/chat.err')"
 
 # --- serve: the same template, the same cap; --alias '*' ---
-"$bin" serve -m "$m" --port 0 -c 1024 --parallel 1 --alias '*' >"$dir/serve.out" 2>"$dir/serve.err" &
-pid=$!
-port=
-for _ in $(seq 1 300); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/serve.out" 2>/dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 $pid 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then echo "FAIL the server did not start:"; cat "$dir/serve.err"; exit 1; fi
+model=$m tmpl= start_server -c 1024 --parallel 1 --alias '*'
 curl -s "http://127.0.0.1:$port/v1/chat/completions" -H 'Content-Type: application/json' \
   -d '{"model":"gpt-4o","temperature":0,"messages":[{"role":"user","content":"In the beginning God created the heaven and the earth."}]}' \
   >"$dir/serve.json"

@@ -14,20 +14,12 @@ source "$src/tests/remote/nginx.sh"
 pids=()
 trap 'stop_nginx "$dir/ng" 2>/dev/null; for p in "${pids[@]}"; do kill -9 $p 2>/dev/null; done' EXIT
 fail=0
-check() { local name=$1; shift; if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi; }
+source "$src/tests/e2e/serve/server.sh"   # check, start_server
 model=$src/assets/models/kjv-moe-Q8_0.gguf
 
 # --- serve on a busy port ---
-"$bin" serve -m "$model" --port 0 -c 256 --parallel 1 >"$dir/a.out" 2>"$dir/a.err" &
-a=$!; pids+=($a)
-port=
-for _ in $(seq 1 300); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$dir/a.out" 2>/dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 $a 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then echo "FAIL the first server did not start:"; cat "$dir/a.err"; exit 1; fi
+start_server -c 256 --parallel 1
+a=$pid; pids+=($a)
 timeout 60 "$bin" serve -m "$model" --port "$port" -c 256 --parallel 1 >"$dir/b.out" 2>"$dir/b.err"; rc=$?
 check "serve on a busy port exits non-zero at once (rc $rc)" sh -c "test $rc -ne 0 && test $rc -ne 124"
 check "  naming the address and port, and --port" sh -c \
