@@ -23,6 +23,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What every request of ours sets alike: redirects (HTTP(S) only), the connect
+// timeout, no signals, our user agent, the CA bundle.
+void set_common_options(CURL* e, const HttpOptions& o) {
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(o.connect_timeout_s * 1000));
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "deltafin/0.1");
+  if (!o.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, o.ca_file.c_str());
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -287,18 +300,11 @@ struct HttpClient::Impl {
     const std::string range = fmt::format("{}-{}", t->offset + t->got, t->offset + t->n - 1);
     curl_easy_setopt(e, CURLOPT_URL, t->url.c_str());
     curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());  // copied by libcurl
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(opts.connect_timeout_s * 1000));
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    set_common_options(e, opts);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, long(CURL_HTTP_VERSION_2TLS));
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L * 1024);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "deltafin/0.1");
-    if (!opts.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, opts.ca_file.c_str());
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, t.get());
@@ -697,17 +703,10 @@ Result<HttpText> HttpClient::get_text(const std::string& url, size_t max_bytes, 
     CURL* e = curl_easy_init();
     curl_slist* headers = auth.empty() ? nullptr : curl_slist_append(nullptr, auth.c_str());
     curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(opts_.connect_timeout_s * 1000));
+    set_common_options(e, opts_);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, std::max(1L, long(opts_.stall_timeout_s)));
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");  // gzip if the server offers it
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "deltafin/0.1");
-    if (!opts_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, opts_.ca_file.c_str());
     if (headers) curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &TextTransfer::on_body);
