@@ -3,7 +3,7 @@
 // prompt it warns, and a second one quits, as does Ctrl-D or /exit. With stdin not
 // a terminal no prompts are printed and a failed turn makes the exit status 1.
 #pragma once
-#include "runtime/chat.h"
+#include "runtime/chat_session.h"
 #include "runtime/engine.h"
 
 namespace deltafin::tools {

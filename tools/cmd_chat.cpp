@@ -10,7 +10,7 @@
 
 #include "chat_repl.h"
 #include "commands.h"
-#include "runtime/chat.h"
+#include "runtime/chat_session.h"
 #include "runtime/engine.h"
 #include "store_options.h"
 #include "tool_common.h"

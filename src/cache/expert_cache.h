@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "cache/fs.h"
-#include "remote/http_client.h"
+#include "io/http_client.h"
 #include "store/expert_fetcher.h"
 #include "store/expert_index.h"
 

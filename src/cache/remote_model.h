@@ -24,7 +24,7 @@
 #include "cache/expert_cache.h"
 #include "core/progress.h"
 #include "format/model_file.h"
-#include "remote/http_source.h"
+#include "io/http_source.h"
 #include "remote/location.h"
 #include "store/expert_index.h"
 

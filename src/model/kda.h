@@ -24,7 +24,7 @@
 #include "core/result.h"
 #include "core/thread_pool.h"
 #include "model/state_io.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

@@ -14,7 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "model/attention.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

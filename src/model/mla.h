@@ -24,7 +24,7 @@
 #include "core/thread_pool.h"
 #include "model/attention.h"
 #include "model/ops.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

@@ -8,7 +8,7 @@
 
 #include "core/result.h"
 #include "core/thread_pool.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 #include "store/expert_store.h"
 
 namespace deltafin {

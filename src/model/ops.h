@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

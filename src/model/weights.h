@@ -14,7 +14,7 @@
 #include "core/aligned.h"
 #include "core/result.h"
 #include "format/model_file.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

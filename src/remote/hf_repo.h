@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "remote/http_client.h"
+#include "io/http_client.h"
 #include "remote/location.h"
 
 namespace deltafin {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <optional>
 
-#include "runtime/json_constraint.h"
+#include "json/json_constraint.h"
 
 namespace deltafin {
 

@@ -10,7 +10,7 @@
 
 #include "core/result.h"
 #include "model/model.h"
-#include "runtime/json_grammar.h"
+#include "json/json_grammar.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "store/streaming_store.h"

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "model/model.h"
-#include "runtime/json_constraint.h"
+#include "json/json_constraint.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"

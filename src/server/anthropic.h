@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 #include "server/api.h"
 #include "server/reply_blocks.h"
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/json_grammar.h"
+#include "json/json_grammar.h"
 #include "runtime/sampler.h"
 
 namespace deltafin::server {

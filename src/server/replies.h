@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 #include "runtime/scheduler.h"
-#include "runtime/tool_calls.h"
+#include "chat/tool_calls.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/reply_blocks.h"

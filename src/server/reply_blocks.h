@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 #include "server/api.h"
 
 namespace deltafin::server {

@@ -15,7 +15,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 #include "server/api.h"
 #include "server/reply_blocks.h"
 

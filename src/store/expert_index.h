@@ -8,7 +8,7 @@
 
 #include "core/result.h"
 #include "format/model_file.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 #include "store/expert_store.h"
 
 namespace deltafin {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/result.h"
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace deltafin {
 

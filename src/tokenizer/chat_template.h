@@ -15,7 +15,7 @@
 #include <string>
 
 #include "core/result.h"
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
 namespace deltafin {
 

@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "runtime/chat.h"
+#include "runtime/chat_session.h"
 #include "runtime/engine.h"
 #include "synth/synth.h"
 #include "shared_files.h"

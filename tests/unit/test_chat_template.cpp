@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tokenizer/chat_template.h"
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "tokenizer/chat_template.h"
-#include "tokenizer/jinja.h"
-#include "tokenizer/jinja_text.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/jinja.h"
+#include "jinja/jinja_text.h"
+#include "jinja/jinja_value.h"
 
 using namespace deltafin;
 using nlohmann::ordered_json;

@@ -1,5 +1,5 @@
 // Grammars of segments (JsonGrammar::graph) and the forced tool calls built on them
-// (runtime/forced_calls.h): optional pieces and repeats are chosen by their first
+// (chat/forced_calls.h): optional pieces and repeats are chosen by their first
 // text, a parameter format's optional parameters may be written or left out (in
 // order, once), and a forced reply holds one to max_calls calls that each format's
 // reader takes back.
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "qwen2_vocab.h"
-#include "runtime/forced_calls.h"
-#include "runtime/json_constraint.h"
-#include "runtime/reply_parser.h"
-#include "runtime/xtml.h"
+#include "chat/forced_calls.h"
+#include "json/json_constraint.h"
+#include "chat/reply_parser.h"
+#include "chat/xtml.h"
 
 using namespace deltafin;
 using ojson = nlohmann::ordered_json;

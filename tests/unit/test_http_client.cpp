@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "remote/http_client.h"
+#include "io/http_client.h"
 
 using namespace deltafin;
 

@@ -4,7 +4,7 @@
 // response_format (Kimi K3) gets it.
 #include <gtest/gtest.h>
 
-#include "runtime/json_constraint.h"
+#include "json/json_constraint.h"
 #include "server/api.h"
 #include "shared_files.h"
 #include "tokenizer/chat_template.h"

@@ -1,5 +1,5 @@
-// The JSON recognizer of constrained sampling (runtime/json_constraint.h) and the
-// schema subset it follows (runtime/json_grammar.h): valid documents are accepted
+// The JSON recognizer of constrained sampling (json/json_constraint.h) and the
+// schema subset it follows (json/json_grammar.h): valid documents are accepted
 // byte by byte with every prefix, invalid ones are refused at their first bad byte,
 // schemas constrain keys, values and the end; and the token mask over a real
 // vocabulary agrees with feeding each token alone (and what it costs per step).
@@ -9,8 +9,8 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/forced_calls.h"
-#include "runtime/json_constraint.h"
+#include "chat/forced_calls.h"
+#include "json/json_constraint.h"
 #include "qwen2_vocab.h"
 
 using namespace deltafin;

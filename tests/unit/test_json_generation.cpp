@@ -9,9 +9,9 @@
 
 #include "gen_wait.h"
 #include "runtime/scheduler.h"
-#include "runtime/forced_calls.h"
-#include "runtime/reply_parser.h"
-#include "runtime/tool_calls.h"
+#include "chat/forced_calls.h"
+#include "chat/reply_parser.h"
+#include "chat/tool_calls.h"
 #include "tiny_engine.h"
 
 using namespace deltafin;

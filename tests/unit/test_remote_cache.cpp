@@ -16,8 +16,8 @@
 #include "cache/core_file.h"
 #include "cache/expert_entry.h"
 #include "cache/fs.h"
-#include "remote/http_client.h"
-#include "remote/http_source.h"
+#include "io/http_client.h"
+#include "io/http_source.h"
 #include "remote/location.h"
 
 using namespace deltafin;

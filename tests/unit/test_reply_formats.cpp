@@ -9,7 +9,7 @@
 #include "format/gguf.h"
 #include "gen_wait.h"
 #include "io/byte_source.h"
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 #include "tiny_engine.h"
 #include "shared_files.h"
 #include "tokenizer/chat_template.h"

@@ -12,7 +12,7 @@
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
 #include "server/api.h"
-#include "runtime/reasoning.h"
+#include "chat/reasoning.h"
 #include "synth/synth.h"
 #include "chi2.h"
 #include "gen_wait.h"

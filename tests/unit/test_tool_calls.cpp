@@ -4,7 +4,7 @@
 // calls; malformed calls stay content, exactly as written.
 #include <gtest/gtest.h>
 
-#include "runtime/tool_calls.h"
+#include "chat/tool_calls.h"
 #include "shared_files.h"
 #include "tokenizer/chat_template.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "io/byte_source.h"
-#include "remote/http_client.h"
+#include "io/http_client.h"
 
 namespace deltafin {
 

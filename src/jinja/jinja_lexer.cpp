@@ -1,7 +1,7 @@
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/jinja_lexer.h"
 
-#include "tokenizer/jinja_text.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/jinja_text.h"
+#include "jinja/jinja_value.h"
 
 namespace deltafin::jinja {
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "jinja/jinja_ast.h"
+#include "jinja/jinja_value.h"
 
 namespace deltafin::jinja {
 

@@ -1,4 +1,4 @@
-#include "remote/http_client.h"
+#include "io/http_client.h"
 
 #include <curl/curl.h>
 

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_parser.h"
+#include "jinja/jinja_parser.h"
 
 #include <cstdlib>
 #include <initializer_list>
 #include <set>
 
-#include "tokenizer/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 namespace deltafin::jinja {
 

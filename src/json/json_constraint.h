@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/json_grammar.h"
+#include "json/json_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {

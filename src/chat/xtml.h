@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/reasoning.h"
-#include "runtime/tool_calls.h"
+#include "chat/reasoning.h"
+#include "chat/tool_calls.h"
 
 namespace deltafin {
 

@@ -1,4 +1,4 @@
-#include "runtime/json_constraint.h"
+#include "json/json_constraint.h"
 
 #include <algorithm>
 #include <bit>

@@ -35,8 +35,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/json_grammar.h"
-#include "runtime/tool_calls.h"
+#include "json/json_grammar.h"
+#include "chat/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {

@@ -1,4 +1,4 @@
-#include "runtime/xtml.h"
+#include "chat/xtml.h"
 
 #include <algorithm>
 

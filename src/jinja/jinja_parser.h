@@ -4,8 +4,8 @@
 #pragma once
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "jinja/jinja_ast.h"
+#include "jinja/jinja_lexer.h"
 
 namespace deltafin::jinja {
 

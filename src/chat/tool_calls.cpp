@@ -1,10 +1,10 @@
-#include "runtime/tool_calls.h"
+#include "chat/tool_calls.h"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/reasoning.h"
+#include "chat/reasoning.h"
 
 namespace deltafin {
 

@@ -1,4 +1,4 @@
-#include "remote/http_source.h"
+#include "io/http_source.h"
 
 #include <xxhash.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 
 namespace deltafin {
 

@@ -1,9 +1,9 @@
-#include "runtime/chat.h"
+#include "runtime/chat_session.h"
 
 #include <algorithm>
 #include <optional>
 
-#include "runtime/reply_parser.h"
+#include "chat/reply_parser.h"
 
 namespace deltafin {
 

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_value.h"
+#include "jinja/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "tokenizer/jinja_text.h"
+#include "jinja/jinja_text.h"
 
 namespace deltafin::jinja {
 

@@ -1,8 +1,8 @@
-#include "tokenizer/jinja.h"
+#include "jinja/jinja.h"
 
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser.h"
+#include "jinja/jinja_interp.h"
+#include "jinja/jinja_lexer.h"
+#include "jinja/jinja_parser.h"
 
 namespace deltafin::jinja {
 

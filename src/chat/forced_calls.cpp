@@ -1,11 +1,11 @@
-#include "runtime/forced_calls.h"
+#include "chat/forced_calls.h"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "runtime/reasoning.h"
-#include "runtime/xtml.h"
+#include "chat/reasoning.h"
+#include "chat/xtml.h"
 
 namespace deltafin {
 

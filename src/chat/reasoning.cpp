@@ -1,4 +1,4 @@
-#include "runtime/reasoning.h"
+#include "chat/reasoning.h"
 
 namespace deltafin {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/reasoning.h"
-#include "runtime/tool_calls.h"
-#include "runtime/xtml.h"
+#include "chat/reasoning.h"
+#include "chat/tool_calls.h"
+#include "chat/xtml.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deltafin {

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_interp.h"
+#include "jinja/jinja_interp.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "tokenizer/jinja_text.h"
+#include "jinja/jinja_text.h"
 
 namespace deltafin::jinja {
 

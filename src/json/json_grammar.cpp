@@ -1,4 +1,4 @@
-#include "runtime/json_grammar.h"
+#include "json/json_grammar.h"
 
 #include <fmt/format.h>
 

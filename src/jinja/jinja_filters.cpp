@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_text.h"
+#include "jinja/jinja_interp.h"
+#include "jinja/jinja_text.h"
 
 namespace deltafin::jinja {
 
