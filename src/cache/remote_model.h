@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cache/core_file.h"
-#include "cache/expert_cache.h"
+#include "store/disk_cache.h"
 #include "core/progress.h"
 #include "format/model_file.h"
 #include "io/http_source.h"

@@ -72,7 +72,7 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
                       paged);
   }
   if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file);
-  if (remote) so.fetcher = &remote->experts();
+  if (remote) so.disk_cache = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
   *streaming = store.get();
   if (*pager) {

@@ -1,24 +1,33 @@
-// The SSD streaming expert store: the routed experts stay in the model file and are
-// read on demand into a RAM cache of fixed-size expert slots.
+// The streaming expert store: the routed experts stay below RAM (in the local model
+// file, or in the disk cache over an HTTP origin) and are read on demand into a RAM
+// cache of fixed-size expert slots. It is put together from small parts:
 //
-//   acquire(layer, e): in RAM? pin and return views. Else reserve a slot (evicting
-//   by policy), read the expert's gate/up/down byte ranges with one aligned O_DIRECT
-//   request each on the I/O threads, publish, pin, return.
-//   request(layer, union): starts every missing expert's reads at once (demand
-//   priority); acquire_any() then hands them out in the order they land, so an MoE
-//   block computes the first experts while the rest are in flight.
-//   prefetch / warm-up: the same reads at prefetch priority into free slots only.
+//   store/expert_index.h   (layer, expert) -> byte ranges, built once at load
+//   store/ram_cache.h      slots, states, pins and claims, eviction, lent memory
+//   store/tier.h           where misses are read from: store/file_tier.h (the
+//                          model file, O_DIRECT, --verify) or store/cache_tier.h
+//                          (store/disk_cache.h: the disk cache over the origin)
+//   store/prefetch.h       next-layer prediction, auto mode, per-layer stats
+//   store/usage_profile.h  usage counts across processes, warm-up at open
+//
+// acquire(layer, e), top to bottom (streaming_store.cpp: take()):
+//   1. Look up: a hit or a miss for the stats and the eviction policy; claim it.
+//   2. RAM hit (Ready)? Go to 5.
+//   3. Else queue it at demand priority; the read scheduler gives it a RAM slot
+//      (a free one, else a victim's by policy) and hands it to the tier.
+//   4. The tier reads its gate/up/down bytes into the slot (the file tier checks
+//      them under --verify; the disk cache checks its entries' checksums and
+//      fetches from the origin what it lacks); wait until it lands.
+//   5. Pin it and return views of its parts; release() drops the pin.
+// request(layer, union) does steps 1 and 3 for a whole MoE block at once, and
+// acquire_any() then does 4 and 5 for whichever expert lands first, so the block
+// computes the first experts while the rest are in flight. prefetch() and warm-up
+// are step 3 at prefetch priority into free slots only, with no claim and no pin.
 //
 // Memory: the cache holds at most cache_bytes / slot_bytes experts; reads go
 // straight into the slots (no bounce buffers) and bypass the page cache. Slots are
-// allocated on first use. An expert is never evicted while pinned or while it has
-// been asked for (request, or an acquire waiting on it) and not yet taken, so what
-// a caller waits for cannot be evicted under it. Callers together must not hold or
-// wait for more experts at once than the cache has slots (an MoE block holds one).
-//
-// Usage profile: how often each (layer, expert) was used, summed over processes.
-// Loaded at open (the hottest experts are prefetched to warm the cache), written
-// back when the store is destroyed.
+// allocated on first use. Callers together must not hold or wait for more experts
+// at once than the cache has slots (an MoE block holds one).
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
@@ -29,27 +38,14 @@
 
 #include "core/result.h"
 #include "format/model_file.h"
-#include "store/expert_fetcher.h"
 #include "store/expert_index.h"
 #include "store/expert_store.h"
+#include "store/prefetch.h"
+#include "store/ram_cache.h"
 
 namespace deltafin {
 
-enum class CachePolicy {
-  LFU,  // least frequently used, counts halved periodically (aging); ties: LRU
-  LRU,  // least recently used
-};
-const char* cache_policy_name(CachePolicy p);
-bool parse_cache_policy(const std::string& s, CachePolicy* out);  // "lfu" | "lru"
-
-// Next-layer prefetch (ExpertStore::predict).
-enum class PrefetchMode {
-  Off,   // no prediction at all
-  On,    // prefetch every prediction
-  Auto,  // per layer: prefetch while enough of what it would read gets used
-};
-const char* prefetch_mode_name(PrefetchMode m);
-bool parse_prefetch_mode(const std::string& s, PrefetchMode* out);  // "auto" | "on" | "off"
+class ExpertCache;  // store/disk_cache.h
 
 struct StreamingOptions {
   uint64_t cache_bytes = 0;  // RAM for cached experts
@@ -67,31 +63,11 @@ struct StreamingOptions {
   bool warm = true;          // prefetch the profile's hottest experts at open
   // Local files: every read of an expert part is checked against an XXH3-64 of its
   // first read, and a difference is a read error naming the expert (the file changed
-  // under a running process). Reads through `fetcher` are checked by the disk cache.
+  // under a running process). Reads through `disk_cache` are checked by the disk cache.
   bool verify = false;
-  // Misses go here instead of to the model file (the disk cache over an HTTP
-  // origin); not owned, must outlive the store. Null: read the model file.
-  ExpertFetcher* fetcher = nullptr;
-};
-
-// Next-layer prediction of one MoE layer, counted at the layer's request().
-struct LayerPrefetchStats {
-  int layer = -1;
-  uint64_t predictions = 0;       // requests that had a prediction
-  uint64_t routed = 0;            // experts those requests asked for
-  uint64_t routed_predicted = 0;  // ... of which predicted (recall = this / routed)
-  uint64_t candidates = 0;        // predicted experts not in RAM when predicted (what a prefetch reads)
-  uint64_t candidates_used = 0;   // ... of which routed (useful = this / candidates)
-  uint64_t prefetch_reads = 0;    // predicted experts actually read ahead
-  uint64_t prefetch_used = 0;     // ... and then looked up before eviction
-  uint64_t prefetch_bytes = 0, prefetch_used_bytes = 0;
-  bool on = false;                // prefetching now (auto may switch it)
-
-  double recall() const { return routed ? double(routed_predicted) / double(routed) : 0.0; }
-  double useful() const { return candidates ? double(candidates_used) / double(candidates) : 0.0; }
-  double used_bytes_fraction() const {
-    return prefetch_bytes ? double(prefetch_used_bytes) / double(prefetch_bytes) : 0.0;
-  }
+  // Misses go to this disk cache over an HTTP origin instead of to the model file;
+  // not owned, must outlive the store. Null: read the model file.
+  ExpertCache* disk_cache = nullptr;
 };
 
 // Counters since open (or reset_stats). A lookup is one expert asked for by one
@@ -151,9 +127,6 @@ class StreamingExpertStore : public ExpertStore {
 
 Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
     ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const StreamingOptions& opts);
-
-// Bytes one cache slot takes for this model: the largest expert's three aligned ranges.
-uint64_t expert_slot_bytes(const ExpertIndex& ix);
 
 // A safe share of the RAM available now (80% of MemAvailable).
 uint64_t default_mem_budget();

@@ -1,5 +1,7 @@
-// The disk tier under the streaming store: one file per (layer, expert) in the
-// model's cache directory, filled from the HTTP origin on a miss.
+// The disk cache over the HTTP origin, the tier under a remote model's RAM cache
+// (store/cache_tier.h hands it the store's misses): one file per (layer, expert) in
+// the model's cache directory, filled from the origin on a miss. The on-disk entry
+// format, the directory layout and its administration live in cache/.
 //
 //   fetch(jobs): each expert on disk (checksum verified) -> copied into the slot.
 //   A corrupt entry is removed and fetched again. The missing ones are claimed
@@ -24,6 +26,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,10 +36,15 @@
 
 #include "cache/fs.h"
 #include "io/http_client.h"
-#include "store/expert_fetcher.h"
 #include "store/expert_index.h"
 
 namespace deltafin {
+
+// One expert to fetch into memory.
+struct ExpertFetch {
+  int key = -1;                  // ExpertIndex key
+  char* dst[kExpertParts] = {};  // part p: slices(key).part[p].bytes bytes; null if the part is absent
+};
 
 // One part (file) of the model at the origin.
 struct OriginPart {
@@ -62,16 +70,23 @@ struct ExpertCacheStats {
   uint64_t evicted = 0;
 };
 
-class ExpertCache final : public ExpertFetcher {
+class ExpertCache final {
  public:
   // `root`: the cache directory; `model_dir`: this model's directory in it.
   static Result<std::unique_ptr<ExpertCache>> open(const std::string& root, const std::string& model_dir,
                                                    const ExpertIndex& ix, std::shared_ptr<HttpClient> client,
                                                    std::vector<OriginPart> parts, ExpertCacheOptions opts);
-  ~ExpertCache() override;  // saves the usage counts
+  ~ExpertCache();  // saves the usage counts
 
-  void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done) override;
-  void promote(int key) override;
+  using Done = std::function<void(int key, const Status& status)>;
+  // Fills every job's destinations and calls done once per job (from this thread
+  // or another) before returning. Jobs are fetched together, so that neighbours can
+  // share a request. `demand`: a forward pass waits (else a prefetch, which must
+  // never delay a demand fetch).
+  void fetch(const std::vector<ExpertFetch>& jobs, bool demand, const Done& done);
+  // A prefetch of `key` that is in flight is now waited for: let it go on as a
+  // demand fetch. Thread-safe; never calls back.
+  void promote(int key);
 
   // Makes sure `keys` are on disk (pull, warm) at prefetch priority with at most
   // `window` bytes in flight; progress(bytes) as experts land (or are found).

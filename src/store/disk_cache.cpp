@@ -1,4 +1,4 @@
-#include "cache/expert_cache.h"
+#include "store/disk_cache.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
