@@ -7,6 +7,7 @@
 
 #include "core/aligned.h"
 #include "model/attention.h"
+#include "model/core_pager.h"
 #include "model/hparams.h"
 #include "model/linear.h"
 #include "model/model.h"
@@ -134,7 +135,14 @@ class ArchModel : public BatchedModel {
                     float eps, int64_t n_vocab);
 
   ModelInfo info_;
+  // Layer `layer`'s MoE block starts: the core pager (when the core streams) pages
+  // the layers around it.
+  void page_core(int layer) {
+    if (pager_) pager_->on_moe_layer(layer);
+  }
+
   ThreadPool* pool_ = nullptr;
+  CorePager* pager_ = nullptr;  // not owned; null: the core is resident
   Tensor tok_embd_, output_;
   std::vector<float> output_norm_;
   std::vector<AlignedBuffer> buffers_;

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "format/model_file.h"
-#include "store/expert_store.h"
 
 namespace deltafin {
 
@@ -35,7 +34,7 @@ struct CorePagerStats {
   uint64_t pages_in = 0;        // layer windows asked for (each a WILLNEED of one layer)
 };
 
-class CorePager final : public TensorMapper, public LayerObserver {
+class CorePager final : public TensorMapper {
  public:
   // Plans which layers stream so that the core takes at most `resident_budget`
   // bytes in memory (sizes from the file's tensor directory; routed experts,
@@ -48,8 +47,8 @@ class CorePager final : public TensorMapper, public LayerObserver {
 
   // TensorMapper: maps blk.N.* tensors of streamed layers, nullptr for the rest.
   Result<const void*> map(const std::string& name, const TensorRef& t) override;
-  // LayerObserver: layer `layer`'s MoE block is starting.
-  void on_moe_layer(int layer) override;
+  // Layer `layer`'s MoE block is starting (the layer loop calls it, ArchModel::page_core).
+  void on_moe_layer(int layer);
 
   const CorePagerStats& stats() const { return stats_; }
   std::string describe() const;  // one line for the log

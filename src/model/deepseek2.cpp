@@ -95,6 +95,7 @@ class DeepSeek2 final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
+    pager_ = opts.pager;
     DF_TRY(load_config(file));
     DF_TRY(bind_checked(file, opts, [&](WeightLoader& w) { return bind(w, file); }));
     if (opts.check_only) return {};
@@ -151,7 +152,7 @@ class DeepSeek2 final : public ArchModel {
   // All slices' rows go through the row-wise ops (projections, norms, router, the
   // routed experts' union, shared experts, output head) together; RoPE positions,
   // the latent cache and attention are per slice (mla_forward_batch).
-  Status forward_batch(std::span<const BatchSlice> slices) override {
+  Status forward_batch(std::span<const BatchSlice> slices, const ForwardOptions& fo) override {
     DF_TRY(check_batch(slices, c_.n_vocab));
     const BatchRows rows(slices);
     const int n = rows.n;
@@ -178,7 +179,9 @@ class DeepSeek2 final : public ArchModel {
         RouterConfig rc = c_.router;
         rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
         route(rc, rl.data(), n, sel.data(), rw.data());
-        DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, K, sel.data(), rw.data(), {}, o.data()));
+        page_core(il);
+        DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, K, sel.data(), rw.data(), {}, o.data(),
+                       fo.resident_experts_only));
         dense_ffn(pool_, L.gate_sh, L.up_sh, L.down_sh, h.data(), n, {}, sh.data());
         for (size_t i = 0; i < o.size(); ++i) o[i] += sh[i];  // moe_out + ffn_shexp, then + residual
       }
@@ -242,7 +245,8 @@ class DeepSeek2 final : public ArchModel {
     RouterConfig rc = c_.router;
     rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
     route(rc, rl.data(), m, sel.data(), rw.data());
-    DF_TRY(moe_ffn(pool_, *experts_, c_.n_layer, h.data(), m, E, E, K, sel.data(), rw.data(), {}, o.data()));
+    DF_TRY(moe_ffn(pool_, *experts_, c_.n_layer, h.data(), m, E, E, K, sel.data(), rw.data(), {}, o.data(),
+                   /*resident_only=*/false));
     dense_ffn(pool_, L.gate_sh, L.up_sh, L.down_sh, h.data(), m, {}, sh.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i] + sh[i];
     const float* last = &x[size_t(m - 1) * size_t(E)];

@@ -136,6 +136,7 @@ class KimiK3 final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
+    pager_ = opts.pager;
     HParams hp(file.meta(), "kimi-k3", file.path());
     c_.n_layer = int(hp.req_int("block_count", 1, kMaxLayers));
     c_.n_ctx_train = int(hp.req_int("context_length", 0, kMaxContext));
@@ -317,7 +318,7 @@ class KimiK3 final : public ArchModel {
   // All slices' rows go through the row-wise ops (residual mixes, norms,
   // projections, router, the routed experts' union, output head) together; MLA
   // caches, KDA convolution and recurrent states are per slice.
-  Status forward_batch(std::span<const BatchSlice> slices) override {
+  Status forward_batch(std::span<const BatchSlice> slices, const ForwardOptions& fo) override {
     DF_TRY(check_batch(slices, c_.n_vocab));
     const BatchRows rows(slices);
     const int n = rows.n;
@@ -364,10 +365,10 @@ class KimiK3 final : public ArchModel {
       if (il < c_.n_dense) {
         dense_ffn(pool_, Ly.ffn_gate, Ly.ffn_up, Ly.ffn_down, a.data(), n, c_.act, o.data());
       } else {
-        DF_TRY(latent_moe(il, Ly, a.data(), n, o.data()));
+        DF_TRY(latent_moe(il, Ly, a.data(), n, o.data(), fo.resident_experts_only));
       }
       for (int64_t i = 0; i < ne; ++i) x[size_t(i)] += o[size_t(i)];
-      if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense) {
+      if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense && !fo.resident_experts_only) {
         // The next router reads its layer's ffn mix of the stream; the raw stream
         // stands in for it here (a prediction only).
         const Layer& next = layers_[size_t(il + 1)];
@@ -387,8 +388,8 @@ class KimiK3 final : public ArchModel {
   }
 
  private:
-  // f: [n, n_embd] ffn-normed input; out: [n, n_embd].
-  Status latent_moe(int il, const Layer& Ly, const float* f, int n, float* out) {
+  // f: [n, n_embd] ffn-normed input; out: [n, n_embd]. resident_only: moe_ffn's.
+  Status latent_moe(int il, const Layer& Ly, const float* f, int n, float* out, bool resident_only) {
     const int64_t E = c_.n_embd, L = c_.latent > 0 ? c_.latent : E;
     std::vector<float> xl, rl(size_t(n) * size_t(c_.n_expert)), rw(size_t(n) * size_t(c_.n_used)),
         m(size_t(n) * size_t(L));
@@ -403,7 +404,9 @@ class KimiK3 final : public ArchModel {
     RouterConfig rc = c_.router;
     rc.score_bias = Ly.exp_probs_b.data();
     route(rc, rl.data(), n, sel.data(), rw.data());
-    DF_TRY(moe_ffn(pool_, *experts_, il, xin, n, L, L, c_.n_used, sel.data(), rw.data(), c_.act, m.data()));
+    page_core(il);
+    DF_TRY(moe_ffn(pool_, *experts_, il, xin, n, L, L, c_.n_used, sel.data(), rw.data(), c_.act, m.data(),
+                   resident_only));
     // RMSNorm after the routing weights and scale were applied (llama.cpp order).
     if (!Ly.routed_norm.empty()) rms_norm_rows(m.data(), Ly.routed_norm.data(), L, n, c_.eps, m.data());
     if (c_.latent > 0) {

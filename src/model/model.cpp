@@ -120,9 +120,9 @@ Status Model::mtp_draft(SeqState&, const std::vector<int32_t>&, int, std::vector
   return make_error("the {} model has no multi-token-prediction (nextn) block", info().arch);
 }
 
-Status Model::forward_batch(std::span<const BatchSlice> slices) {
+Status Model::forward_batch(std::span<const BatchSlice> slices, const ForwardOptions& fo) {
   DF_TRY(check_batch(slices, info().n_vocab));
-  for (const BatchSlice& s : slices) DF_TRY(forward(*s.state, s.tokens, s.n, s.logits, s.all_logits));
+  for (const BatchSlice& s : slices) DF_TRY(forward(*s.state, s.tokens, s.n, s.logits, s.all_logits, fo));
   return {};
 }
 

@@ -17,6 +17,8 @@
 
 namespace deltafin {
 
+class CorePager;  // model/core_pager.h
+
 struct ModelInfo {
   std::string arch;
   int64_t n_vocab = 0;
@@ -87,6 +89,14 @@ struct BatchSlice {
   bool all_logits = false;
 };
 
+// How one forward pass runs.
+struct ForwardOptions {
+  // Self-speculation drafts: every MoE block computes with the routed experts that
+  // are in RAM now and skips the others (moe_ffn), and no next-layer prediction is
+  // made, so the pass reads nothing from disk.
+  bool resident_experts_only = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -101,7 +111,7 @@ class Model {
   // Evaluates `n` tokens at positions state.n_past.. and appends them to the state.
   // logits: [n, n_vocab] when all_logits, else [n_vocab] for the last token.
   virtual Status forward(SeqState& state, const int32_t* tokens, int n, float* logits,
-                         bool all_logits) = 0;
+                         bool all_logits, const ForwardOptions& fo = {}) = 0;
   // Evaluates several sequences in one pass (continuous batching). Each slice's
   // logits are what forward() on that slice alone gives; architectures that batch
   // run every row-wise op (norms, matmuls, router, routed experts) over all slices'
@@ -109,7 +119,7 @@ class Model {
   // sequences' experts once; attention and recurrent state stay per slice. The
   // states must be distinct. Every slice is checked before anything is evaluated: on
   // an error no state has changed. Default: forward() per slice (no sharing).
-  virtual Status forward_batch(std::span<const BatchSlice> slices);
+  virtual Status forward_batch(std::span<const BatchSlice> slices, const ForwardOptions& fo = {});
   // True when forward_batch shares one pass among the slices (not the fallback).
   virtual bool batches() const { return false; }
 
@@ -129,9 +139,10 @@ class Model {
 // is its one-slice case.
 class BatchedModel : public Model {
  public:
-  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits) final {
+  Status forward(SeqState& st, const int32_t* tokens, int n, float* logits, bool all_logits,
+                 const ForwardOptions& fo = {}) final {
     const BatchSlice s{&st, tokens, n, logits, all_logits};
-    return forward_batch({&s, 1});
+    return forward_batch({&s, 1}, fo);
   }
   bool batches() const final { return true; }
 };
@@ -140,6 +151,9 @@ struct LoadOptions {
   ThreadPool* pool = nullptr;
   // Expert store to use; when null, experts are loaded resident.
   std::unique_ptr<ExpertStore> experts;
+  // Pages streamed core layers as the layer loop reaches each MoE block; null: the
+  // core is resident. Not owned; must outlive the model.
+  CorePager* pager = nullptr;
   // Only check the metadata and every tensor's presence, shape and type: read no
   // tensor, attach no experts (check_model).
   bool check_only = false;

@@ -86,8 +86,7 @@ void glu_activate(const FfnActParams& a, float* gate, const float* up, int64_t n
 
 Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, int n_tok,
                int64_t n_in, int64_t n_out, int n_used, const int32_t* sel, const float* w,
-               const FfnActParams& act, float* out) {
-  if (LayerObserver* o = store.layer_observer()) o->on_moe_layer(layer);
+               const FfnActParams& act, float* out, bool resident_only) {
   // Union of experts, each with the (token, slot) pairs routed to it.
   std::map<int32_t, std::vector<int>> routed;  // expert -> list of t*n_used+k
   for (int t = 0; t < n_tok; ++t)
@@ -129,7 +128,7 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
     }
   };
 
-  if (store.resident_only()) {
+  if (resident_only) {
     // A self-speculation draft: only the experts in RAM now. Each token's skipped
     // weight goes to its remaining experts in proportion (their weights are scaled
     // to the sum of all its chosen weights); a token with none left gets zero.

@@ -41,11 +41,12 @@ void glu_activate(const FfnActParams& a, float* gate, const float* up, int64_t n
 // out[t] = sum_k w[t,k] * FFN_{sel[t,k]}(x[t]) over the routed experts of `layer`.
 // x: [n_tok, n_in]; out: [n_tok, n_out] (overwritten). Experts whose input and output
 // widths differ from n_embd (latent MoE) are fine: n_in/n_out are the expert's.
-// In the store's resident-only mode (self-speculation drafts) experts not in RAM are
-// skipped and each token's remaining weights rescaled to its full weight sum.
+// resident_only (self-speculation drafts, ForwardOptions): experts not in RAM now are
+// skipped, nothing is read, and each token's remaining weights are rescaled to its
+// full weight sum.
 Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, int n_tok,
                int64_t n_in, int64_t n_out, int n_used, const int32_t* sel, const float* w,
-               const FfnActParams& act, float* out);
+               const FfnActParams& act, float* out, bool resident_only);
 
 // Next-layer prediction, shared by the architectures' layer loops: after layer L,
 // applies layer `layer` (= L + 1)'s router to the residual stream entering it (x:

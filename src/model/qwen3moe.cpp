@@ -30,6 +30,7 @@ class Qwen3Moe final : public ArchModel {
  public:
   Status load(ModelFile& file, LoadOptions& opts) {
     pool_ = opts.pool;
+    pager_ = opts.pager;
     const GGUFFile& m = file.meta();
     HParams hp(m, "qwen3moe", file.path());
     c_.n_layer = int(hp.req_int("block_count", 1, kMaxLayers));
@@ -93,7 +94,7 @@ class Qwen3Moe final : public ArchModel {
 
   // All slices' rows go through the row-wise ops together; rope positions, the KV
   // cache and attention are per slice.
-  Status forward_batch(std::span<const BatchSlice> slices) override {
+  Status forward_batch(std::span<const BatchSlice> slices, const ForwardOptions& fo) override {
     DF_TRY(check_batch(slices, c_.n_vocab));
     const BatchRows rows(slices);
     const int n = rows.n;
@@ -127,9 +128,11 @@ class Qwen3Moe final : public ArchModel {
       rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
       linear(pool_, L.gate_inp, h.data(), n, rl.data());
       route(rc, rl.data(), n, sel.data(), rw.data());
-      DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data()));
+      page_core(il);
+      DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data(),
+                     fo.resident_experts_only));
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-      if (il + 1 < c_.n_layer) {
+      if (il + 1 < c_.n_layer && !fo.resident_experts_only) {
         const Layer& next = layers_[size_t(il + 1)];
         predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
                              n, E);

@@ -41,25 +41,9 @@ class NgramDrafter final : public Drafter {
   int min_, max_;
 };
 
-// Turns the store's resident-only mode on for a scope.
-class ResidentOnly {
- public:
-  explicit ResidentOnly(ExpertStore* s) : s_(s) {
-    if (s_) s_->set_resident_only(true);
-  }
-  ~ResidentOnly() {
-    if (s_) s_->set_resident_only(false);
-  }
-  ResidentOnly(const ResidentOnly&) = delete;
-  ResidentOnly& operator=(const ResidentOnly&) = delete;
-
- private:
-  ExpertStore* s_;
-};
-
 class SelfDrafter final : public Drafter {
  public:
-  SelfDrafter(Model& m, ExpertStore* store) : m_(m), store_(store), logits_(size_t(m.info().n_vocab)) {}
+  explicit SelfDrafter(Model& m) : m_(m), logits_(size_t(m.info().n_vocab)) {}
   const char* name() const override { return "self"; }
 
   // Drafts in place: the pending token and the drafts go into the target's own state
@@ -69,14 +53,12 @@ class SelfDrafter final : public Drafter {
     const int base = target.n_past;
     int32_t t = seq.back();
     Status s;
-    {
-      ResidentOnly guard(store_);
-      for (int i = 0; i < max_n; ++i) {
-        s = m_.forward(target, &t, 1, logits_.data(), false);
-        if (!s.ok()) break;
-        t = argmax(logits_.data(), int64_t(logits_.size()));
-        out->push_back(t);
-      }
+    const ForwardOptions resident{.resident_experts_only = true};
+    for (int i = 0; i < max_n; ++i) {
+      s = m_.forward(target, &t, 1, logits_.data(), false, resident);
+      if (!s.ok()) break;
+      t = argmax(logits_.data(), int64_t(logits_.size()));
+      out->push_back(t);
     }
     DF_TRY(target.truncate(base));
     return s;
@@ -84,7 +66,6 @@ class SelfDrafter final : public Drafter {
 
  private:
   Model& m_;
-  ExpertStore* store_;
   std::vector<float> logits_;
 };
 
@@ -155,8 +136,8 @@ std::unique_ptr<Drafter> make_ngram_drafter(int min_match, int max_match) {
   return std::make_unique<NgramDrafter>(std::max(1, min_match), std::max(min_match, max_match));
 }
 
-std::unique_ptr<Drafter> make_self_drafter(Model& target, ExpertStore* store) {
-  return std::make_unique<SelfDrafter>(target, store);
+std::unique_ptr<Drafter> make_self_drafter(Model& target) {
+  return std::make_unique<SelfDrafter>(target);
 }
 
 Result<std::unique_ptr<Drafter>> make_model_drafter(std::unique_ptr<Engine> draft, const Tokenizer& target_vocab,

@@ -75,10 +75,7 @@ Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const En
   if (remote) so.disk_cache = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
   *streaming = store.get();
-  if (*pager) {
-    store->set_layer_observer(pager->get());
-    file.set_tensor_mapper(pager->get());
-  }
+  if (*pager) file.set_tensor_mapper(pager->get());
   return std::unique_ptr<ExpertStore>(std::move(store));
 }
 
@@ -109,6 +106,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   } else if (opts.mem_bytes > 0 || e->remote_) {
     DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get(), &e->pager_));
   }
+  lo.pager = e->pager_.get();  // the layer loop pages the streamed core layers
   // A progress line while a large core is read into RAM (the experts too when they
   // are resident); a small one loads before a line would help.
   std::unique_ptr<Progress> bar;

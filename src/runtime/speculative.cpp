@@ -341,7 +341,7 @@ Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Eng
       d.push_back(make_ngram_drafter());
       break;
     case SpecMode::Self:
-      d.push_back(make_self_drafter(target.model(), target.streaming_store()));
+      d.push_back(make_self_drafter(target.model()));
       break;
     case SpecMode::Mtp:
       if (!target.model().has_mtp())
@@ -363,7 +363,7 @@ Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Eng
       // The model's own MTP block next where it has one.
       d.push_back(make_ngram_drafter());
       if (target.model().has_mtp()) d.push_back(make_mtp_drafter(target.model()));
-      if (target.streaming_store()) d.push_back(make_self_drafter(target.model(), target.streaming_store()));
+      if (target.streaming_store()) d.push_back(make_self_drafter(target.model()));
       break;
   }
   return std::make_unique<Speculator>(std::move(d), opts.max_draft, opts.adaptive);

@@ -69,9 +69,9 @@ class Drafter {
 // Prompt lookup: the longest suffix of seq of min_match..max_match tokens that
 // occurred before; proposes what followed its latest occurrence.
 std::unique_ptr<Drafter> make_ngram_drafter(int min_match = 2, int max_match = 4);
-// The target restricted to resident experts. store: the target's expert store, or
-// null when every expert is resident (the draft is then the full model).
-std::unique_ptr<Drafter> make_self_drafter(Model& target, ExpertStore* store);
+// The target restricted to the experts in RAM (ForwardOptions::resident_experts_only);
+// when every expert is resident the draft is the full model.
+std::unique_ptr<Drafter> make_self_drafter(Model& target);
 // The target's own multi-token-prediction block (Model::mtp_draft; DeepSeek-style
 // nextn): greedy chained guesses, its own small cache, no second model.
 std::unique_ptr<Drafter> make_mtp_drafter(Model& target);

@@ -5,7 +5,6 @@
 //
 // Thread safety: acquire/release may be called from any thread.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,14 +28,6 @@ struct ExpertLayerInfo {
   int layer = -1;
   int n_expert = 0;
   std::string gate_name, up_name, down_name;  // gate_name empty if none
-};
-
-// Told when an MoE block starts on a layer (the core pager pages core layers
-// around it, model/core_pager.h).
-class LayerObserver {
- public:
-  virtual ~LayerObserver() = default;
-  virtual void on_moe_layer(int layer) = 0;
 };
 
 class ExpertStore {
@@ -76,30 +67,15 @@ class ExpertStore {
   virtual void predict(int layer, const int32_t* experts, int n) {}
 
   // Pins (layer, expert) and returns true if its bytes are in RAM now; false, at no
-  // cost and without counting as a use, if not. Never starts a read. Default (every
-  // expert resident): acquire().
+  // cost and without counting as a use, if not. Never starts a read (moe_ffn's
+  // resident_only, for self-speculation drafts). Default (every expert resident):
+  // acquire().
   virtual bool try_acquire_resident(int layer, int expert, ExpertWeights* out) {
     auto r = acquire(layer, expert);
     if (!r.ok()) return false;
     *out = *r;
     return true;
   }
-
-  // Resident-only mode, for self-speculation: while on, MoE blocks compute with the
-  // experts that try_acquire_resident() gives them and skip the others (renormalising
-  // the routing weights of the rest), so a forward pass reads nothing from disk. It is
-  // a mode of the whole store: whoever turns it on owns the model until it is off
-  // (the decode loop of one sequence; see runtime/speculative.h).
-  void set_resident_only(bool on) { resident_only_.store(on, std::memory_order_relaxed); }
-  bool resident_only() const { return resident_only_.load(std::memory_order_relaxed); }
-
-  // Who hears of each MoE block's layer (moe_ffn tells it); null: nobody. Not owned.
-  void set_layer_observer(LayerObserver* o) { observer_ = o; }
-  LayerObserver* layer_observer() const { return observer_; }
-
- private:
-  LayerObserver* observer_ = nullptr;
-  std::atomic<bool> resident_only_{false};
 };
 
 // Everything resident: reads each layer's stacked expert tensors into RAM at load.

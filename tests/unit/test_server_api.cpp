@@ -367,7 +367,7 @@ TEST(Scheduler, SampledCompletionsKeepTheirDistributionWithSpeculation) {
     Model& model = engine->model();
     so.make_drafters = [&model] {
       std::vector<std::unique_ptr<Drafter>> d;
-      d.push_back(make_self_drafter(model, nullptr));
+      d.push_back(make_self_drafter(model));
       return d;
     };
     Scheduler sched(engine->model(), *tok, so);

@@ -284,7 +284,7 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
       }
     };
     check("ngram", *m.eng, *one(make_ngram_drafter(1, 4), 6), kDrafts);
-    check("self, all resident", *m.eng, *one(make_self_drafter(m.eng->model(), nullptr), 4), kAccepts);
+    check("self, all resident", *m.eng, *one(make_self_drafter(m.eng->model()), 4), kAccepts);
     {
       auto de = Engine::open(path, resident);
       ASSERT_TRUE(de.ok());
@@ -308,12 +308,12 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
     ASSERT_TRUE(sp.ok());
     EXPECT_EQ(sp->tokens, plain.tokens);
     const StoreStats before = store->stats();
-    check("self, streaming", **se, *one(make_self_drafter((*se)->model(), store), 4), kRejects);
+    check("self, streaming", **se, *one(make_self_drafter((*se)->model()), 4), kRejects);
     const StoreStats d = store->stats() - before;
     EXPECT_GT(d.bytes_read, 0u);
     std::vector<std::unique_ptr<Drafter>> both;
     both.push_back(make_ngram_drafter());
-    both.push_back(make_self_drafter((*se)->model(), store));
+    both.push_back(make_self_drafter((*se)->model()));
     Speculator adaptive(std::move(both), 8, /*adaptive=*/true);
     auto ar = gen(**se, m.tok, m.prompt, N, greedy_params(), &adaptive);
     ASSERT_TRUE(ar.ok()) << ar.error().message;
@@ -341,7 +341,7 @@ TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
   for (int side = 0; side < 2; ++side) {
     for (int i = 0; i < N; ++i) {
       sp.seed = uint64_t(side * 100000 + i + 1);
-      auto spec = side ? one(make_self_drafter(m.eng->model(), nullptr), 3) : nullptr;
+      auto spec = side ? one(make_self_drafter(m.eng->model()), 3) : nullptr;
       auto r = gen(*m.eng, m.tok, m.prompt, 4, sp, spec.get());
       ASSERT_TRUE(r.ok()) << r.error().message;
       ++counts[r->tokens][size_t(side)];
@@ -379,7 +379,7 @@ TEST(SpeculativeGenerate, GreedyOutputIsIdenticalOnQuantizedModels) {
       // The full model as its own draft: every guess should be accepted, so most
       // passes verify several rows.
       auto self =
-          gen(*m.eng, m.tok, m.prompt, N, greedy_params(), one(make_self_drafter(m.eng->model(), nullptr), 4).get());
+          gen(*m.eng, m.tok, m.prompt, N, greedy_params(), one(make_self_drafter(m.eng->model()), 4).get());
       ASSERT_TRUE(self.ok()) << self.error().message;
       EXPECT_EQ(self->tokens, plain.tokens) << "self";
       EXPECT_EQ(self->stats.accepted, self->stats.drafted) << "a draft by the same model was rejected";
