@@ -155,8 +155,6 @@ Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
 // Bytes one cache slot takes for this model: the largest expert's three aligned ranges.
 uint64_t expert_slot_bytes(const ExpertIndex& ix);
 
-// A safe share of the RAM available now (80% of MemAvailable).
-uint64_t default_mem_budget();
 // $XDG_CACHE_HOME/deltafin/profiles/<model name>-<size>.profile (or ~/.cache/...).
 std::string default_profile_path(const ModelFile& file);
 
