@@ -283,7 +283,7 @@ std::string format_plan(const MemoryPlan& p) {
                                                  : std::string());
   if (p.streaming) {
     o += fmt::format("  experts kept:  {} slots ({}{})\n", p.slots, human(double(uint64_t(p.slots) * p.slot_bytes)),
-                     p.spare ? fmt::format("; {} more than every expert needs", human(double(p.spare))) : "");
+                     p.spare ? fmt::format(", and {} spare", human(double(p.spare))) : "");
     o += fmt::format("  long prompts:  a batch may borrow {} of them ({} tokens beyond the automatic batch)\n",
                      human(double(p.prompt_lend)), p.prompt_lend_tokens());
   }
