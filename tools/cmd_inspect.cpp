@@ -143,8 +143,9 @@ Command add_inspect(CLI::App& app) {
                 fmt::print(stderr, "error: bad --reserve '{}' (expected a size such as 256M)\n", o->reserve);
                 return 2;
               }
-              req.seqs = {.n_ctx = o->ctx, .n_states = 1};
-              if (o->parallel > 0)
+              // A model that does not load has no state to plan.
+              if (supported && loadable.ok()) req.seqs = {.n_ctx = o->ctx, .n_states = 1};
+              if (supported && loadable.ok() && o->parallel > 0)
                 req.seqs = {.n_ctx = o->ctx,
                             .n_states = o->parallel + (o->parallel > 1 ? 1 : 0),
                             .serving = true,
