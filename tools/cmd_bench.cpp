@@ -166,9 +166,9 @@ Command add_bench(CLI::App& app) {
               if (n > 0)
                 for (int b : pars) tests.push_back({"tg", n, b});
 
-            const uint64_t mem = eo.mem_bytes == EngineOptions::kMemAuto ? 0 : eo.mem_bytes;
-            const std::string mem_s = store ? fmt::format("{:.3f} GiB", (mem ? mem : default_mem_budget()) / kGiB)
-                                            : std::string("resident");
+            const MemoryPlan& plan = engine->memory_plan();
+            const uint64_t mem = plan.automatic ? 0 : plan.total;  // an explicit --mem, for the RSS warning
+            const std::string mem_s = store ? fmt::format("{:.3f} GiB", plan.total / kGiB) : std::string("resident");
             const uint64_t file_bytes = engine->file().total_bytes();
             if (!o->json) {
               fmt::print("model: {} ({}, {:.3f} GiB: core {:.3f} GiB, experts {:.3f} GiB, {:.2f} MiB per expert)\n",
@@ -181,6 +181,7 @@ Command add_bench(CLI::App& app) {
                            s0.slots >= mi.n_expert * mi.n_moe_layers ? ", holds every expert" : "",
                            cache_policy_name(eo.stream.policy), s0.direct ? "O_DIRECT" : "buffered reads, pages dropped");
               }
+              fmt::print("memory plan:\n{}", format_plan(plan));
               fmt::print("\n| {:>8} | {:>10} | {:>8} | {:>7} | {:>9} | {:>10} | {:>7} | {:>8} |\n", "test", "t/s", "+/-",
                          "hit %", "exp/token", "MiB/token", "GiB/s", "I/O wait");
               fmt::print("| {:->8} | {:->10} | {:->8} | {:->7} | {:->9} | {:->10} | {:->7} | {:->8} |\n", "", "", "", "", "",
@@ -238,7 +239,7 @@ Command add_bench(CLI::App& app) {
                 j["tokens_per_second"] = mean;
                 j["stddev"] = sd;
                 j["samples_ts"] = r.tps;
-                j["mem"] = store ? (mem ? mem : default_mem_budget()) : 0;
+                j["mem"] = store ? plan.total : 0;
                 j["streaming"] = store != nullptr;
                 j["cache_policy"] = cache_policy_name(eo.stream.policy);
                 j["cache_slots"] = r.io.slots;

@@ -100,12 +100,8 @@ Command add_chat(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(std::string tmpl, find_template(engine->file().meta(), o->model, o->chat_template));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
-            // The conversation's state comes out of --mem like everything else.
-            // (Half the reserve holds it; a longer context takes the rest from the expert cache.)
-            if (auto r = engine->reserve_states(o->ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
-              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
-              return 1;
-            }
+            // The conversation's state comes out of --mem like everything else (memory_budget.h).
+            DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = o->ctx, .n_states = 1}));
             DF_ASSIGN_OR_EXIT(auto chat, ChatSession::create(engine->model(), tok, tmpl, o->ctx));
             chat->set_system(system);
             if (!o->template_kwargs.empty()) {
@@ -150,6 +146,7 @@ Command add_chat(CLI::App& app) {
             ro.gen.store = engine->streaming_store();  // auto -b: a long message borrows cache memory
             ro.gen.sampling = o->sp;
             ro.print_stats = o->stats;
+            if (o->stats) fmt::print(stderr, "memory plan:\n{}", format_plan(engine->memory_plan()));
             return run_chat_repl(*chat, *engine, ro);
           }};
 }

@@ -50,10 +50,7 @@ Command add_eval(CLI::App& app) {
             const int64_t V = m.info().n_vocab;
             const int n = int(ids.size());
             const int n_ctx = o->ctx > 0 ? o->ctx : n;
-            if (auto r = engine->reserve_states(n_ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
-              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
-              return 1;
-            }
+            DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = n_ctx, .n_states = 1}));  // out of --mem (memory_budget.h)
             auto st = m.new_state(n_ctx);
             const int batch = o->batch > 0 ? o->batch : n;
             std::vector<float> logits;
@@ -81,6 +78,7 @@ Command add_eval(CLI::App& app) {
               if (StreamingExpertStore* s = engine->streaming_store())
                 fmt::print(stderr, "{}{}", format_stats(s->stats()), format_prefetch_stats(s->stats()));
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
+              fmt::print(stderr, "memory plan:\n{}", format_plan(engine->memory_plan()));
             }
             return 0;
           }};

@@ -1,5 +1,6 @@
 // deltafin inspect: what a model is and what running it within a RAM/disk budget
-// implies — read from the GGUF header alone (no weights are loaded).
+// implies — read from the GGUF header alone (no weights are loaded). The memory plan
+// is runtime/memory_budget.h's, the one run, chat and serve apply.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "remote/location.h"
 #include "remote_common.h"
 #include "runtime/engine.h"
+#include "runtime/memory_budget.h"
 #include "store_options.h"
 #include "tool_common.h"
 
@@ -38,13 +40,21 @@ std::string count(double n) {
 
 Command add_inspect(CLI::App& app) {
   struct Opts {
-    std::string model, mem;
+    std::string model, mem, reserve;
+    int ctx = 4096, parallel = 0;
     RemoteCli remote;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model and what a RAM budget implies");
   sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), URL or hf:// location")->required();
-  sub->add_option("--mem", o->mem, "RAM budget to evaluate (e.g. 8G)");
+  sub->add_option("--mem", o->mem, "RAM budget to plan (e.g. 8G; default: as run, 80% of the RAM available)");
+  sub->add_option("--reserve", o->reserve, "Part of --mem kept for the KV cache, activations and the program (as run)");
+  sub->add_option("-c,--ctx-size", o->ctx, "Context size of the planned sequences")
+      ->check(CLI::Range(1, kMaxCtxSize))
+      ->capture_default_str();
+  sub->add_option("--parallel", o->parallel,
+                  "Plan `serve --parallel N` (its states and default prompt cache) instead of one run")
+      ->check(CLI::Range(0, 4096));
   add_remote_options(sub, o->remote);
   sub->add_flag("--offline", o->remote.offline, "Remote models: read the headers from the disk cache only");
   return {sub, [o] {
@@ -121,31 +131,43 @@ Command add_inspect(CLI::App& app) {
             fmt::print("experts:        {} per MoE layer, {} used per token\n", n_expert, n_used);
             fmt::print("per expert:     {} (gate+up+down)\n", human(double(per_expert_max)));
             fmt::print("expert bytes per token: {} (if none were cached)\n", human(double(per_token)));
-            if (!o->mem.empty()) {
-              uint64_t mem = 0;
-              if (!parse_size(o->mem, &mem)) {
-                fmt::print(stderr, "error: bad --mem '{}'\n", o->mem);
+            {
+              // The plan run (or serve with --parallel) makes: one formatter for all.
+              MemoryRequest req;
+              req.mem = kMemAuto;
+              if (!o->mem.empty() && (!parse_size(o->mem, &req.mem) || req.mem == 0)) {
+                fmt::print(stderr, "error: bad --mem '{}' (expected a size such as 8G or 512M)\n", o->mem);
                 return 2;
               }
-              fmt::print("\nwith --mem {}:\n", o->mem);
-              const uint64_t reserve = default_reserve_bytes(mem);
-              if (mem <= core_b + reserve + per_expert_max) {
-                fmt::print("  the core ({}) and the reserve ({}) leave no room for an expert: core layers would be "
-                           "streamed too\n", human(double(core_b)), human(double(reserve)));
+              if (!o->reserve.empty() && (!parse_size(o->reserve, &req.reserve) || req.reserve == 0)) {
+                fmt::print(stderr, "error: bad --reserve '{}' (expected a size such as 256M)\n", o->reserve);
+                return 2;
+              }
+              // A model that does not load has no state to plan.
+              if (supported && loadable.ok()) req.seqs = {.n_ctx = o->ctx, .n_states = 1};
+              if (supported && loadable.ok() && o->parallel > 0)
+                req.seqs = {.n_ctx = o->ctx,
+                            .n_states = o->parallel + (o->parallel > 1 ? 1 : 0),
+                            .serving = true,
+                            .prompt_cache = kMemAuto};
+              fmt::print("\nmemory plan ({}, -c {}{}):\n", o->mem.empty() ? std::string("no --mem") : "--mem " + o->mem,
+                         o->ctx, o->parallel > 0 ? fmt::format(", serve --parallel {}", o->parallel) : std::string());
+              Result<ModelMemory> sizes = model_memory(*mf, remote.remote != nullptr, o->ctx);
+              Result<MemoryPlan> plan = sizes.ok() ? plan_memory(*mf, *sizes, req) : Result<MemoryPlan>(sizes.error());
+              if (!plan.ok()) {
+                fmt::print("  does not fit: {}\n", plan.error().message);
               } else {
-                const uint64_t cache = mem - core_b - reserve;
-                const uint64_t slots = per_expert_max ? cache / per_expert_max : 0;
-                const uint64_t total = uint64_t(n_expert) * layers.size();
-                const double frac = total ? std::min(1.0, double(slots) / double(total)) : 1.0;
-                fmt::print("  resident:      core {}, reserve {} (KV cache, buffers; --reserve), RAM expert cache {} "
-                           "({} of {} experts, {:.1f}%)\n",
-                           human(double(core_b)), human(double(reserve)), human(double(cache)),
-                           std::min(slots, total), total, frac * 100);
-                fmt::print("  serve:         its sequence states and --prompt-cache-mem come out of the expert cache "
-                           "too (printed at start)\n");
-                fmt::print("  expected read: {} per token with uniform routing (hit rate {:.1f}%); "
-                           "skewed real routing does better\n",
-                           human(double(per_token) * (1 - frac)), frac * 100);
+                fmt::print("{}", format_plan(*plan));
+                if (plan->paged_core)
+                  fmt::print("  the core ({}) and the reserve ({}) leave no room for an expert beside it: core "
+                             "layers stream too\n", human(double(core_b)), human(double(plan->reserve)));
+                if (plan->streaming) {
+                  const uint64_t total = uint64_t(n_expert) * layers.size();
+                  const double frac = total ? std::min(1.0, double(plan->slots) / double(total)) : 1.0;
+                  fmt::print("  expected read: {} per token with uniform routing (hit rate {:.1f}%); "
+                             "skewed real routing does better\n",
+                             human(double(per_token) * (1 - frac)), frac * 100);
+                }
               }
             }
             if (!loadable.ok()) {

@@ -125,12 +125,8 @@ Command add_run(CLI::App& app) {
               return 2;
             }
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
-            // The sequence's state comes out of --mem like everything else.
-            // (Half the reserve holds it; a longer context takes the rest from the expert cache.)
-            if (auto r = engine->reserve_states(o->ctx, 1, effective_reserve_bytes(eo) / 2); !r.ok()) {
-              fmt::print(stderr, "error: {}; lower -c/--ctx-size or raise --mem\n", r.error().message);
-              return 1;
-            }
+            // The sequence's state comes out of --mem like everything else (memory_budget.h).
+            DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = o->ctx, .n_states = 1}));
             auto state = engine->model().new_state(o->ctx);
             SpecOptions so;
             so.max_draft = o->spec_max;
@@ -198,7 +194,7 @@ Command add_run(CLI::App& app) {
                 if (st.prefill_lent_bytes)
                   fmt::print(stderr, " (the expert cache lent {:.1f} MiB for them)", st.prefill_lent_bytes / 1048576.0);
                 if (st.prefill_batches > 1) {
-                  const double per_tok = double(batch_bytes_per_token(engine->model().info()));
+                  const double per_tok = double(engine->memory_plan().batch_token_bytes);
                   fmt::print(stderr, "; -b {} (one batch, about {:.0f} MiB more memory) reads each expert at most once",
                              st.n_prompt, per_tok * double(st.n_prompt - st.prefill_batch) / 1048576.0);
                 }
@@ -213,6 +209,7 @@ Command add_run(CLI::App& app) {
               if (const CorePager* p = engine->core_pager())
                 fmt::print(stderr, "{}; {} layer windows paged in\n", p->describe(), p->stats().pages_in);
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
+              fmt::print(stderr, "memory plan:\n{}", format_plan(engine->memory_plan()));
             }
             return g_interrupted ? 130 : 0;
           }};

@@ -125,7 +125,7 @@ Command add_serve(CLI::App& app) {
                                  "1..--max-connections\n", o->max_connections, o->max_client_connections);
               return 2;
             }
-            uint64_t prompt_cache_mem = ~uint64_t(0);  // default
+            uint64_t prompt_cache_mem = kMemAuto;  // default: the plan's
             if (!o->prompt_cache_mem.empty() && !parse_size(o->prompt_cache_mem, &prompt_cache_mem)) {
               fmt::print(stderr, "error: bad --prompt-cache-mem '{}' (expected a size such as 512M, or 0)\n",
                          o->prompt_cache_mem);
@@ -177,30 +177,14 @@ Command add_serve(CLI::App& app) {
                                "--chat-template)");
             }
             Model& model = engine->model();
-            // The batch's states (and, with n choices, the copy of their prompt's) come
-            // out of --mem like everything else.
+            // The batch's states (and, with n choices, the copy of their prompt's) and the
+            // prompt cache come out of --mem like everything else (memory_budget.h).
             const int n_states = o->parallel + (o->parallel > 1 ? 1 : 0);
-            auto reserved = engine->reserve_states(o->ctx, n_states);
-            if (!reserved.ok()) {
-              fmt::print(stderr, "error: {}; lower -c/--ctx-size or --parallel, or raise --mem\n",
-                         reserved.error().message);
-              return 1;
-            }
-            if (o->no_prompt_cache) prompt_cache_mem = 0;
-            if (StreamingExpertStore* st = engine->streaming_store(); st && prompt_cache_mem > 0) {
-              if (prompt_cache_mem == ~uint64_t(0)) {
-                const StoreStats ss = st->stats();
-                prompt_cache_mem = uint64_t(ss.slots) * ss.slot_bytes / 10;
-              }
-              auto r = st->reserve_memory(prompt_cache_mem);
-              if (!r.ok()) {
-                fmt::print(stderr, "error: --prompt-cache-mem {:.1f} MiB: {}; lower it or raise --mem\n",
-                           prompt_cache_mem / 1048576.0, r.error().message);
-                return 1;
-              }
-            } else if (prompt_cache_mem == ~uint64_t(0)) {
-              prompt_cache_mem = uint64_t(1) << 30;
-            }
+            DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = o->ctx,
+                                                     .n_states = n_states,
+                                                     .serving = true,
+                                                     .prompt_cache = o->no_prompt_cache ? 0 : prompt_cache_mem}));
+            const MemoryPlan& plan = engine->memory_plan();
             if (!model.batches() && o->parallel > 1)
               DF_LOG_WARN("the {} architecture has no batched forward pass yet: requests share the scheduler "
                           "but each runs its own pass", model.info().arch);
@@ -211,7 +195,7 @@ Command add_serve(CLI::App& app) {
             so.max_queue = o->queue;
             so.spec_max = o->spec == "off" ? 0 : o->spec_max;
             so.prompt_cache = !o->no_prompt_cache;
-            so.prompt_cache_bytes = prompt_cache_mem;
+            so.prompt_cache_bytes = plan.prompt_cache;
             so.store = engine->streaming_store();
             std::unique_ptr<PromptDiskCache> disk;
             if (!o->prompt_cache_dir.empty() && !o->no_prompt_cache) {
@@ -255,12 +239,13 @@ Command add_serve(CLI::App& app) {
             if (model.info().n_ctx_train > 0) sv.default_max_tokens = model.info().n_ctx_train;
             sv.reasoning = !o->no_reasoning;
             sv.template_kwargs = template_kwargs;
+            sv.memory_plan = &plan;
             server::Server srv(sched, tok, model.info(), engine->streaming_store(), sv);
             DF_ASSIGN_OR_EXIT(int port, srv.bind());
             fmt::print("deltafin serve: listening on http://{}:{} (model '{}', {} parallel, context {}, sequence "
                        "states {:.1f} MiB, prompt cache {:.1f} MiB{})\n",
-                       o->host, port, sv.model_id, o->parallel, o->ctx, double(*reserved * n_states) / 1048576.0,
-                       prompt_cache_mem / 1048576.0, engine->streaming_store() ? ", both of --mem" : "");
+                       o->host, port, sv.model_id, o->parallel, o->ctx, double(plan.states_bytes()) / 1048576.0,
+                       plan.prompt_cache / 1048576.0, engine->streaming_store() ? ", both of --mem" : "");
             if (disk) {
               const PromptDiskStats ds = disk->stats();
               fmt::print("deltafin serve: prompt cache on disk: {} ({} states, {:.1f} MiB of {})\n", disk->dir(),

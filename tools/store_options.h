@@ -1,7 +1,7 @@
 // The memory-budget options shared by run, eval and bench: --mem, --cache-policy,
 // --profile, --io-threads; and for remote models the disk cache and network
 // options (--cache-dir, --disk-cache, --net-timeout, --net-retries). They fill
-// EngineOptions; the Engine builds the store.
+// EngineOptions; the Engine plans the memory (runtime/memory_budget.h) and builds the store.
 #pragma once
 #include <CLI/CLI.hpp>
 

@@ -11,69 +11,22 @@
 namespace deltafin {
 
 namespace {
-constexpr uint64_t kReserveBase = uint64_t(64) << 20;
-constexpr double kReserveShare = 0.03;
 // Loads at least this large (bytes read into RAM) draw a progress line.
 constexpr uint64_t kLoadProgressBytes = uint64_t(1) << 30;
-}  // namespace
 
-uint64_t default_reserve_bytes(uint64_t mem) { return kReserveBase + uint64_t(double(mem) * kReserveShare); }
-
-uint64_t effective_reserve_bytes(const EngineOptions& opts) {
-  if (opts.reserve_bytes) return opts.reserve_bytes;
-  return default_reserve_bytes(opts.mem_bytes == EngineOptions::kMemAuto || opts.mem_bytes == 0 ? default_mem_budget()
-                                                                                                : opts.mem_bytes);
-}
-
-namespace {
-
-// The store for a memory budget: null (resident) when auto and the model fits,
-// else a streaming store with what the budget leaves after the core.
-// A remote model always streams (through its disk cache), whatever fits.
-Result<std::unique_ptr<ExpertStore>> make_budget_store(ModelFile& file, const EngineOptions& opts,
-                                                       StreamingExpertStore** streaming, RemoteModel* remote,
-                                                       std::unique_ptr<CorePager>* pager) {
-  std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
-  if (layers.empty()) return std::unique_ptr<ExpertStore>();
-  const bool automatic = opts.mem_bytes == EngineOptions::kMemAuto || (remote && opts.mem_bytes == 0);
-  const uint64_t mem = automatic ? default_mem_budget() : opts.mem_bytes;
-  if (automatic && file.total_bytes() <= mem && !remote) return std::unique_ptr<ExpertStore>();
-  DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
-  const uint64_t base = opts.reserve_bytes ? opts.reserve_bytes : kReserveBase;
-  const double share = opts.reserve_bytes ? 0.0 : kReserveShare;
-  const uint64_t reserve = opts.reserve_bytes ? opts.reserve_bytes : default_reserve_bytes(mem);
-  const uint64_t slot = expert_slot_bytes(ix);
-  const double MiB = 1024.0 * 1024.0;
-  const uint64_t least = uint64_t(double(ix.core_bytes() + base + slot) / (1.0 - share)) + 1;
+// The store the memory plan asks for: null (resident) unless experts stream, else a
+// streaming store with the plan's expert cache (and the core pager when the core
+// does not fit). A remote model always streams (through its disk cache).
+Result<std::unique_ptr<ExpertStore>> make_planned_store(ModelFile& file, const EngineOptions& opts,
+                                                        const MemoryPlan& plan, StreamingExpertStore** streaming,
+                                                        RemoteModel* remote, std::unique_ptr<CorePager>* pager) {
+  if (!plan.streaming) return std::unique_ptr<ExpertStore>();
   StreamingOptions so = opts.stream;
-  // When the core does not fit, its layers stream too: the expert cache keeps a
-  // quarter of what the reserve leaves (at least four experts), the core the rest:
-  // its first layers resident, the others paged per layer (model/core_pager.h).
-  const uint64_t avail = mem > reserve ? mem - reserve : 0;
-  const uint64_t paged_cache = std::max(avail / 4, 4 * slot);
-  const uint64_t paged_need = CorePager::least_bytes(file);
-  if (mem >= least) {
-    so.cache_bytes = mem - ix.core_bytes() - reserve;
-  } else if (!remote && avail >= paged_cache + paged_need) {
-    so.cache_bytes = paged_cache;
-    DF_ASSIGN(*pager, CorePager::plan(file, avail - paged_cache));
-    DF_LOG_WARN("the core does not fit --mem; {}", (*pager)->describe());
-  } else {
-    std::string paged;
-    if (!remote) {
-      const uint64_t avail_min = std::max(4 * slot + paged_need, paged_need / 3 * 4 + 4);
-      paged = fmt::format(" (or at least {:.1f} MiB to stream the core's layers from the file as well, which is slower)",
-                          (double(avail_min + base) / (1.0 - share) + 1) / MiB + 0.05);
-    }
-    return make_error("{}: a memory budget of {:.1f} MiB is too small: the resident core takes {:.1f} MiB, {:.1f} MiB "
-                      "is kept for the KV cache and buffers, and one expert takes {:.3f} MiB: give --mem of at "
-                      "least {:.1f} MiB{}",
-                      file.path(), mem / MiB, ix.core_bytes() / MiB, reserve / MiB, slot / MiB, least / MiB + 0.05,
-                      paged);
-  }
+  so.cache_bytes = plan.expert_cache;
+  if (*pager) DF_LOG_WARN("the core does not fit --mem; {}", (*pager)->describe());
   if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file);
   if (remote) so.disk_cache = &remote->experts();
-  DF_ASSIGN(auto store, make_streaming_expert_store(file, layers, so));
+  DF_ASSIGN(auto store, make_streaming_expert_store(file, find_expert_layers(file), so));
   *streaming = store.get();
   if (*pager) file.set_tensor_mapper(pager->get());
   return std::unique_ptr<ExpertStore>(std::move(store));
@@ -101,10 +54,21 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   e->pool_ = std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : default_thread_count());
   LoadOptions lo;
   lo.pool = e->pool_.get();
+  // The memory plan (runtime/memory_budget.h); a store given by the caller is its own.
+  DF_ASSIGN(e->sizes_, model_memory(*e->file_, e->remote_ != nullptr, 0));
+  if (!opts.make_store) {
+    e->request_.mem = opts.mem_bytes;
+    e->request_.reserve = opts.reserve_bytes;
+  } else {
+    e->sizes_.remote = false;
+  }
+  DF_ASSIGN(e->plan_, plan_memory(*e->file_, e->sizes_, e->request_, &e->pager_));
+  e->request_.available = e->plan_.available;  // the sequences are planned on the same numbers
   if (opts.make_store) {
     DF_ASSIGN(lo.experts, opts.make_store(*e->file_));
-  } else if (opts.mem_bytes > 0 || e->remote_) {
-    DF_ASSIGN(lo.experts, make_budget_store(*e->file_, opts, &e->streaming_, e->remote_.get(), &e->pager_));
+  } else {
+    DF_ASSIGN(lo.experts,
+              make_planned_store(*e->file_, opts, e->plan_, &e->streaming_, e->remote_.get(), &e->pager_));
   }
   lo.pager = e->pager_.get();  // the layer loop pages the streamed core layers
   // A progress line while a large core is read into RAM (the experts too when they
@@ -135,31 +99,21 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   return e;
 }
 
-Result<uint64_t> Engine::reserve_states(int n_ctx, int n_states, uint64_t covered) {
-  const uint64_t one = model_->state_bytes(n_ctx);
-  if (n_states <= 0) return one;
-  const uint64_t all = one > UINT64_MAX / uint64_t(n_states) ? UINT64_MAX : one * uint64_t(n_states);
-  if (streaming_ == nullptr) {
-    // Resident experts: no cache to take the states from, but no more than the
-    // machine has either.
-    const uint64_t avail = default_mem_budget();
-    if (all > avail)
-      return make_error("{} of {} positions would take {:.1f} MiB, more than the {:.1f} MiB of memory available",
-                        n_states == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n_states),
-                        n_ctx, double(all) / 1048576.0, double(avail) / 1048576.0);
-    return one;
-  }
-  if (all <= covered) return one;
-  auto r = streaming_->reserve_memory(all - covered);
-  if (!r.ok())
-    return make_error("{} of {} positions take{} {:.1f} MiB{}: {}",
-                      n_states == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n_states),
-                      n_ctx, n_states == 1 ? "s" : "", all / 1048576.0,
-                      n_states == 1 ? std::string() : fmt::format(" ({:.2f} MiB each)", one / 1048576.0),
-                      r.error().message);
-  DF_LOG_DEBUG("{} sequence states of {} positions: {:.1f} MiB taken from the expert cache", n_states, n_ctx,
-              r.value() / 1048576.0);
-  return one;
+Status Engine::plan_sequences(const SequenceRequest& seqs) {
+  if (sequences_planned_) return make_error("the sequences' memory is planned once per engine");
+  ModelMemory m = sizes_;
+  m.state_bytes = seqs.n_states > 0 ? model_->state_bytes(seqs.n_ctx) : 0;
+  m.batch_token_bytes = batch_bytes_per_token(model_->info());
+  MemoryRequest r = request_;
+  r.seqs = seqs;
+  DF_ASSIGN(MemoryPlan p, plan_memory(m, r));
+  p.core_resident = plan_.core_resident;  // the core pager's split, made at open
+  p.core_paged = plan_.core_paged;
+  if (streaming_) DF_TRY(take_sequence_memory(*streaming_, p));
+  plan_ = p;
+  sizes_ = m;
+  sequences_planned_ = true;
+  return {};
 }
 
 }  // namespace deltafin

@@ -12,6 +12,7 @@
 #include "format/model_file.h"
 #include "model/core_pager.h"
 #include "model/model.h"
+#include "runtime/memory_budget.h"
 #include "store/streaming_store.h"
 
 namespace deltafin {
@@ -20,18 +21,18 @@ struct EngineOptions {
   int threads = 0;  // 0: all hardware threads
   // Expert store factory; null: all experts resident (or streamed, per mem_bytes).
   std::function<Result<std::unique_ptr<ExpertStore>>(ModelFile&)> make_store;
-  // Everything deltafin may use for this model, in bytes (--mem). With a budget (and
-  // no make_store) the core stays resident and the routed experts stream from the
-  // file through a RAM cache of mem_bytes - core - reserve_bytes.
-  // 0: no budget, every expert resident. kMemAuto: a safe share of the available
-  // RAM, streaming only when the whole model does not fit in it.
-  static constexpr uint64_t kMemAuto = ~uint64_t(0);
+  // Everything deltafin may use for this model, in bytes (--mem), planned by
+  // plan_memory (runtime/memory_budget.h) unless make_store is given: with a budget
+  // the routed experts stream through a RAM cache of what the core and the reserve
+  // leave. 0: no budget, every expert resident. kMemAuto: a safe share of the
+  // available RAM, streaming only when the whole model does not fit in it.
+  static constexpr uint64_t kMemAuto = deltafin::kMemAuto;
   uint64_t mem_bytes = 0;
-  // Kept out of the expert cache for the KV cache, activations and the program;
-  // 0: 64 MiB + 3% of the budget.
+  // Kept out of the expert cache for the KV cache, activations and the program
+  // (--reserve); 0: 64 MiB + 3% of the budget.
   uint64_t reserve_bytes = 0;
-  // Policy, I/O threads, profile ("auto": default_profile_path()); cache_bytes is
-  // computed from mem_bytes.
+  // Policy, I/O threads, profile ("auto": default_profile_path()); cache_bytes comes
+  // from the memory plan.
   StreamingOptions stream;
   // Remote models (http://, https://, hf:// locations): the disk cache and the
   // network. The core is downloaded into the cache first (progress drawn by
@@ -41,13 +42,6 @@ struct EngineOptions {
   // weights; null: no progress lines.
   ProgressFactory progress;
 };
-
-// The part of a --mem budget kept out of the expert cache for the KV cache,
-// activations and the program when EngineOptions::reserve_bytes is 0: 64 MiB + 3%.
-uint64_t default_reserve_bytes(uint64_t mem);
-// The reserve `opts` gives the engine: reserve_bytes, else the default for its budget
-// (for kMemAuto, the budget default_mem_budget() picks).
-uint64_t effective_reserve_bytes(const EngineOptions& opts);
 
 class Engine {
  public:
@@ -62,13 +56,13 @@ class Engine {
   RemoteModel* remote() { return remote_.get(); }
   // The core pager when core layers stream (the core did not fit --mem), else null.
   const CorePager* core_pager() const { return pager_.get(); }
-  // Takes the memory of n_states sequence states of n_ctx positions out of the expert
-  // cache (StreamingExpertStore::reserve_memory), so that the budget bounds a
-  // server's batch as well; an error naming the sizes when the cache is too small.
-  // Returns what one state takes (nothing is taken when the experts are resident).
-  // covered: bytes of them the reserve already holds (a single command's state fits
-  // in it unless its context is long); only the rest is taken.
-  Result<uint64_t> reserve_states(int n_ctx, int n_states, uint64_t covered = 0);
+  // The memory plan: the store's part from open(), the sequences' once planned.
+  const MemoryPlan& memory_plan() const { return plan_; }
+  // Completes the plan with the sequences decoded at once (and a server's prompt
+  // cache) and takes their memory out of the expert cache, so that the budget bounds
+  // them too; an error naming the sizes and what to lower when they do not fit
+  // (nothing is taken then). Once per engine.
+  Status plan_sequences(const SequenceRequest& seqs);
 
  private:
   std::unique_ptr<ThreadPool> pool_;
@@ -77,6 +71,10 @@ class Engine {
   std::unique_ptr<CorePager> pager_;  // core layers streamed when the core does not fit; outlives the model
   std::unique_ptr<Model> model_;
   StreamingExpertStore* streaming_ = nullptr;  // owned by model_
+  ModelMemory sizes_;        // what the plan was made from
+  MemoryRequest request_;
+  MemoryPlan plan_;
+  bool sequences_planned_ = false;
 };
 
 }  // namespace deltafin

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "json/json_constraint.h"
+#include "runtime/memory_budget.h"
 
 namespace deltafin {
 
@@ -29,11 +30,8 @@ int prompt_batch(Model& model, size_t n_prompt, const GenerateParams& params, Ge
   if (params.n_batch > 0) return st->prefill_batch = params.n_batch;
   size_t batch = GenerateParams::kAutoBatch;
   if (params.store && n_prompt > batch) {
-    const uint64_t per_tok = batch_bytes_per_token(model.info());
-    st->prefill_lent_bytes = params.store->lend_memory(per_tok * (n_prompt - batch));
-    batch += st->prefill_lent_bytes / per_tok;
-    const size_t passes = (n_prompt + batch - 1) / batch;
-    batch = (n_prompt + passes - 1) / passes;
+    st->prefill_lent_bytes = borrow_for_prompt(*params.store, model.info(), int64_t(n_prompt), int64_t(batch));
+    batch = size_t(prompt_step_tokens(model.info(), int64_t(n_prompt), int64_t(batch), st->prefill_lent_bytes));
   }
   return st->prefill_batch = int(std::min(batch, n_prompt));
 }

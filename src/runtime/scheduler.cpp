@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/log.h"
+#include "runtime/memory_budget.h"
 #include "runtime/scheduler_internal.h"
 #include "store/streaming_store.h"
 
@@ -432,16 +433,13 @@ int Scheduler::prefill_budget(const std::vector<std::unique_ptr<Seq>>& active) {
     return_lent();
     return chunk;
   }
-  const uint64_t per_tok = batch_bytes_per_token(model_.info());
   if (!lent_) {
-    lent_ = opts_.store->lend_memory(per_tok * uint64_t(pending - chunk));
+    lent_ = borrow_for_prompt(*opts_.store, model_.info(), pending, chunk);
     std::lock_guard<std::mutex> lk(mu_);
     stats_.prefill_lent_bytes = lent_;
   }
   // Equal steps over what is pending (as `run` splits a prompt).
-  const int64_t most = chunk + int64_t(lent_ / per_tok);
-  const int64_t steps = (pending + most - 1) / most;
-  return int((pending + steps - 1) / steps);
+  return int(prompt_step_tokens(model_.info(), pending, chunk, lent_));
 }
 
 bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {

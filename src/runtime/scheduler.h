@@ -59,7 +59,7 @@ struct SchedulerOptions {
   PromptDiskCache* disk = nullptr;
   // With streamed experts: while no sequence decodes (nobody waits on a step), the
   // prompts in the batch go in larger steps, as many tokens as the expert cache lends
-  // memory for (StreamingExpertStore::lend_memory), since every step reads the experts
+  // memory for (borrow_for_prompt, runtime/memory_budget.h), since every step reads the experts
   // its tokens use once; the memory goes back when a sequence decodes or the prompts
   // are in. Null: prefill_chunk tokens a step always.
   StreamingExpertStore* store = nullptr;

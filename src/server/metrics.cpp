@@ -21,7 +21,8 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 }  // namespace
 
-std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore* store) const {
+std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore* store,
+                            const MemoryPlan* plan) const {
   std::string o;
   metric(o, "deltafin_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.prompt_tokens));
   metric(o, "deltafin_prompt_cache_tokens_total", "counter",
@@ -100,6 +101,8 @@ std::string Metrics::render(const SchedulerStats& s, const StreamingExpertStore*
     metric(o, "deltafin_expert_cache_cached", "gauge", "Experts in RAM now.", double(st.cached));
     metric(o, "deltafin_expert_cache_slot_bytes", "gauge", "Bytes per cache slot.", double(st.slot_bytes));
   }
+  if (plan)
+    for (const PlanGauge& g : plan_gauges(*plan)) metric(o, g.name, "gauge", g.help, g.value);
   return o;
 }
 

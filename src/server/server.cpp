@@ -682,7 +682,7 @@ struct Server::Impl {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.render(sched.stats(), store), "text/plain; version=0.0.4");
+      res.set_content(metrics.render(sched.stats(), store, opts.memory_plan), "text/plain; version=0.0.4");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(json{{"object", "list"},

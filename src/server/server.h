@@ -19,6 +19,7 @@
 
 #include "core/result.h"
 #include "model/model.h"
+#include "runtime/memory_budget.h"
 #include "runtime/scheduler.h"
 #include "store/streaming_store.h"
 #include "tokenizer/tokenizer.h"
@@ -51,6 +52,8 @@ struct ServerOptions {
   nlohmann::json template_kwargs = nlohmann::json::object();
   std::chrono::milliseconds heartbeat{1000};
   bool batched = true;  // the model decodes the batch in one pass (/v1/models says so)
+  // The engine's memory plan, whose numbers /metrics shows as gauges; null: none. Must outlive the server.
+  const MemoryPlan* memory_plan = nullptr;
 };
 
 class Server {

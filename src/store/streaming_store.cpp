@@ -484,16 +484,6 @@ Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
   return std::unique_ptr<StreamingExpertStore>(std::move(s));
 }
 
-uint64_t default_mem_budget() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  unsigned long long kb = 0;
-  while (std::getline(f, line))
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return uint64_t(kb) * 1024 / 10 * 8;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
-}
-
 std::string default_profile_path(const ModelFile& file) {
   std::string base;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;

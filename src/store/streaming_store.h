@@ -128,8 +128,6 @@ class StreamingExpertStore : public ExpertStore {
 Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
     ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const StreamingOptions& opts);
 
-// A safe share of the RAM available now (80% of MemAvailable).
-uint64_t default_mem_budget();
 // $XDG_CACHE_HOME/deltafin/profiles/<model name>-<size>.profile (or ~/.cache/...).
 std::string default_profile_path(const ModelFile& file);
 

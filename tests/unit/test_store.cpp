@@ -637,19 +637,23 @@ TEST(ExpertStore, SequenceStatesComeOutOfTheBudget) {
   ASSERT_GT(per_pos, 0u);
   const int ctx = int(slot * 8 / 5 / per_pos);
   const uint64_t one = model.state_bytes(ctx);
-  auto r = (*e)->reserve_states(ctx, 2);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(*r, one);
-  const uint64_t from_slots = 2 * one - slot / 2;
-  EXPECT_EQ(store->stats().slots, 10 - int((from_slots + slot - 1) / slot));
-  const int slots = store->stats().slots;
-  auto bad = (*e)->reserve_states(ctx, 100);
+  // Refused first: nothing is taken, and the engine may still plan.
+  auto bad = (*e)->plan_sequences({.n_ctx = ctx, .n_states = 100, .serving = true});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("100 sequence states of " + std::to_string(ctx) + " positions"), std::string::npos)
       << bad.error().message;
-  EXPECT_EQ(store->stats().slots, slots) << "a refused reservation takes nothing";
+  EXPECT_EQ(store->stats().slots, 10) << "a refused plan takes nothing";
+  auto r = (*e)->plan_sequences({.n_ctx = ctx, .n_states = 2, .serving = true});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*e)->memory_plan().state_bytes, one);
+  const uint64_t from_slots = 2 * one - slot / 2;
+  EXPECT_EQ(store->stats().slots, 10 - int((from_slots + slot - 1) / slot));
+  EXPECT_EQ((*e)->memory_plan().slots, store->stats().slots) << "the plan counts what the store has";
+  const int slots = store->stats().slots;
+  EXPECT_FALSE((*e)->plan_sequences({.n_ctx = ctx, .n_states = 1}).ok()) << "planned once";
   // Lending is a share of what remains.
   EXPECT_EQ(store->lend_memory(100 * slot), uint64_t(slots - std::min(slots, 8)) * slot);
+  EXPECT_EQ((*e)->memory_plan().prompt_lend, uint64_t(slots - std::min(slots, 8)) * slot);
   store->return_memory();
   EXPECT_EQ(store->stats().slots, slots);
 
@@ -657,9 +661,10 @@ TEST(ExpertStore, SequenceStatesComeOutOfTheBudget) {
   ro.threads = 2;
   auto resident = Engine::open(m.path, ro);
   ASSERT_TRUE(resident.ok());
-  auto rr = (*resident)->reserve_states(ctx, 100);
-  ASSERT_TRUE(rr.ok());
-  EXPECT_EQ(*rr, one);
+  auto rr = (*resident)->plan_sequences({.n_ctx = ctx, .n_states = 100, .serving = true});
+  ASSERT_TRUE(rr.ok()) << rr.error().message;
+  EXPECT_EQ((*resident)->memory_plan().state_bytes, one);
+  EXPECT_EQ((*resident)->memory_plan().states_from_cache, 0u);
 }
 
 // The tiny qwen3moe model with 32 experts a layer (more than a cache of half of them holds).
