@@ -27,6 +27,7 @@
 
 #include "model/model.h"
 #include "json/json_constraint.h"
+#include "runtime/decoder.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -216,17 +217,9 @@ class Scheduler {
   bool adopt_prompt(Seq& s);
   void loop();
   bool step(std::vector<std::unique_ptr<Seq>>& active);
-  // Takes a sampled token: end of generation, stop string, length, or the next
-  // pending token. n_past: tokens in the state before it. False when `s` finished.
-  bool emit(Seq& s, int32_t id, int n_past, int* generated);
-  // Samples `row` (or verifies `draft` there when >= 0; *ok: kept) and, when the
-  // request wants logprobs, records the token's (emit() then queues it). A structured
-  // request's row is masked first; -1 when no token can continue its document (emit()
-  // then ends the request).
-  int32_t pick(Seq& s, float* row, int64_t n_vocab, int32_t draft = -1, bool* ok = nullptr);
-  // The queued logprobs whose text is out (all: every one; at a stop string the rest
-  // are dropped).
-  std::vector<TokenLogprob> take_logprobs(Seq& s, bool all);
+  // Posts what a Decoder step gave; ends the request when the step ended decoding.
+  // Adds the tokens it emitted to *generated. False when `s` finished.
+  bool deliver(Seq& s, const DecodeStep& step, int* generated);
   // Queues the prompt logprobs of a step that evaluated n prompt tokens of `s` (its
   // logits hold every row).
   void note_prompt_logprobs(Seq& s, int n);
