@@ -4,6 +4,8 @@
 # prompt-lookup guesses verified in the batched steps. Each response must equal
 # `deltafin run --temp 0 --spec off` alone; /metrics must show guesses verified and
 # most of them kept, no more batch steps than without, and --spec off no guesses.
+# --spec self (the model drafting for itself: every expert is resident here) gives
+# the same texts with guesses verified.
 # usage: serve_spec.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3
@@ -43,6 +45,7 @@ PY
 
 run_level auto
 run_level off
+run_level self
 python3 - "$bin" "$model" "$dir" <<'PY' || fail=1
 import json, subprocess, sys
 bin, model, d = sys.argv[1:4]
@@ -52,12 +55,14 @@ def check(what, cond):
     print(("ok   " if cond else "FAIL ") + what)
     ok = ok and cond
 auto, off = json.load(open(f"{d}/out-auto.json")), json.load(open(f"{d}/out-off.json"))
+selfs = json.load(open(f"{d}/out-self.json"))
 for i, p in enumerate(auto["prompts"]):
     ref = subprocess.run([bin, "run", "-m", model, "-p", p, "-n", "48", "--temp", "0", "--spec", "off", "-t", "2"],
                          capture_output=True, text=True, check=True).stdout
     ref = ref[:-1] if ref.endswith("\n") else ref
     check(f"request {i}: --spec auto text equals `run --spec off` alone", auto["texts"][i] == ref)
     check(f"request {i}: --spec off text equals it too", off["texts"][i] == ref)
+    check(f"request {i}: --spec self text equals it too", selfs["texts"][i] == ref)
 def metric(mode, name):
     for l in open(f"{d}/metrics-{mode}"):
         if l.startswith(name + " "): return float(l.split()[1])
@@ -73,6 +78,7 @@ print(f"steps for {gen:.0f} tokens: {steps:.0f} with speculation, {steps_off:.0f
 # times say guesses pay, so on a loaded machine it may leave that stream unguessed (seen
 # once: 49 and 49 while a build ran beside the test). Never more steps, then.
 check("auto: no more batched steps than off for the same tokens", gen == gen_off and steps <= steps_off)
+check("self: guesses were verified", (metric("self", "deltafin_spec_drafted_tokens_total") or 0) > 0)
 check("off: no guesses", metric("off", "deltafin_spec_drafted_tokens_total") == 0)
 sys.exit(0 if ok else 1)
 PY
