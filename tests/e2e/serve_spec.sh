@@ -4,8 +4,9 @@
 # prompt-lookup guesses verified in the batched steps. Each response must equal
 # `deltafin run --temp 0 --spec off` alone; /metrics must show guesses verified and
 # most of them kept, no more batch steps than without, and --spec off no guesses.
-# --spec self (the model drafting for itself: every expert is resident here) gives
-# the same texts with guesses verified.
+# --spec self (the model drafting for itself: every expert is resident here, so its
+# draft costs a pass and the adaptive speculator mostly only shadows) gives the same
+# texts; tests/unit/test_decoder.cpp has the server verify self and MTP guesses.
 # usage: serve_spec.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3
@@ -78,7 +79,6 @@ print(f"steps for {gen:.0f} tokens: {steps:.0f} with speculation, {steps_off:.0f
 # times say guesses pay, so on a loaded machine it may leave that stream unguessed (seen
 # once: 49 and 49 while a build ran beside the test). Never more steps, then.
 check("auto: no more batched steps than off for the same tokens", gen == gen_off and steps <= steps_off)
-check("self: guesses were verified", (metric("self", "deltafin_spec_drafted_tokens_total") or 0) > 0)
 check("off: no guesses", metric("off", "deltafin_spec_drafted_tokens_total") == 0)
 sys.exit(0 if ok else 1)
 PY
