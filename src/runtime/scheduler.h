@@ -7,7 +7,8 @@
 // all sequences' experts once. Requests join between steps and leave when done or
 // cancelled.
 //
-// Output per sequence is what generate() gives for the same prompt and sampling
+// Each sequence decodes through its own Decoder (runtime/decoder.h), as generate()
+// does, so its output is what generate() gives for the same prompt and sampling
 // alone (the model's batched pass computes each row as the single pass does).
 //
 // Thread safety: submit/stats/shutdown from any thread; a GenHandle is shared
@@ -64,10 +65,10 @@ struct SchedulerOptions {
   // its tokens use once; the memory goes back when a sequence decodes or the prompts
   // are in. Null: prefill_chunk tokens a step always.
   StreamingExpertStore* store = nullptr;
-  // Prompt-lookup speculation per sequence (0: off): a decoding sequence whose
-  // recent tokens occurred before in its prompt or output adds up to this many
-  // guessed tokens to its row of the step, verified in the same pass (each
-  // sequence's Speculator sizes its drafts from its measured acceptance).
+  // Speculation per sequence (0: off): a decoding sequence adds up to this many
+  // guessed tokens (its drafters', or a forced call's certain text) to its rows of
+  // the step, verified in the same pass (each sequence's Speculator sizes its drafts
+  // from its measured acceptance; runtime/decoder.h).
   int spec_max = 16;
   bool spec_adaptive = true;  // false: draft spec_max guesses whenever there are any (tests)
   // The drafters of each request's Speculator (default: prompt lookup).
