@@ -183,6 +183,9 @@ Command add_run(CLI::App& app) {
                          spec ? spec_mode_name(so.mode) : "off", st.n_generated, st.passes,
                          st.passes ? double(st.n_generated) / st.passes : 0.0, st.drafted, st.accepted,
                          st.drafted ? 100.0 * st.accepted / st.drafted : 0.0);
+              if (st.literal_drafted)
+                fmt::print(stderr, "  json: guessed {} tokens of the document's certain text, {} right\n",
+                           st.literal_drafted, st.literal_accepted);
               if (spec)
                 for (const std::string& line : spec->stats().per_drafter) fmt::print(stderr, "  {}\n", line);
               if (gp.store) {

@@ -61,8 +61,10 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--queue", o->queue, "Requests waiting for a batch place at most (more get 503)")
       ->capture_default_str();
   sub->add_option("--spec", o->spec,
-                  "Speculative decoding per request: auto or ngram (prompt lookup: guesses verified in the "
-                  "batched step, output unchanged), or off")
+                  "Speculative decoding per request, guesses verified in the batched step (output unchanged): "
+                  "auto (prompt lookup, and the model's MTP block where it has one), ngram (prompt lookup), self "
+                  "(the model on the experts already in RAM), mtp, draft:PATH (a small GGUF with the same "
+                  "vocabulary), or off")
       ->capture_default_str();
   sub->add_option("--spec-max", o->spec_max, "Most guessed tokens per request and step (1..16)")
       ->capture_default_str();
@@ -105,9 +107,9 @@ Command add_serve(CLI::App& app) {
               fmt::print(stderr, "error: --parallel, -c and --prefill-chunk must be >= 1 and --queue >= 0\n");
               return 2;
             }
-            if (o->spec != "auto" && o->spec != "ngram" && o->spec != "off") {
-              fmt::print(stderr, "error: --spec '{}': serve takes auto, ngram or off (self and draft: only run/chat)\n",
-                         o->spec);
+            SpecOptions spec;
+            if (Status ps = parse_spec_mode(o->spec, &spec); !ps.ok()) {
+              fmt::print(stderr, "error: {}\n", ps.error().message);
               return 2;
             }
             if (o->spec_max < 1 || o->spec_max > SpecOptions::kMaxDraft) {
@@ -193,7 +195,13 @@ Command add_serve(CLI::App& app) {
             so.n_ctx = o->ctx;
             so.prefill_chunk = o->prefill_chunk;
             so.max_queue = o->queue;
-            so.spec_max = o->spec == "off" ? 0 : o->spec_max;
+            // Each request's drafters. Self-speculation drafts each sequence on its own,
+            // outside the shared step, so auto leaves it to --spec self.
+            spec.auto_self = false;
+            spec.max_draft = o->spec_max;
+            DF_ASSIGN_OR_EXIT(so.make_drafters,
+                              make_drafter_factory(spec, *engine, tok, o->ctx, o->threads));
+            so.spec_max = so.make_drafters ? o->spec_max : 0;
             so.prompt_cache = !o->no_prompt_cache;
             so.prompt_cache_bytes = plan.prompt_cache;
             so.store = engine->streaming_store();

@@ -1,5 +1,6 @@
 // The drafters of runtime/speculative.h: n-gram lookup, self-speculation on the
-// resident experts, and a separate draft model.
+// resident experts, the model's MTP block, and a separate draft model (one engine
+// shared by the drafters of several sequences).
 #include <algorithm>
 
 #include "runtime/engine.h"
@@ -71,7 +72,7 @@ class SelfDrafter final : public Drafter {
 
 class ModelDrafter final : public Drafter {
  public:
-  ModelDrafter(std::unique_ptr<Engine> e, int n_ctx, int32_t n_vocab)
+  ModelDrafter(std::shared_ptr<Engine> e, int n_ctx, int32_t n_vocab)
       : e_(std::move(e)), n_ctx_(n_ctx), n_vocab_(n_vocab), logits_(size_t(e_->model().info().n_vocab)) {}
   const char* name() const override { return "draft"; }
 
@@ -107,7 +108,7 @@ class ModelDrafter final : public Drafter {
   }
 
  private:
-  std::unique_ptr<Engine> e_;
+  std::shared_ptr<Engine> e_;
   int n_ctx_;
   int32_t n_vocab_;
   std::unique_ptr<SeqState> st_;
@@ -140,8 +141,8 @@ std::unique_ptr<Drafter> make_self_drafter(Model& target) {
   return std::make_unique<SelfDrafter>(target);
 }
 
-Result<std::unique_ptr<Drafter>> make_model_drafter(std::unique_ptr<Engine> draft, const Tokenizer& target_vocab,
-                                                    int n_ctx) {
+Result<std::function<std::unique_ptr<Drafter>()>> model_drafters(std::shared_ptr<Engine> draft,
+                                                                 const Tokenizer& target_vocab, int n_ctx) {
   const std::string& path = draft->file().path();
   DF_ASSIGN(Tokenizer dt, Tokenizer::from_gguf(draft->file().meta()));
   if (dt.n_vocab() != target_vocab.n_vocab() || draft->model().info().n_vocab < target_vocab.n_vocab())
@@ -151,7 +152,16 @@ Result<std::unique_ptr<Drafter>> make_model_drafter(std::unique_ptr<Engine> draf
     if (dt.text(id) != target_vocab.text(id))
       return make_error("draft model '{}' has another vocabulary than the target: token {} is '{}' there and '{}' "
                         "in the target", path, id, dt.text(id), target_vocab.text(id));
-  return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(std::move(draft), n_ctx, dt.n_vocab()));
+  const int32_t n_vocab = dt.n_vocab();
+  return std::function<std::unique_ptr<Drafter>()>([draft = std::move(draft), n_ctx, n_vocab] {
+    return std::unique_ptr<Drafter>(std::make_unique<ModelDrafter>(draft, n_ctx, n_vocab));
+  });
+}
+
+Result<std::unique_ptr<Drafter>> make_model_drafter(std::shared_ptr<Engine> draft, const Tokenizer& target_vocab,
+                                                    int n_ctx) {
+  DF_ASSIGN(auto make, model_drafters(std::move(draft), target_vocab, n_ctx));
+  return make();
 }
 
 }  // namespace deltafin

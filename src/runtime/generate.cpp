@@ -5,7 +5,7 @@
 #include <chrono>
 #include <optional>
 
-#include "json/json_constraint.h"
+#include "runtime/decoder.h"
 #include "runtime/memory_budget.h"
 
 namespace deltafin {
@@ -47,17 +47,6 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
     return make_error("the prompt has {} tokens but the context holds {} (raise -c/--ctx-size or shorten "
                       "the prompt)", prompt.size(), state.n_ctx - state.n_past);
   std::vector<float> logits(static_cast<size_t>(V));
-  Sampler sampler(params.sampling);
-  for (int32_t id : prompt) sampler.accept(id);
-  std::optional<JsonConstraint> json;
-  if (params.json) json.emplace(params.json, std::make_shared<const JsonTokenTable>(tok));
-  // The next token from a row of logits (verifying `draft` when >= 0); -1 when a
-  // constrained document cannot go on.
-  auto pick = [&](float* row, int32_t draft, bool* accepted) -> int32_t {
-    if (json && !json->mask(row, V)) return -1;
-    return draft >= 0 ? sampler.verify(row, V, draft, accepted) : sampler.sample(row, V);
-  };
-
   auto cancelled = [&] { return params.cancel && params.cancel->load(std::memory_order_relaxed); };
   const double t0 = now_s();
   const uint64_t prefill_bytes0 = params.store ? params.store->stats().bytes_read : 0;
@@ -90,113 +79,63 @@ Status generate(Model& model, SeqState& state, const Tokenizer& tok, const std::
   st.prefill_bytes_read = bytes0 - prefill_bytes0;
   const double cpu0 = process_cpu_s();
 
-  StreamDecoder dec(tok, false, params.shown_tokens);
-  std::string held;  // text not yet emitted because it may be the start of a stop string
-  size_t max_stop = 0;
-  for (auto& s : params.stop) max_stop = std::max(max_stop, s.size());
-  st.stop_reason = "length";
-  int n_sampled = 0;
-  // Takes a sampled token: false when generation ends with it (st.stop_reason says why).
-  auto take = [&](int32_t id) -> bool {
-    if (id < 0 || (json && !tok.is_eog(id) && !json->advance(id))) {
-      st.stop_reason = json && json->complete() ? "eos" : "error";
-      return false;
-    }
-    sampler.accept(id);
-    if (n_sampled++ == 0) st.ttft_s = now_s() - t0;
-    if ((!params.ignore_eos || json) && tok.is_eog(id)) {
-      st.stop_reason = "eos";
-      return false;
-    }
-    st.tokens.push_back(id);
-    ++st.n_generated;
-    held += dec.push(id);
-    bool stopped = false;
-    for (auto& s : params.stop) {
-      size_t at = held.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        held.resize(at);
-        stopped = true;
-      }
-    }
-    // Emit everything that cannot be the beginning of a stop string.
-    size_t keep = stopped ? 0 : std::min(held.size(), max_stop > 0 ? max_stop - 1 : 0);
-    // Do not split a UTF-8 sequence when holding back.
-    while (keep > 0 && keep < held.size() && (uint8_t(held[held.size() - keep]) & 0xC0) == 0x80) ++keep;
-    if (held.size() > keep) {
-      if (!on_text(held.substr(0, held.size() - keep))) {
-        st.stop_reason = "cancelled";
-        held.clear();
-        return false;
-      }
-      held.erase(0, held.size() - keep);
-    }
-    if (stopped) {
-      st.stop_reason = "stop";
-      held.clear();
-      return false;
-    }
-    if (params.n_predict >= 0 && n_sampled >= params.n_predict) return false;  // "length"
-    return true;
+  DecoderOptions o;
+  o.max_tokens = params.n_predict;
+  o.n_ctx = state.n_ctx;
+  o.sampling = params.sampling;
+  o.stop = params.stop;
+  o.ignore_eos = params.ignore_eos;
+  o.shown_tokens = params.shown_tokens;
+  o.json = params.json;
+  o.speculator = params.speculator;
+  Decoder dec(tok, prompt, std::move(o));
+  // Shows a step's text: false when the caller cancels.
+  auto show = [&](const DecodeStep& s) {
+    st.drafted += s.n_drafted;
+    st.accepted += s.n_accepted;
+    if (s.literal) st.literal_drafted += s.n_drafted, st.literal_accepted += s.n_accepted;
+    if (s.text.empty() || on_text(s.text)) return true;
+    st.stop_reason = "cancelled";
+    return false;
   };
 
-  // seq: the prompt and the sampled tokens; its last token is pending (sampled, not
-  // yet in the state). Each pass evaluates it and the drafted guesses; row j of the
-  // logits then gives the token after guess j (j = 0: after the pending token).
-  std::vector<int32_t> seq(prompt);
-  std::vector<int32_t> batch, drafts;
+  // Each pass evaluates the pending token and the guesses (Decoder::plan); the state
+  // keeps the pending token and the kept guesses, and the token sampled last is the
+  // next pending one.
+  std::vector<int32_t> batch;
   std::vector<float> rows;
-  if (cancelled()) {
+  bool go = !cancelled();
+  if (go) {
+    go = show(dec.start(logits.data(), V, state.n_past));
+    st.ttft_s = now_s() - t0;
+  } else {
     st.stop_reason = "cancelled";
-    if (stats) *stats = std::move(st);
-    return {};
   }
-  int32_t id = pick(logits.data(), -1, nullptr);
-  bool go = params.n_predict != 0 && take(id);
-  seq.push_back(id);
-  while (go) {
+  while (go && !dec.done()) {
     if (cancelled()) {
       st.stop_reason = "cancelled";
+      go = false;
       break;
     }
-    if (state.n_past >= state.n_ctx) {
-      st.stop_reason = "context";
-      break;
-    }
-    drafts.clear();
-    if (params.speculator) {
-      int limit = state.n_ctx - state.n_past - 1;
-      if (params.n_predict >= 0) limit = std::min(limit, params.n_predict - n_sampled - 1);
-      if (limit > 0) DF_TRY(params.speculator->draft(seq, state, limit, &drafts));
-    }
-    const int k = int(drafts.size());
-    batch.assign(1, id);
-    batch.insert(batch.end(), drafts.begin(), drafts.end());
-    rows.resize(size_t(k + 1) * size_t(V));
+    DF_TRY(dec.plan(state, &batch));
+    const int n = int(batch.size());
+    rows.resize(size_t(n) * size_t(V));
     const int base = state.n_past;
     const double tp = now_s();
-    DF_TRY(model.forward(state, batch.data(), k + 1, rows.data(), k > 0));
+    DF_TRY(model.forward(state, batch.data(), n, rows.data(), n > 1));
     const double pass_s = now_s() - tp;
     ++st.passes;
-    int kept = 0;
-    for (int j = 0; j <= k; ++j) {
-      float* row = &rows[size_t(j) * size_t(V)];
-      bool accepted = false;
-      id = pick(row, j < k ? drafts[size_t(j)] : -1, &accepted);
-      go = take(id);
-      seq.push_back(id);
-      if (!go || !accepted) break;
-      ++kept;
-    }
-    // The state keeps the pending token and the accepted guesses; the token sampled
-    // last is the next pending one.
-    DF_TRY(state.truncate(base + 1 + kept));
-    st.drafted += k;
-    st.accepted += kept;
-    if (params.speculator) params.speculator->feedback(k, kept, pass_s);
+    const DecodeStep s = dec.accept(rows.data(), V, pass_s);
+    DF_TRY(state.truncate(base + s.n_keep));
+    go = show(s);
   }
-  held += dec.flush();
-  if (!held.empty() && st.stop_reason != "cancelled") on_text(held);
+  if (go) {
+    st.stop_reason = dec.done() ? decode_end_name(dec.end()) : "length";
+    const DecodeStep rest = dec.finish();
+    if (!rest.text.empty()) on_text(rest.text);
+  }
+  st.tokens = dec.tokens();
+  st.n_generated = dec.n_generated();
   st.decode_s = now_s() - t1;
   st.decode_cpu_s = process_cpu_s() - cpu0;
   if (params.store) st.decode_bytes_read = params.store->stats().bytes_read - bytes0;

@@ -1,7 +1,7 @@
-// The generation loop: prefill the prompt (in chunks), then sample and evaluate one
-// token at a time — or, with a Speculator, the pending token and a few drafted ones
-// per pass (runtime/speculative.h) — streaming text out through a callback. Used by
-// run, chat and the server.
+// The generation loop of run and chat: prefill the prompt (in chunks), then a loop
+// over one Decoder (runtime/decoder.h: sampling, the JSON constraint, stop strings,
+// speculation), evaluating its pending token and guesses each pass, streaming text
+// out through a callback. The server batches several Decoders (runtime/scheduler.h).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -54,6 +54,7 @@ struct GenerateStats {
                                 // (a constrained document no token can continue)
   int passes = 0;               // decode forward passes
   int drafted = 0, accepted = 0;  // speculation: guesses verified / kept
+  int literal_drafted = 0, literal_accepted = 0;  // of them, a JSON document's certain literal text
   uint64_t decode_bytes_read = 0;  // expert bytes read while decoding (with params.store)
   uint64_t prefill_bytes_read = 0;  // expert bytes read for the prompt (with params.store)
   int prefill_batches = 0;         // forward passes over the prompt

@@ -1,7 +1,8 @@
 // Generated token ids -> the text to show: detokenizes incrementally (never splitting
 // a UTF-8 sequence), cuts the text at the first stop string (which is not shown) and
-// holds back the tail that could still become the start of a stop string. Shared by
-// the generation loop and the server so both emit exactly the same text.
+// holds back the tail that could still become the start of a stop string. Owned by
+// each sequence's Decoder (runtime/decoder.h), so run, chat and the server emit
+// exactly the same text.
 //
 // Single-threaded state; the tokenizer must outlive it.
 #pragma once

@@ -221,9 +221,10 @@ SchedulerStats Scheduler::stats() const {
 void Scheduler::finish(Seq& s, const std::string& reason, const std::string& error) {
   std::string rest;
   std::vector<TokenLogprob> lps;
-  if (reason != "cancelled" && reason != "error" && s.out) {
-    rest = s.out->finish();
-    lps = take_logprobs(s, !s.out->stopped());
+  if (reason != "cancelled" && reason != "error" && s.dec) {
+    DecodeStep end = s.dec->finish();
+    rest = std::move(end.text);
+    lps = std::move(end.logprobs);
   }
   {  // counted before the client hears of the end (a test or /metrics reading then sees it)
     std::lock_guard<std::mutex> lk(mu_);
@@ -231,11 +232,11 @@ void Scheduler::finish(Seq& s, const std::string& reason, const std::string& err
     else if (reason == "error") ++stats_.failed;
     else ++stats_.finished;
   }
-  if (reason == "stop" && s.out && s.out->stopped()) {
+  if (reason == "stop" && s.dec && s.dec->output().stopped()) {
     std::lock_guard<std::mutex> lk(s.handle->mu_);
-    s.handle->stop_string_ = s.out->stop_found();
+    s.handle->stop_string_ = s.dec->output().stop_found();
   }
-  s.handle->post(rest, true, reason, error, s.n_generated, std::move(lps));
+  s.handle->post(rest, true, reason, error, s.dec ? s.dec->n_generated() : 0, std::move(lps));
   s.done = true;
   if (s.publisher && !s.shared->ready) s.shared->failed = true;  // the other choices evaluate the prompt
   // A state a failed pass may have left half-written is not kept.
@@ -271,14 +272,20 @@ void Scheduler::loop() {
         finish(*s, "stop");
         continue;
       }
-      if (!s->sampler) {
-        s->sampler = std::make_unique<Sampler>(s->req.sampling);
-        for (int32_t id : s->req.prompt) s->sampler->accept(id);
-        s->out = std::make_unique<OutputText>(tok_, s->req.stop, s->req.shown_tokens);
+      if (!s->dec) {
         s->logits.resize(size_t(model_.info().n_vocab));
+        DecoderOptions o;
+        o.max_tokens = s->req.max_tokens;
+        o.n_ctx = opts_.n_ctx;
+        o.sampling = s->req.sampling;
+        o.stop = s->req.stop;
+        o.ignore_eos = s->req.ignore_eos;
+        o.shown_tokens = s->req.shown_tokens;
+        o.json = s->req.json;
+        o.logprobs = s->req.logprobs;
         if (s->req.json) {
           if (!json_table_) json_table_ = std::make_shared<JsonTokenTable>(tok_);
-          s->json = std::make_unique<JsonConstraint>(s->req.json, json_table_);
+          o.json_table = json_table_;
         }
         if (opts_.spec_max > 0) {
           std::vector<std::unique_ptr<Drafter>> d;
@@ -286,8 +293,9 @@ void Scheduler::loop() {
           else d.push_back(make_ngram_drafter());
           s->spec = std::make_unique<Speculator>(std::move(d), std::min(opts_.spec_max, SpecOptions::kMaxDraft),
                                                  opts_.spec_adaptive);
-          s->hist = s->req.prompt;
+          o.speculator = s->spec.get();
         }
+        s->dec = std::make_unique<Decoder>(tok_, s->req.prompt, std::move(o));
       }
       if (!s->state) {
         if (s->shared && !s->publisher && !adopt_prompt(*s)) continue;  // waits
@@ -326,74 +334,33 @@ bool Scheduler::adopt_prompt(Seq& s) {
     s.handle->n_cached_ = s.n_prompt_done;
   }
   int generated = 0;
-  emit(s, pick(s, s.logits.data(), int64_t(s.logits.size())), s.state->n_past, &generated);
+  deliver(s, s.dec->start(s.logits.data(), int64_t(s.logits.size()), s.state->n_past), &generated);
   std::lock_guard<std::mutex> lk(mu_);
   stats_.generated_tokens += uint64_t(generated);
   return true;
 }
 
-bool Scheduler::emit(Seq& s, int32_t id, int n_past, int* generated) {
-  if (id < 0) {  // a structured request's document cannot go on
-    if (s.json->complete()) finish(s, "stop");
-    else finish(s, "error", "no token of the vocabulary can continue the JSON document");
-    return false;
+bool Scheduler::deliver(Seq& s, const DecodeStep& step, int* generated) {
+  *generated += step.n_emitted;
+  if (!step.text.empty() || !step.logprobs.empty())
+    s.handle->post(step.text, false, {}, {}, s.dec->n_generated(), step.logprobs);
+  switch (step.end) {
+    case DecodeEnd::None:
+      s.decoding = true;
+      return true;
+    case DecodeEnd::Eos:
+    case DecodeEnd::Stop:
+      finish(s, "stop");
+      return false;
+    case DecodeEnd::Length:
+    case DecodeEnd::Context:
+      finish(s, "length");
+      return false;
+    case DecodeEnd::Error:
+      finish(s, "error", step.error);
+      return false;
   }
-  s.sampler->accept(id);
-  if ((!s.req.ignore_eos || s.json) && tok_.is_eog(id)) {
-    finish(s, "stop");
-    return false;
-  }
-  if (s.json && !s.json->advance(id)) {
-    finish(s, "error", fmt::format("token {} does not continue the JSON document", id));
-    return false;
-  }
-  ++s.n_generated;
-  ++*generated;
-  if (s.spec) s.hist.push_back(id);
-  const size_t start = s.out->decoded_bytes();
-  const std::string text = s.out->push(id);
-  if (s.req.logprobs >= 0) {
-    s.lp_next.offset = start;
-    s.lp.emplace_back(std::move(s.lp_next), s.out->decoded_bytes());
-  }
-  if (s.out->stopped()) {
-    s.handle->post(text, false, {}, {}, s.n_generated, take_logprobs(s, false));
-    finish(s, "stop");
-    return false;
-  }
-  if ((s.req.max_tokens >= 0 && s.n_generated >= s.req.max_tokens) || n_past >= opts_.n_ctx) {
-    s.handle->post(text, false, {}, {}, s.n_generated, take_logprobs(s, false));
-    finish(s, "length");
-    return false;
-  }
-  std::vector<TokenLogprob> lps = take_logprobs(s, false);
-  if (!text.empty() || !lps.empty()) s.handle->post(text, false, {}, {}, s.n_generated, std::move(lps));
-  s.next = id;
-  s.decoding = true;
-  return true;
-}
-
-int32_t Scheduler::pick(Seq& s, float* row, int64_t n_vocab, int32_t draft, bool* ok) {
-  if (s.req.logprobs >= 0) s.raw.assign(row, row + n_vocab);
-  if (s.json && !s.json->mask(row, n_vocab)) {
-    if (ok) *ok = false;
-    return -1;
-  }
-  const int32_t id = draft >= 0 ? s.sampler->verify(row, n_vocab, draft, ok) : s.sampler->sample(row, n_vocab);
-  if (s.req.logprobs >= 0) s.lp_next = token_logprob(s.raw.data(), n_vocab, id, s.req.logprobs);
-  return id;
-}
-
-std::vector<TokenLogprob> Scheduler::take_logprobs(Seq& s, bool all) {
-  std::vector<TokenLogprob> out;
-  const size_t shown = s.out->shown_bytes();
-  // A token goes out with the text it starts in (or, having none, once its place is).
-  while (!s.lp.empty() && (all || s.lp.front().first.offset < shown || s.lp.front().second <= shown)) {
-    out.push_back(std::move(s.lp.front().first));
-    s.lp.pop_front();
-  }
-  if (s.out->stopped()) s.lp.clear();  // the stop string's tokens and any after it
-  return out;
+  return false;
 }
 
 void Scheduler::note_prompt_logprobs(Seq& s, int n) {
@@ -449,29 +416,14 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
   std::vector<bool> samples;  // the slice ends a prompt or is a decode step
   std::vector<int> base;      // tokens in the state before the step
   int budget = prefill_budget(active), prefill_rows = 0, decode_rows = 0;
-  std::vector<int32_t> guesses;
   for (auto& sp : active) {
     Seq& s = *sp;
     if (!s.state) continue;  // a choice waiting for its first choice's prompt
     if (s.decoding) {
-      // The pending token, then what the sequence's drafter guesses follows it.
-      s.pass.assign(1, s.next);
-      if (s.spec) {
-        int limit = opts_.n_ctx - s.state->n_past - 1;
-        if (s.req.max_tokens >= 0) limit = std::min(limit, s.req.max_tokens - s.n_generated - 1);
-        guesses.clear();
-        // Where the document's next text is certain (a call's closing tags), it is the
-        // guess while the model keeps most such guesses (one that spells the text in
-        // other tokens stops them); otherwise the drafters guess.
-        const bool spells = s.literal_drafted < 8 || 2 * s.literal_kept >= s.literal_drafted;
-        if (limit > 0 && s.json && spells)
-          guesses = s.json->tokens_ahead(tok_, std::min({limit, opts_.spec_max, SpecOptions::kMaxDraft}));
-        s.literal_draft = !guesses.empty();
-        if (limit > 0 && !s.literal_draft) {
-          Status ds = s.spec->draft(s.hist, *s.state, limit, &guesses);
-          if (!ds.ok()) guesses.clear();  // a failed guess only costs the speed-up
-        }
-        s.pass.insert(s.pass.end(), guesses.begin(), guesses.end());
+      // The pending token, then the guesses (the document's literal text or the drafters').
+      if (Status ps = s.dec->plan(*s.state, &s.pass); !ps.ok()) {
+        finish(s, "error", ps.error().message);
+        continue;
       }
       const int n = int(s.pass.size());
       if (s.logits.size() < size_t(n) * size_t(V)) s.logits.resize(size_t(n) * size_t(V));
@@ -532,42 +484,23 @@ bool Scheduler::step(std::vector<std::unique_ptr<Seq>>& active) {
         sp.ready = true;
       }
       if (s.req.prompt_logprobs) s.handle->post({}, false, {}, {}, 0, {}, std::move(s.prompt_lps));
-      if (s.req.max_tokens == 0) {
-        finish(s, "length");
-        continue;
-      }
-      emit(s, pick(s, last, V), s.state->n_past, &generated);
+      deliver(s, s.dec->start(last, V, s.state->n_past), &generated);
       continue;
     }
-    // Row j gives the token after row j's input; guess j stands while the sampler
-    // keeps it (Sampler::verify preserves the sampling distribution).
-    const int k = slices[i].n - 1;
-    int kept = 0;
-    for (int j = 0; j <= k; ++j) {
-      float* row = &s.logits[size_t(j) * size_t(V)];
-      bool ok = false;
-      const int32_t id = pick(s, row, V, j < k ? s.pass[size_t(j) + 1] : -1, &ok);
-      const bool go = emit(s, id, base[i] + 1 + j, &generated);
-      if (ok) ++kept;  // a kept guess counts even when it ends the request
-      if (!go || !ok) break;
-    }
-    drafted += uint64_t(k);
-    accepted += uint64_t(kept);
-    if (s.literal_draft) {
-      literal_drafted += uint64_t(k), literal_accepted += uint64_t(kept);
-      s.literal_drafted += k, s.literal_kept += kept;
-    }
-    if (s.done || !s.spec) continue;
-    if (k > 0) {
+    const DecodeStep ds = s.dec->accept(s.logits.data(), V, dt);
+    drafted += uint64_t(ds.n_drafted);
+    accepted += uint64_t(ds.n_accepted);
+    if (ds.literal) literal_drafted += uint64_t(ds.n_drafted), literal_accepted += uint64_t(ds.n_accepted);
+    if (!deliver(s, ds, &generated)) continue;
+    if (ds.n_keep < slices[i].n) {
       // The state keeps the pending token and the accepted guesses.
-      Status ts = s.state->truncate(base[i] + 1 + kept);
+      Status ts = s.state->truncate(base[i] + ds.n_keep);
       if (!ts.ok()) {
         finish(s, "error", ts.error().message);
         continue;
       }
       s.held.resize(size_t(s.state->n_past));
     }
-    if (!s.literal_draft) s.spec->feedback(k, kept, dt);
   }
   std::lock_guard<std::mutex> lk(mu_);
   const int rows = prefill_rows + decode_rows;

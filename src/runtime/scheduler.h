@@ -7,7 +7,8 @@
 // all sequences' experts once. Requests join between steps and leave when done or
 // cancelled.
 //
-// Output per sequence is what generate() gives for the same prompt and sampling
+// Each sequence decodes through its own Decoder (runtime/decoder.h), as generate()
+// does, so its output is what generate() gives for the same prompt and sampling
 // alone (the model's batched pass computes each row as the single pass does).
 //
 // Thread safety: submit/stats/shutdown from any thread; a GenHandle is shared
@@ -27,6 +28,7 @@
 
 #include "model/model.h"
 #include "json/json_constraint.h"
+#include "runtime/decoder.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -63,10 +65,10 @@ struct SchedulerOptions {
   // its tokens use once; the memory goes back when a sequence decodes or the prompts
   // are in. Null: prefill_chunk tokens a step always.
   StreamingExpertStore* store = nullptr;
-  // Prompt-lookup speculation per sequence (0: off): a decoding sequence whose
-  // recent tokens occurred before in its prompt or output adds up to this many
-  // guessed tokens to its row of the step, verified in the same pass (each
-  // sequence's Speculator sizes its drafts from its measured acceptance).
+  // Speculation per sequence (0: off): a decoding sequence adds up to this many
+  // guessed tokens (its drafters', or a forced call's certain text) to its rows of
+  // the step, verified in the same pass (each sequence's Speculator sizes its drafts
+  // from its measured acceptance; runtime/decoder.h).
   int spec_max = 16;
   bool spec_adaptive = true;  // false: draft spec_max guesses whenever there are any (tests)
   // The drafters of each request's Speculator (default: prompt lookup).
@@ -216,17 +218,9 @@ class Scheduler {
   bool adopt_prompt(Seq& s);
   void loop();
   bool step(std::vector<std::unique_ptr<Seq>>& active);
-  // Takes a sampled token: end of generation, stop string, length, or the next
-  // pending token. n_past: tokens in the state before it. False when `s` finished.
-  bool emit(Seq& s, int32_t id, int n_past, int* generated);
-  // Samples `row` (or verifies `draft` there when >= 0; *ok: kept) and, when the
-  // request wants logprobs, records the token's (emit() then queues it). A structured
-  // request's row is masked first; -1 when no token can continue its document (emit()
-  // then ends the request).
-  int32_t pick(Seq& s, float* row, int64_t n_vocab, int32_t draft = -1, bool* ok = nullptr);
-  // The queued logprobs whose text is out (all: every one; at a stop string the rest
-  // are dropped).
-  std::vector<TokenLogprob> take_logprobs(Seq& s, bool all);
+  // Posts what a Decoder step gave; ends the request when the step ended decoding.
+  // Adds the tokens it emitted to *generated. False when `s` finished.
+  bool deliver(Seq& s, const DecodeStep& step, int* generated);
   // Queues the prompt logprobs of a step that evaluated n prompt tokens of `s` (its
   // logits hold every row).
   void note_prompt_logprobs(Seq& s, int n);

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/output_text.h"
+#include "runtime/decoder.h"
 #include "runtime/scheduler.h"
 
 namespace deltafin {
@@ -22,36 +22,24 @@ struct Scheduler::SharedPrompt {
   std::vector<int32_t> held;
 };
 
-// One request in the scheduler: its sequence state, sampler and text output.
+// One request in the scheduler: its sequence state and its Decoder (sampling,
+// constraint, text, speculation: runtime/decoder.h).
 struct Scheduler::Seq {
   std::shared_ptr<GenHandle> handle;
   GenRequest req;
   std::unique_ptr<SeqState> state;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<OutputText> out;
-  std::vector<float> logits;
   std::unique_ptr<Speculator> spec;  // null: speculation off
-  bool literal_draft = false;        // this pass's guesses are the document's literal text, not spec's
-  int literal_drafted = 0, literal_kept = 0;  // those guesses so far (kept: the model spelled them so)
-  std::unique_ptr<JsonConstraint> json;  // req.json's document so far; null: free text
-  std::vector<int32_t> hist;         // prompt and sampled tokens (the last one pending while decoding)
+  std::unique_ptr<Decoder> dec;      // made when the request enters the batch
+  std::vector<float> logits;
   std::vector<int32_t> pass;         // this step's rows while decoding: the pending token, then guesses
   std::vector<int32_t> held;         // the tokens the state holds, position by position
   int n_prompt_done = 0;  // prompt tokens evaluated
-  int n_generated = 0;
-  int32_t next = -1;      // the sampled token to evaluate next (decoding)
   bool decoding = false;
   bool done = false;
   // One of n choices: the first publishes its prompt's state here (publisher), the
   // others wait for it.
   std::shared_ptr<SharedPrompt> shared;
   bool publisher = false;
-  // Logprobs (req.logprobs >= 0): a row's logits before the sampler changed them, the
-  // last picked token's entry, and the entries emitted whose text is not all out yet
-  // (with the end of their text, in bytes of the generated text).
-  std::vector<float> raw;
-  TokenLogprob lp_next;
-  std::deque<std::pair<TokenLogprob, size_t>> lp;
   std::vector<TokenLogprob> prompt_lps;  // req.prompt_logprobs: those of the prompt evaluated so far
 };
 

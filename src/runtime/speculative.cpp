@@ -51,6 +51,12 @@ constexpr double kClip = 3.0;
 // Prior acceptance (as if this many of that many guesses were accepted): hopeful, so
 // that a drafter gets tried; measurements take over within a few passes.
 constexpr double kPriorHits = 1.4, kPriorTrials = 2.0;
+
+std::vector<std::unique_ptr<Drafter>> one(std::unique_ptr<Drafter> d) {
+  std::vector<std::unique_ptr<Drafter>> v;
+  v.push_back(std::move(d));
+  return v;
+}
 }  // namespace
 
 Status parse_spec_mode(const std::string& s, SpecOptions* out) {
@@ -331,42 +337,50 @@ SpecStats Speculator::stats() const {
   return s;
 }
 
-Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Engine& target, const Tokenizer& tok,
-                                                    int n_ctx, int threads) {
-  std::vector<std::unique_ptr<Drafter>> d;
+Result<DrafterFactory> make_drafter_factory(const SpecOptions& opts, Engine& target, const Tokenizer& tok,
+                                            int n_ctx, int threads) {
+  Model& m = target.model();
+  ExpertStore* store = target.streaming_store();
   switch (opts.mode) {
     case SpecMode::Off:
-      return std::unique_ptr<Speculator>();
+      return DrafterFactory();
     case SpecMode::Ngram:
-      d.push_back(make_ngram_drafter());
-      break;
+      return DrafterFactory([] { return one(make_ngram_drafter()); });
     case SpecMode::Self:
-      d.push_back(make_self_drafter(target.model()));
-      break;
+      return DrafterFactory([&m] { return one(make_self_drafter(m)); });
     case SpecMode::Mtp:
-      if (!target.model().has_mtp())
-        return make_error("--spec mtp: the {} model has no multi-token-prediction (nextn) block",
-                          target.model().info().arch);
-      d.push_back(make_mtp_drafter(target.model()));
-      break;
+      if (!m.has_mtp())
+        return make_error("--spec mtp: the {} model has no multi-token-prediction (nextn) block", m.info().arch);
+      return DrafterFactory([&m] { return one(make_mtp_drafter(m)); });
     case SpecMode::Draft: {
       EngineOptions eo;
       eo.threads = threads;
       DF_ASSIGN(auto de, Engine::open(opts.draft_path, eo));
-      DF_ASSIGN(auto md, make_model_drafter(std::move(de), tok, n_ctx));
-      d.push_back(std::move(md));
-      break;
+      DF_ASSIGN(auto make, model_drafters(std::move(de), tok, n_ctx));
+      return DrafterFactory([make] { return one(make()); });
     }
-    case SpecMode::Auto:
-      // N-gram guesses first (free); self-speculation only when experts stream: with
-      // every expert resident its draft costs as much as the target.
-      // The model's own MTP block next where it has one.
-      d.push_back(make_ngram_drafter());
-      if (target.model().has_mtp()) d.push_back(make_mtp_drafter(target.model()));
-      if (target.streaming_store()) d.push_back(make_self_drafter(target.model()));
-      break;
+    case SpecMode::Auto: {
+      // N-gram guesses first (free); the model's own MTP block next where it has one;
+      // self-speculation only when experts stream: with every expert resident its
+      // draft costs as much as the target.
+      const bool mtp = m.has_mtp(), self = opts.auto_self && store;
+      return DrafterFactory([&m, mtp, self] {
+        std::vector<std::unique_ptr<Drafter>> d;
+        d.push_back(make_ngram_drafter());
+        if (mtp) d.push_back(make_mtp_drafter(m));
+        if (self) d.push_back(make_self_drafter(m));
+        return d;
+      });
+    }
   }
-  return std::make_unique<Speculator>(std::move(d), opts.max_draft, opts.adaptive);
+  return DrafterFactory();
+}
+
+Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Engine& target, const Tokenizer& tok,
+                                                    int n_ctx, int threads) {
+  DF_ASSIGN(DrafterFactory make, make_drafter_factory(opts, target, tok, n_ctx, threads));
+  if (!make) return std::unique_ptr<Speculator>();
+  return std::make_unique<Speculator>(make(), opts.max_draft, opts.adaptive);
 }
 
 }  // namespace deltafin

@@ -28,6 +28,7 @@
 // Thread safety: none; one Speculator per sequence, used by its decode loop.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ struct SpecOptions {
   std::string draft_path;  // SpecMode::Draft: the draft model GGUF
   int max_draft = 16;      // most drafted tokens per pass (<= kMaxDraft); the adaptive choice is usually shorter
   bool adaptive = true;    // false: always draft max_draft tokens (tests, measurements)
+  bool auto_self = true;   // Auto: self-speculation too when the experts stream (the server: off)
   static constexpr int kMaxDraft = 16;  // kimi-k3's KDA state rolls back 16 tokens
 };
 
@@ -75,10 +77,13 @@ std::unique_ptr<Drafter> make_self_drafter(Model& target);
 // The target's own multi-token-prediction block (Model::mtp_draft; DeepSeek-style
 // nextn): greedy chained guesses, its own small cache, no second model.
 std::unique_ptr<Drafter> make_mtp_drafter(Model& target);
-// A separate draft model (its own engine and state); its vocabulary must equal the
-// target's token for token.
-Result<std::unique_ptr<Drafter>> make_model_drafter(std::unique_ptr<Engine> draft, const Tokenizer& target_vocab,
+// A separate draft model (its own state); its vocabulary must equal the target's
+// token for token. model_drafters checks that once and makes any number of drafters
+// sharing the draft's engine (one per sequence, all used from one thread).
+Result<std::unique_ptr<Drafter>> make_model_drafter(std::shared_ptr<Engine> draft, const Tokenizer& target_vocab,
                                                     int n_ctx);
+Result<std::function<std::unique_ptr<Drafter>()>> model_drafters(std::shared_ptr<Engine> draft,
+                                                                 const Tokenizer& target_vocab, int n_ctx);
 
 struct SpecStats {
   int passes = 0;           // verify passes (forward calls while decoding)
@@ -100,6 +105,7 @@ class Speculator {
   // accepted, and the verify forward's wall time.
   void feedback(int n_drafted, int n_accepted, double pass_s);
   SpecStats stats() const;
+  int max_draft() const { return max_draft_; }  // the most guesses per pass
 
  private:
   struct Lane;
@@ -123,8 +129,14 @@ class Speculator {
   SpecStats st_;
 };
 
-// The speculator for `opts` on `target` (null for SpecMode::Off). Auto: n-gram, plus
-// self-speculation when the experts stream. threads: for a draft model's engine.
+// Each sequence's drafters for `opts` on `target`, one new set per call (a draft
+// model is opened once, here, and shared; null for SpecMode::Off). Auto: n-gram, the
+// model's MTP block where it has one, and self-speculation when the experts stream
+// (and opts.auto_self). threads: for a draft model's engine.
+using DrafterFactory = std::function<std::vector<std::unique_ptr<Drafter>>()>;
+Result<DrafterFactory> make_drafter_factory(const SpecOptions& opts, Engine& target, const Tokenizer& tok,
+                                            int n_ctx, int threads);
+// The speculator of one sequence for `opts` (null for SpecMode::Off).
 Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Engine& target,
                                                     const Tokenizer& tok, int n_ctx, int threads);
 

@@ -4,6 +4,9 @@
 # prompt-lookup guesses verified in the batched steps. Each response must equal
 # `deltafin run --temp 0 --spec off` alone; /metrics must show guesses verified and
 # most of them kept, no more batch steps than without, and --spec off no guesses.
+# --spec self (the model drafting for itself: every expert is resident here, so its
+# draft costs a pass and the adaptive speculator mostly only shadows) gives the same
+# texts; tests/unit/test_decoder.cpp has the server verify self and MTP guesses.
 # usage: serve_spec.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; src=$2; build=$3
@@ -43,6 +46,7 @@ PY
 
 run_level auto
 run_level off
+run_level self
 python3 - "$bin" "$model" "$dir" <<'PY' || fail=1
 import json, subprocess, sys
 bin, model, d = sys.argv[1:4]
@@ -52,12 +56,14 @@ def check(what, cond):
     print(("ok   " if cond else "FAIL ") + what)
     ok = ok and cond
 auto, off = json.load(open(f"{d}/out-auto.json")), json.load(open(f"{d}/out-off.json"))
+selfs = json.load(open(f"{d}/out-self.json"))
 for i, p in enumerate(auto["prompts"]):
     ref = subprocess.run([bin, "run", "-m", model, "-p", p, "-n", "48", "--temp", "0", "--spec", "off", "-t", "2"],
                          capture_output=True, text=True, check=True).stdout
     ref = ref[:-1] if ref.endswith("\n") else ref
     check(f"request {i}: --spec auto text equals `run --spec off` alone", auto["texts"][i] == ref)
     check(f"request {i}: --spec off text equals it too", off["texts"][i] == ref)
+    check(f"request {i}: --spec self text equals it too", selfs["texts"][i] == ref)
 def metric(mode, name):
     for l in open(f"{d}/metrics-{mode}"):
         if l.startswith(name + " "): return float(l.split()[1])

@@ -2,7 +2,7 @@
 # run --spec from the command line: every mode prints what --spec off prints (greedy),
 # resident and under a --mem that streams experts, with --stats showing the drafts;
 # bad --spec values are refused with a message naming them; --spec mtp on deepseek2
-# with an MTP block.
+# with an MTP block; a JSON schema's output unchanged by speculation.
 # usage: spec_cli.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -32,6 +32,12 @@ for arch in qwen3moe kimi-k3; do
     done
   done
 done
+# A JSON schema: the constrained output is the same with speculation.
+m=$dir/tiny-qwen3moe.gguf
+schema='{"type":"object","properties":{"city":{"enum":["Paris","Oslo"]},"is_sunny":{"type":"boolean"}},"required":["city","is_sunny"]}'
+ref=$("$bin" run -m "$m" -p "$p" -n 60 --temp 0 --spec off --json-schema "$schema" 2>/dev/null)
+out=$("$bin" run -m "$m" -p "$p" -n 60 --temp 0 --spec ngram --spec-max 4 --spec-fixed --json-schema "$schema" 2>/dev/null)
+check "--json-schema: same text with speculation as --spec off" test "$out" = "$ref"
 # deepseek2 with an MTP (nextn) block: --spec mtp drafts with it, same text.
 m=$dir/tiny-deepseek2-nextn.gguf
 if "$bin" synth --preset tiny --arch deepseek2 --mla absorbed --nextn 1 --force -o "$m" >/dev/null 2>&1; then
