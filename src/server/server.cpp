@@ -13,10 +13,11 @@
 #include "server/metrics.h"
 #include "server/replies.h"
 #include "server/responses.h"
+#include "chat/formats.h"
 #include "chat/forced_calls.h"
 #include "chat/reasoning.h"
 #include "chat/reply_parser.h"
-#include "chat/tool_calls.h"
+#include "chat/xtml.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
 
@@ -99,7 +100,7 @@ struct Server::Impl {
   std::unique_ptr<ChatTemplate> tmpl;
   bool template_thinks = false;
   bool template_has_developer = false;  // else a "developer" message is a system one
-  ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
+  const ChatFormat* format = &chat_format(ToolFormat::None);  // the chat format the template teaches
   Metrics metrics;
   ResponseStore stored_responses;  // /v1/responses conversations, for previous_response_id
   GuardedServer http;
@@ -478,7 +479,7 @@ struct Server::Impl {
     // tool_choice "required" or a named function: where the format allows, the reply is
     // constrained to be such a call (forced_calls.h); otherwise the template asks.
     const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
-                             can_force_calls(tool_format);
+                             format->forced != nullptr;
     // A constrained reply is the answer: no thinking first (the constraint holds from
     // the first token). chat_template_kwargs may still turn it on.
     if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
@@ -491,7 +492,7 @@ struct Server::Impl {
     const std::string& prompt = text.value();
     if (forced_call) {  // a named function: one call of it; "required": one or, in parallel, several
       const int max_calls = cr.tool_choice == "required" && cr.parallel_tool_calls ? kMaxForcedCalls : 1;
-      cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice, prompt, tok, max_calls);
+      cr.gen.json_grammar = forced_call_grammar(format->id, cr.tools, cr.tool_choice, prompt, tok, max_calls);
     }
     std::vector<int32_t> ids;
     const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
@@ -500,14 +501,14 @@ struct Server::Impl {
     ids.insert(ids.end(), rest.begin(), rest.end());
     ReplyFormat f;
     const bool has_tools = cr.tools.is_array() && !cr.tools.empty() && cr.tool_choice != "none";
-    if (tool_format == ToolFormat::Xtml) {  // Kimi K3: the structure carries everything
+    if (format->syntax == CallSyntax::Xtml) {  // Kimi K3: the structure carries everything
       f.xtml = true;
       f.think = opts.reasoning;
       f.xtml_open = xtml_open_tags(prompt);
     } else {
       f.think = opts.reasoning && template_thinks;
       f.think_open = f.think && prompt_opens_think(prompt);
-      if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
+      if (has_tools) f.tools = format->id, f.tool_defs = cr.tools;
     }
     if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
     if (cr.tool_choice == "none") f.max_calls = 0;  // K3's XTML reads calls: one ends the reply
@@ -734,9 +735,9 @@ Result<int> Server::bind() {
   const std::string& src = s.opts.chat_template.empty() ? std::string(kFallbackChatTemplate) : s.opts.chat_template;
   DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
   s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
-  s.template_thinks = src.find("<think>") != std::string::npos;
+  s.format = &chat_format_of(src);
+  s.template_thinks = src.find(s.format->think_open) != std::string::npos;
   s.template_has_developer = src.find("developer") != std::string::npos;
-  s.tool_format = tool_format_of(src);
   s.routes();
   // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server
   // bind a port another one listens on (and the kernel then splits the connections
