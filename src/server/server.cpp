@@ -11,6 +11,7 @@
 #include "server/api.h"
 #include "server/connections.h"
 #include "server/metrics.h"
+#include "server/openai_writer.h"
 #include "server/replies.h"
 #include "server/responses.h"
 #include "chat/formats.h"
@@ -47,46 +48,6 @@ bool same_key(const std::string& a, const std::string& b) {
   unsigned char d = 0;
   for (size_t i = 0; i < a.size(); ++i) d |= uint8_t(a[i] ^ b[i]);
   return d == 0;
-}
-
-std::string trim_space(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \n\t\r");
-  if (a == std::string::npos) return {};
-  return s.substr(a, s.find_last_not_of(" \n\t\r") - a + 1);
-}
-
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
-
-// OpenAI's tool_calls: [{id, type, function: {name, arguments}}].
-json tool_calls_json(const std::vector<ToolCall>& calls) {
-  json out = json::array();
-  for (const ToolCall& c : calls)
-    out.push_back(json{{"id", make_id("call")},
-                       {"type", "function"},
-                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  return out;
-}
-
-// The same as a stream's deltas: a call's first (with its name) carries its id and
-// type, the others add to its arguments; deltas of one call in a row are joined.
-json tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
-  json out = json::array();
-  for (size_t i = 0; i < deltas.size(); ++i) {
-    const ToolCallDelta& d = deltas[i];
-    std::string args = d.arguments;
-    while (i + 1 < deltas.size() && deltas[i + 1].index == d.index && deltas[i + 1].name.empty())
-      args += deltas[++i].arguments;
-    json c{{"index", int(d.index)}};
-    if (!d.name.empty()) {
-      c["id"] = make_id("call");
-      c["type"] = "function";
-      c["function"] = json{{"name", d.name}, {"arguments", args}};
-    } else {
-      c["function"] = json{{"arguments", args}};
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
 }
 
 }  // namespace
@@ -175,198 +136,22 @@ struct Server::Impl {
     return ctx;
   }
 
-  // A chat or text completion, answered by a content provider.
+  // A chat or text completion, written by OpenAIWriter.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
                 const std::string& prompt_param, const ReplyFormat& format = {}) {
     ApiError refused;
     std::shared_ptr<Replies> ctx = submit(kind, std::move(prompt), g, prompt_param, format, &refused);
     if (!ctx) return send_error(res, refused);
-    Metrics* const m = &metrics;
-    const bool echo = g.echo;
-    const std::string model = opts.model_id;
-    const auto heartbeat = opts.heartbeat;
-    const bool want_lps = g.logprobs >= 0;
-    // A choice's logprobs not sent yet (or the first n: the prompt's, for the echo
-    // chunk) as JSON, then forgotten; null when the request wants none.
-    auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c, size_t n = SIZE_MAX) -> json {
-      if (!want_lps) return nullptr;
-      PieceFn piece = [t](int32_t id) { return t->piece(id, false); };
-      n = std::min(n, c.lps.size());
-      const std::vector<TokenLogprob> some(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
-      json j = kind == Kind::Chat ? chat_logprobs_json(some, piece) : completion_logprobs_json(some, piece);
-      c.lps.erase(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
-      return j;
-    };
-    auto release = [ctx](bool ok) {
-      if (!ok) ctx->cancel();
-    };
-    auto head = [ctx, kind, model](const char* object) {
-      return json{{"id", ctx->id},
-                  {"object", object},
-                  {"created", ctx->created},
-                  {"model", model}};
-    };
-    if (g.stream) {
-      const bool usage = g.include_usage;
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps, m](size_t, httplib::DataSink& sink) {
-            const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
-            auto last_write = std::chrono::steady_clock::now();
-            auto write = [&](const std::string& s) {
-              if (sink.write(s.data(), s.size())) return true;
-              ctx->cancel();
-              return false;
-            };
-            auto chunk = [&](int index, const json& delta_or_text, const json& finish, json lps = nullptr) {
-              json c = head(object);
-              json choice{{"index", index}};
-              if (kind == Kind::Chat) choice["delta"] = delta_or_text;
-              else choice["text"] = delta_or_text;
-              choice["logprobs"] = std::move(lps);
-              choice["finish_reason"] = finish;
-              c["choices"] = json::array({choice});
-              return sse(c);
-            };
-            // The choice's logprobs so far go with its first chunk of text.
-            auto text_chunks = [&](int index, Replies::Choice& c, const ReplyPiece& t) {
-              std::string out;
-              if (kind == Kind::Chat) {
-                if (!t.reasoning.empty())
-                  out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
-                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
-                if (!t.calls.empty()) {
-                  for (const ToolCallDelta& d : t.calls)
-                    if (!d.name.empty()) c.calls.push_back(ToolCall{d.name, ""});
-                  out += chunk(index, json{{"tool_calls", tool_call_deltas_json(t.calls)}}, nullptr, take_lps(c));
-                }
-              } else if (!t.content.empty() || !t.reasoning.empty()) {
-                out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
-              }
-              return out;
-            };
-            if (kind == Kind::Chat) {
-              std::string roles;
-              for (size_t i = 0; i < ctx->choices.size(); ++i)
-                roles += chunk(int(i), json{{"role", "assistant"}, {"content", ""}}, nullptr);
-              if (!write(roles)) return false;
-            }
-            for (;;) {
-              std::string out, failed;
-              ctx->next(heartbeat, [&](int i, Replies::Choice& c, const GenUpdate& u) {
-                // echo: the prompt's text first, with its logprobs once they are in.
-                if (echo && !c.echoed && (!want_lps || c.prompt_in || u.done)) {
-                  c.echoed = true;
-                  out += chunk(i, ctx->echo_text, nullptr, take_lps(c, c.prompt_in ? ctx->echo_offsets.size() : 0));
-                }
-                out += text_chunks(i, c, c.reply.push(u.text));
-                if (c.reply.full()) c.h->stop();
-                if (!u.done) return;
-                const ReplyPiece end = c.reply.finish();
-                out += text_chunks(i, c, end);
-                std::string finish = openai_finish_reason(u.finish_reason);
-                if (kind == Kind::Chat && !c.calls.empty()) {
-                  m->count_tool_calls(c.calls.size());
-                  if (finish != "length") finish = "tool_calls";
-                }
-                if (u.finish_reason == "error") failed = u.error;
-                else
-                  out += chunk(i, kind == Kind::Chat ? json::object() : json(""), finish,
-                               c.lps.empty() ? json(nullptr) : take_lps(c));
-              });
-              if (!failed.empty()) {
-                ctx->cancel();
-                out += sse(error(500, "generation failed: " + failed, "server_error").body());
-              } else if (!ctx->all_done()) {
-                const auto now = std::chrono::steady_clock::now();
-                if (out.empty()) {  // a token the parser holds, or silence: a comment each heartbeat
-                  if (now - last_write < heartbeat) continue;
-                  out = ": keep-alive\n\n";
-                }
-                if (!write(out)) return false;
-                last_write = now;
-                continue;
-              } else if (usage) {
-                json c = head(object);
-                c["choices"] = json::array();
-                c["usage"] = ctx->usage();
-                out += sse(c);
-              }
-              out += "data: [DONE]\n\n";
-              if (!write(out)) return false;
-              sink.done();
-              return true;
-            }
-          },
-          release);
-      return;
-    }
-    res.set_chunked_content_provider(
-        "application/json",
-        [ctx, kind, head, heartbeat, take_lps, m](size_t, httplib::DataSink& sink) {
-          auto last_write = std::chrono::steady_clock::now();
-          std::string failed;
-          for (;;) {
-            ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
-              c.add(c.reply.push(u.text));
-              if (c.reply.full()) c.h->stop();
-              if (!u.done) return;
-              c.add(c.reply.finish());
-              if (u.finish_reason == "error") failed = u.error;
-            });
-            if (failed.empty() && !ctx->all_done()) {
-              // Whitespace before the JSON, once a heartbeat: how a client that left
-              // is noticed (the write after the peer closed fails).
-              const auto now = std::chrono::steady_clock::now();
-              if (now - last_write >= heartbeat) {
-                last_write = now;
-                if (!sink.write(" ", 1)) {
-                  ctx->cancel();
-                  return false;
-                }
-              }
-              continue;
-            }
-            json body;
-            if (!failed.empty()) {
-              ctx->cancel();
-              body = error(500, "generation failed: " + failed, "server_error").body();
-            } else {
-              json choices = json::array();
-              for (size_t i = 0; i < ctx->choices.size(); ++i) {
-                Replies::Choice& c = ctx->choices[i];
-                json choice{{"index", int(i)}};
-                std::string finish = openai_finish_reason(c.last.finish_reason);
-                if (kind == Kind::Chat) {
-                  json msg{{"role", "assistant"}, {"content", c.content}};
-                  if (!c.calls.empty()) {
-                    m->count_tool_calls(c.calls.size());
-                    const std::string before = trim_space(c.content);
-                    msg["content"] = before.empty() ? json(nullptr) : json(before);
-                    msg["tool_calls"] = tool_calls_json(c.calls);
-                    if (finish != "length") finish = "tool_calls";
-                  }
-                  if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
-                  choice["message"] = msg;
-                } else {
-                  choice["text"] = ctx->echo_text + c.reasoning + c.content;
-                }
-                choice["logprobs"] = take_lps(c);
-                choice["finish_reason"] = finish;
-                choices.push_back(choice);
-              }
-              body = head(kind == Kind::Chat ? "chat.completion" : "text_completion");
-              body["choices"] = choices;
-              body["usage"] = ctx->usage();
-            }
-            const std::string s = body.dump();
-            if (!sink.write(s.data(), s.size())) return false;
-            sink.done();
-            return true;
-          }
-        },
-        release);
+    OpenAIWriter::Options o;
+    o.chat = kind == Kind::Chat;
+    o.stream = g.stream;
+    o.include_usage = g.include_usage;
+    o.echo = g.echo;
+    o.logprobs = g.logprobs >= 0;
+    PieceFn piece = [t = &tok](int32_t id) { return t->piece(id, false); };
+    auto w = std::make_shared<OpenAIWriter>(ctx->id, opts.model_id, ctx->created, ctx->choices.size(), o,
+                                            std::move(piece), &metrics);
+    write_reply(res, ctx, w, g.stream, opts.heartbeat, &metrics);
   }
 
   bool serves(const std::string& name) const {
