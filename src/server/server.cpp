@@ -1,3 +1,8 @@
+// The HTTP server's routes, authentication and CORS (server.h). What a route does
+// lives beside it: api.h validates OpenAI bodies, chat_prompt.h renders a chat request
+// into a prompt, responses.h and anthropic.h translate their APIs to chat, and every
+// reply is written through replies.h's write_reply by an API's writer
+// (openai_writer.h, responses.h, anthropic.h).
 #include "server/server.h"
 
 #include <fmt/format.h>
@@ -9,16 +14,13 @@
 #include "core/log.h"
 #include "server/anthropic.h"
 #include "server/api.h"
+#include "server/chat_prompt.h"
 #include "server/connections.h"
 #include "server/metrics.h"
 #include "server/openai_writer.h"
 #include "server/replies.h"
 #include "server/responses.h"
-#include "chat/formats.h"
-#include "chat/forced_calls.h"
-#include "chat/reasoning.h"
 #include "chat/reply_parser.h"
-#include "chat/xtml.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
 
@@ -58,10 +60,7 @@ struct Server::Impl {
   const ModelInfo& info;
   const StreamingExpertStore* store;
   ServerOptions opts;
-  std::unique_ptr<ChatTemplate> tmpl;
-  bool template_thinks = false;
-  bool template_has_developer = false;  // else a "developer" message is a system one
-  const ChatFormat* format = &chat_format(ToolFormat::None);  // the chat format the template teaches
+  std::optional<ChatPrompter> prompter;  // chat requests -> prompts (the model's chat template)
   Metrics metrics;
   ResponseStore stored_responses;  // /v1/responses conversations, for previous_response_id
   GuardedServer http;
@@ -175,7 +174,7 @@ struct Server::Impl {
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
-    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, *e);
+    if (auto e = prompter->prepare(cr, &ids, &f)) return send_error(res, *e);
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }
 
@@ -190,7 +189,7 @@ struct Server::Impl {
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
-    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, responses_error(*e));
+    if (auto e = prompter->prepare(cr, &ids, &f)) return send_error(res, responses_error(*e));
     ApiError refused;
     std::shared_ptr<Replies> ctx = submit(Kind::Response, std::move(ids), cr.gen, "input", f, &refused);
     if (!ctx) return send_error(res, refused);
@@ -242,65 +241,7 @@ struct Server::Impl {
     if (auto e = messages_to_chat(body, &chat)) return e;
     if (auto e = parse_chat_request(chat.dump(), info.n_vocab, cr)) return messages_error(*e);
     if (auto e = check_model(cr->gen)) return e;
-    return prepare_chat(*cr, ids, f);
-  }
-
-  // A validated chat request -> its prompt's ids and how its reply is read.
-  std::optional<ApiError> prepare_chat(ChatRequest& cr, std::vector<int32_t>* out_ids, ReplyFormat* out_format) {
-    // OpenAI's "developer" role (its newer name for system) where the template has no such
-    // role: most would drop the message silently.
-    if (!template_has_developer)
-      for (json& m : cr.messages)
-        if (m["role"] == "developer") m["role"] = "system";
-    json extra = json::object();
-    if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
-    if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
-    for (auto& [k, v] : opts.template_kwargs.items()) extra[k] = v;
-    if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
-    if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
-    // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
-    if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
-    const bool json_reply = cr.gen.json_grammar != nullptr;  // response_format JSON
-    // tool_choice "required" or a named function: where the format allows, the reply is
-    // constrained to be such a call (forced_calls.h); otherwise the template asks.
-    const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
-                             format->forced != nullptr;
-    // A constrained reply is the answer: no thinking first (the constraint holds from
-    // the first token). chat_template_kwargs may still turn it on.
-    if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
-    if (cr.template_kwargs.is_object())
-      for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
-    Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
-    if (!text.ok())
-      return error(400, "cannot render the conversation with the model's chat template: " + text.error().message,
-                   "invalid_request_error", "messages");
-    const std::string& prompt = text.value();
-    if (forced_call) {  // a named function: one call of it; "required": one or, in parallel, several
-      const int max_calls = cr.tool_choice == "required" && cr.parallel_tool_calls ? kMaxForcedCalls : 1;
-      cr.gen.json_grammar = forced_call_grammar(format->id, cr.tools, cr.tool_choice, prompt, tok, max_calls);
-    }
-    std::vector<int32_t> ids;
-    const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
-    if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());
-    std::vector<int32_t> rest = tok.encode(prompt, false, true);
-    ids.insert(ids.end(), rest.begin(), rest.end());
-    ReplyFormat f;
-    const bool has_tools = cr.tools.is_array() && !cr.tools.empty() && cr.tool_choice != "none";
-    if (format->syntax == CallSyntax::Xtml) {  // Kimi K3: the structure carries everything
-      f.xtml = true;
-      f.think = opts.reasoning;
-      f.xtml_open = xtml_open_tags(prompt);
-    } else {
-      f.think = opts.reasoning && template_thinks;
-      f.think_open = f.think && prompt_opens_think(prompt);
-      if (has_tools) f.tools = format->id, f.tool_defs = cr.tools;
-    }
-    if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
-    if (cr.tool_choice == "none") f.max_calls = 0;  // K3's XTML reads calls: one ends the reply
-    if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
-    *out_ids = std::move(ids);
-    *out_format = std::move(f);
-    return {};
+    return prompter->prepare(*cr, ids, f);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
@@ -518,11 +459,8 @@ Server::~Server() = default;
 Result<int> Server::bind() {
   Impl& s = *impl_;
   const std::string& src = s.opts.chat_template.empty() ? std::string(kFallbackChatTemplate) : s.opts.chat_template;
-  DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
-  s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
-  s.format = &chat_format_of(src);
-  s.template_thinks = src.find(s.format->think_open) != std::string::npos;
-  s.template_has_developer = src.find("developer") != std::string::npos;
+  DF_ASSIGN(ChatPrompter p, ChatPrompter::make(src, s.tok, s.opts.template_kwargs, s.opts.reasoning));
+  s.prompter.emplace(std::move(p));
   s.routes();
   // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server
   // bind a port another one listens on (and the kernel then splits the connections
