@@ -5,23 +5,12 @@
 #include <vector>
 
 #include "chat/reasoning.h"
-#include "chat/xtml.h"
 
 namespace deltafin {
 
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string xtml_attr(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
 
 using Kind = JsonPart::Kind;
 
@@ -82,47 +71,6 @@ class CallGraph {
 
 JsonPiece lit(std::string t) { return JsonPiece{Kind::Literal, std::move(t), nullptr, {}}; }
 
-// How a format writes a reply of calls: `begin` + calls + `close`, each call
-// `call_head` + arguments + `call_tail`, calls apart by `sep`. In the parameter formats
-// the arguments are parameters, each its tag, value and closing tag; in the others a
-// JSON object. {name} and {index} stand for the tool's name and the call's index.
-struct CallFormat {
-  std::string begin, call_head, call_tail, sep, close;
-  bool params = false;
-  bool dsml = false;
-  int index_base = 0;  // the first call's index
-};
-
-CallFormat call_format(ToolFormat f, std::string_view prompt) {
-  switch (f) {
-    case ToolFormat::Hermes:
-      return {"", "<tool_call>\n{\"name\": {name}, \"arguments\": ", "}\n</tool_call>", "\n", ""};
-    case ToolFormat::KimiK2: {
-      // Kimi K2 numbers calls across the conversation (its template's counter).
-      int seen = 0;
-      for (size_t at = prompt.find("<|tool_call_begin|>"); at != std::string_view::npos;
-           at = prompt.find("<|tool_call_begin|>", at + 1))
-        ++seen;
-      return {"<|tool_calls_section_begin|>", "<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>",
-              "<|tool_call_end|>", "", "<|tool_calls_section_end|>", false, false, seen};
-    }
-    case ToolFormat::DeepSeek:
-      return {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "",
-              "<｜tool▁calls▁end｜>"};
-    case ToolFormat::Xtml:
-      return {"<|open|>tools<|sep|>",
-              "<|open|>call tool=\"{name}\" index=\"{index}\"<|sep|><|open|>json type=\"object\"<|sep|>",
-              "<|close|>json<|sep|><|close|>call<|sep|>", "", "<|close|>tools<|sep|><|close|>message<|sep|>", false,
-              false, 1};
-    case ToolFormat::QwenXml:
-      return {"", "<tool_call>\n<function={name}>\n", "</function>\n</tool_call>", "\n", "", true};
-    case ToolFormat::Dsml:
-      return {"<｜DSML｜function_calls>\n", "<｜DSML｜invoke name=\"{name}\">\n", "</｜DSML｜invoke>\n", "",
-              "</｜DSML｜function_calls>", true, true};
-    default: return {};
-  }
-}
-
 std::string fill(std::string t, std::string_view key, const std::string& value) {
   if (size_t at = t.find(key); at != std::string::npos) t.replace(at, key.size(), value);
   return t;
@@ -141,10 +89,11 @@ struct ToolPieces {
   std::vector<Param> params;
 };
 
-ToolPieces tool_pieces(const CallFormat& cf, ToolFormat f, const json& tool) {
+ToolPieces tool_pieces(const ChatFormat& f, const json& tool) {
+  const CallWriting& cf = *f.forced;
   ToolPieces out;
   const std::string name = name_of(tool);
-  out.name = f == ToolFormat::Hermes ? json(name).dump() : f == ToolFormat::Xtml ? xtml_attr(name) : name;
+  out.name = cf.name ? cf.name(name) : name;
   if (!cf.params) {
     out.args = arguments_schema(tool);
     return out;
@@ -155,11 +104,14 @@ ToolPieces tool_pieces(const CallFormat& cf, ToolFormat f, const json& tool) {
   if (!props.is_object()) return out;
   for (const auto& [key, prop] : props.items()) {
     const bool text = is_text(prop);
-    const std::string end = cf.dsml ? "</｜DSML｜parameter>\n" : "\n</parameter>\n";
+    // DSML says whether a value is a string; Qwen3-Coder puts each on its own lines.
+    const bool dsml = f.syntax == CallSyntax::DsmlParams;
+    const std::string open(f.param_open), key_end(f.param_key_end), close(f.param_close);
+    const std::string end = dsml ? close + "\n" : "\n" + close + "\n";
     ToolPieces::Param p;
     p.required = required.is_array() && std::find(required.begin(), required.end(), key) != required.end();
-    p.pieces.push_back(lit(cf.dsml ? "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (text ? "true" : "false") + "\">"
-                                   : "<parameter=" + key + ">\n"));
+    p.pieces.push_back(lit(dsml ? open + key + key_end + " string=\"" + (text ? "true" : "false") + "\">"
+                                : open + key + key_end + "\n"));
     if (text && prop.contains("enum")) {  // one of the words, unquoted
       JsonPiece w{Kind::Json, "", nullptr, {}};
       for (const json& v : prop["enum"]) w.words.push_back(v.get<std::string>());
@@ -181,15 +133,15 @@ ToolPieces tool_pieces(const CallFormat& cf, ToolFormat f, const json& tool) {
 // before) and its last (whose successors the caller adds). Parameter formats write the
 // parameters in the schema's order, the required ones always and the optional ones
 // where the model chooses.
-std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallFormat& cf, const ToolPieces& tool,
+std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallWriting& cf, const ToolPieces& tool,
                                        const std::string& lead, int index) {
-  const std::string head = fill(fill(cf.call_head, "{index}", std::to_string(index)), "{name}", tool.name);
+  const std::string head = fill(fill(std::string(cf.call_head), "{index}", std::to_string(index)), "{name}", tool.name);
   if (!cf.params) {
-    const uint32_t s = g->add({lit(lead + head), {Kind::Json, "", tool.args, {}}, lit(cf.call_tail)});
+    const uint32_t s = g->add({lit(lead + head), {Kind::Json, "", tool.args, {}}, lit(std::string(cf.call_tail))});
     return {s, s};
   }
   const uint32_t first = g->add({lit(lead + head)});
-  const uint32_t last = g->add({lit(cf.call_tail)});
+  const uint32_t last = g->add({lit(std::string(cf.call_tail))});
   std::vector<uint32_t> segs;
   for (const ToolPieces::Param& p : tool.params) segs.push_back(g->add(p.pieces));
   // After the head or a parameter: any later parameter up to the next required one,
@@ -207,47 +159,42 @@ std::pair<uint32_t, uint32_t> add_call(CallGraph* g, const CallFormat& cf, const
 }
 
 // The text that ends what the prompt left open before a call may start.
-std::string opening(ToolFormat f, std::string_view prompt) {
-  if (f == ToolFormat::Xtml) {
-    std::vector<std::string> open = xtml_open_tags(prompt);
-    std::string out;
-    for (size_t i = open.size(); i-- > 0 && open[i] != "message";) out += "<|close|>" + open[i] + "<|sep|>";
-    return out;
-  }
-  return prompt_opens_think(std::string(prompt)) ? "</think>" : "";
+std::string opening(const CallWriting& cf, std::string_view prompt) {
+  if (cf.opening) return cf.opening(prompt);
+  return prompt_opens_think(std::string(prompt)) ? std::string(kThinkClose) : "";
 }
 
 }  // namespace
 
-bool can_force_calls(ToolFormat f) { return f != ToolFormat::None; }
-
-std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json& tools, const json& choice,
+std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat format, const json& tools, const json& choice,
                                                        std::string_view prompt, const Tokenizer& tok, int max_calls) {
-  if (!can_force_calls(f) || !tools.is_array() || max_calls < 1) return nullptr;
+  const ChatFormat& f = chat_format(format);
+  if (!f.forced || !tools.is_array() || max_calls < 1) return nullptr;
   std::string want;  // empty: any tool
   if (choice.is_object() && choice.contains("function") && choice["function"].is_object())
     want = choice["function"].value("name", "");
   else if (choice != "required")
     return nullptr;
-  const CallFormat cf = call_format(f, prompt);
+  const CallWriting& cf = *f.forced;
+  const int index_base = cf.first_index ? cf.first_index(prompt) : 0;
   std::vector<ToolPieces> chosen;  // the close of the calls is one more candidate
   for (const json& t : tools) {
     const std::string name = name_of(t);
     if (name.empty() || (!want.empty() && name != want)) continue;
-    chosen.push_back(tool_pieces(cf, f, t));
+    chosen.push_back(tool_pieces(f, t));
     if (chosen.size() + 1 == JsonGrammar::kMaxChoices) break;
   }
   if (chosen.empty()) return nullptr;
   CallGraph g;
   // Call k of any chosen tool: after it call k + 1 (led by the separator), and the close
   // of the calls or, in formats without one, the end.
-  const uint32_t close = cf.close.empty() ? UINT32_MAX : g.add({lit(cf.close)}, true);
+  const uint32_t close = cf.close.empty() ? UINT32_MAX : g.add({lit(std::string(cf.close))}, true);
   std::vector<uint32_t> starts, tails;
   for (int k = 0; k < max_calls; ++k) {
-    const std::string lead = k == 0 ? opening(f, prompt) + cf.begin : cf.sep;
+    const std::string lead = k == 0 ? opening(cf, prompt) + std::string(cf.begin) : std::string(cf.sep);
     std::vector<uint32_t> heads, last;
     for (const ToolPieces& t : chosen) {
-      auto [first, end] = add_call(&g, cf, t, lead, cf.index_base + k);
+      auto [first, end] = add_call(&g, cf, t, lead, index_base + k);
       heads.push_back(first);
       last.push_back(end);
     }
@@ -261,8 +208,8 @@ std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const json&
   }
   Result<JsonGrammar> grammar = JsonGrammar::graph(g.segments(), starts);
   if (!grammar.ok()) return nullptr;  // names that do not tell the calls apart: the template asks
-  std::vector<std::string_view> markers = tool_markers(f);
-  markers.push_back("</think>");
+  std::vector<std::string_view> markers(f.shown.begin(), f.shown.end());
+  markers.push_back(kThinkClose);
   for (std::string_view m : markers)
     if (int32_t id = tok.vocab().find(m); id >= 0) grammar->force_token(m, id);
   return std::make_shared<const JsonGrammar>(std::move(grammar).value());

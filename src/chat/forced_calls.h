@@ -41,13 +41,10 @@
 
 namespace deltafin {
 
-// Whether a format's calls can be enforced (all but None).
-bool can_force_calls(ToolFormat f);
-
 // The most calls a forced reply may hold (parallel_tool_calls).
 constexpr int kMaxForcedCalls = 8;
 
-// Null where the format cannot be enforced, tool_choice asks for no call, or no tool
+// Null where the format cannot be enforced (its row has no `forced`), tool_choice asks for no call, or no tool
 // matches. prompt: the rendered prompt the reply continues. The reply holds 1 to
 // max_calls calls, to the first 255 tools (JsonGrammar::kMaxChoices less the close).
 std::shared_ptr<const JsonGrammar> forced_call_grammar(ToolFormat f, const nlohmann::ordered_json& tools,

@@ -3,7 +3,7 @@
 namespace deltafin {
 
 namespace {
-const std::string kOpen = "<think>", kClose = "</think>";
+constexpr std::string_view kOpen = kThinkOpen, kClose = kThinkClose;
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 }  // namespace
@@ -21,8 +21,8 @@ bool prompt_opens_think(const std::string& prompt) {
   return close == std::string::npos || close < open;
 }
 
-ReasoningSplitter::ReasoningSplitter(bool enabled, bool starts_inside)
-    : mode_(!enabled ? Mode::Content : starts_inside ? Mode::Reasoning : Mode::Start) {}
+ReasoningSplitter::ReasoningSplitter(bool enabled, bool starts_inside, std::string_view open, std::string_view close)
+    : mode_(!enabled ? Mode::Content : starts_inside ? Mode::Reasoning : Mode::Start), open_(open), close_(close) {}
 
 SplitText ReasoningSplitter::push(const std::string& text) {
   SplitText out;
@@ -32,25 +32,25 @@ SplitText ReasoningSplitter::push(const std::string& text) {
       size_t i = 0;
       while (i < buf_.size() && is_space(buf_[i])) ++i;
       const std::string rest = buf_.substr(i);
-      if (rest.size() >= kOpen.size() && rest.compare(0, kOpen.size(), kOpen) == 0) {
-        buf_ = rest.substr(kOpen.size());
+      if (rest.size() >= open_.size() && rest.compare(0, open_.size(), open_) == 0) {
+        buf_ = rest.substr(open_.size());
         mode_ = Mode::Reasoning;
         continue;
       }
-      if (rest.size() < kOpen.size() && kOpen.compare(0, rest.size(), rest) == 0) return out;  // undecided
+      if (rest.size() < open_.size() && open_.compare(0, rest.size(), rest) == 0) return out;  // undecided
       mode_ = Mode::Content;
       continue;
     }
     if (mode_ == Mode::Reasoning) {
-      const size_t at = buf_.find(kClose);
+      const size_t at = buf_.find(close_);
       if (at != std::string::npos) {
         out.reasoning += buf_.substr(0, at);
-        buf_ = buf_.substr(at + kClose.size());
+        buf_ = buf_.substr(at + close_.size());
         mode_ = Mode::Content;
         trim_content_ = true;
         continue;
       }
-      const size_t keep = partial_tag(buf_, kClose);
+      const size_t keep = partial_tag(buf_, close_);
       out.reasoning += buf_.substr(0, buf_.size() - keep);
       buf_.erase(0, buf_.size() - keep);
       return out;

@@ -1,5 +1,5 @@
 // Keeps a thinking model's reasoning apart from its answer: text between <think> and
-// </think> goes to reasoning_content, the rest to content (OpenAI-style responses as
+// </think> (the format's row's think_open and think_close, formats.h) goes to reasoning_content, the rest to content (OpenAI-style responses as
 // DeepSeek's and llama.cpp's servers send them). Works on streamed pieces: a tag split
 // across pieces is held back until it is complete.
 //
@@ -12,6 +12,9 @@
 
 namespace deltafin {
 
+// The tags of reasoning in the formats that write it as text (formats.h's rows).
+inline constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
+
 struct SplitText {
   std::string reasoning, content;
   bool empty() const { return reasoning.empty() && content.empty(); }
@@ -19,8 +22,9 @@ struct SplitText {
 
 class ReasoningSplitter {
  public:
-  // enabled = false: everything is content.
-  ReasoningSplitter(bool enabled, bool starts_inside);
+  // enabled = false: everything is content. open, close: the format's tags.
+  ReasoningSplitter(bool enabled, bool starts_inside, std::string_view open = kThinkOpen,
+                    std::string_view close = kThinkClose);
   SplitText push(const std::string& text);
   SplitText finish();  // what is held back
 
@@ -28,6 +32,7 @@ class ReasoningSplitter {
   enum class Mode { Start, Reasoning, Content };
   Mode mode_;
   bool trim_content_ = false;  // drop whitespace at the start of the answer
+  std::string open_, close_;
   std::string buf_;
 };
 

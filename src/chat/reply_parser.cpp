@@ -2,10 +2,14 @@
 
 namespace deltafin {
 
+namespace {
+const ChatFormat& row_of(const ReplyFormat& f) { return chat_format(f.xtml ? ToolFormat::Xtml : f.tools); }
+}  // namespace
+
 std::vector<int32_t> marker_tokens(const Tokenizer& tok, const ReplyFormat& f) {
   std::vector<std::string_view> texts;
-  if (f.think) texts = {"<think>", "</think>"};
-  for (std::string_view m : tool_markers(f.xtml ? ToolFormat::Xtml : f.tools)) texts.push_back(m);
+  if (f.think) texts = {kThinkOpen, kThinkClose};  // K3's vocabulary too, where it has them
+  for (std::string_view m : row_of(f).shown) texts.push_back(m);
   std::vector<int32_t> ids;
   for (std::string_view t : texts)
     if (int32_t id = tok.vocab().find(t); id >= 0) ids.push_back(id);
@@ -13,7 +17,7 @@ std::vector<int32_t> marker_tokens(const Tokenizer& tok, const ReplyFormat& f) {
 }
 
 ReplyParser::ReplyParser(const ReplyFormat& f)
-    : split_(f.think && !f.xtml, f.think_open),
+    : split_(f.think && !f.xtml, f.think_open, row_of(f).think_open, row_of(f).think_close),
       tools_(f.xtml ? ToolFormat::None : f.tools, f.tool_defs),
       max_calls_(f.max_calls) {
   if (f.xtml) xtml_.emplace(f.xtml_open, f.think);

@@ -11,21 +11,6 @@ namespace deltafin {
 namespace {
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
-
-// Formats of a section of calls, each call a name and a JSON object between markers.
-struct Sectioned {
-  std::string_view begin, end, call, sep, call_end;
-};
-constexpr Sectioned kKimiK2{"<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-                            "<|tool_call_argument_begin|>", "<|tool_call_end|>"};
-constexpr Sectioned kDeepSeek{"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
-                              "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"};
-
-constexpr std::string_view kDsmlCalls = "<｜DSML｜function_calls>", kDsmlCallsEnd = "</｜DSML｜function_calls>",
-                           kDsmlInvoke = "<｜DSML｜invoke name=\"", kDsmlInvokeEnd = "</｜DSML｜invoke>",
-                           kDsmlParam = "<｜DSML｜parameter name=\"", kDsmlParamEnd = "</｜DSML｜parameter>";
-
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 std::string trim(std::string_view s) {
@@ -78,17 +63,6 @@ json qwen_value(std::string_view text, const std::string& type) {
   return v;
 }
 
-// Kimi K2 names a call "functions.NAME:INDEX".
-std::string kimi_k2_name(std::string_view id) {
-  std::string s = trim(id);
-  if (s.rfind("functions.", 0) == 0) s.erase(0, 10);
-  const size_t colon = s.rfind(':');
-  if (colon != std::string::npos && colon + 1 < s.size() &&
-      s.find_first_not_of("0123456789", colon + 1) == std::string::npos)
-    s.resize(colon);
-  return s;
-}
-
 // How `s` stands against `lit`: it starts with it (Done), is a proper prefix of it
 // (More), or neither (Fail).
 enum class Prefix { Done, More, Fail };
@@ -130,49 +104,13 @@ Prefix hermes_head(std::string_view s, std::string* name, size_t* end) {
   return Prefix::Done;
 }
 
-std::string_view begin_marker(ToolFormat f) {
-  switch (f) {
-    case ToolFormat::Hermes:
-    case ToolFormat::QwenXml: return kHermesOpen;
-    case ToolFormat::KimiK2: return kKimiK2.begin;
-    case ToolFormat::DeepSeek: return kDeepSeek.begin;
-    case ToolFormat::Dsml: return kDsmlCalls;
-    default: return {};
-  }
-}
-
-const Sectioned* sectioned(ToolFormat f) {
-  if (f == ToolFormat::KimiK2) return &kKimiK2;
-  if (f == ToolFormat::DeepSeek) return &kDeepSeek;
-  return nullptr;
-}
+// Whether the format's calls are read here (XTML's are XtmlReply's).
+bool reads_calls(const ChatFormat& f) { return f.syntax != CallSyntax::None && f.syntax != CallSyntax::Xtml; }
 
 // A header longer than this is not one: the text is content.
 constexpr size_t kMaxHeader = 4096;
 
 }  // namespace
-
-ToolFormat tool_format_of(const std::string& src) {
-  auto has = [&](std::string_view s) { return src.find(s) != std::string::npos; };
-  if (has("<|open|>") && has("<|close|>") && has("<|sep|>")) return ToolFormat::Xtml;
-  if (has(kKimiK2.begin)) return ToolFormat::KimiK2;
-  if (has("DSML｜")) return ToolFormat::Dsml;
-  if (has(kDeepSeek.begin)) return ToolFormat::DeepSeek;
-  if (has(kHermesOpen)) return has("<function=") ? ToolFormat::QwenXml : ToolFormat::Hermes;
-  return ToolFormat::None;
-}
-
-std::vector<std::string_view> tool_markers(ToolFormat f) {
-  switch (f) {
-    case ToolFormat::Hermes:
-    case ToolFormat::QwenXml: return {kHermesOpen, kHermesClose};
-    case ToolFormat::KimiK2: return {kKimiK2.begin, kKimiK2.end, kKimiK2.call, kKimiK2.sep, kKimiK2.call_end};
-    case ToolFormat::DeepSeek:
-      return {kDeepSeek.begin, kDeepSeek.end, kDeepSeek.call, kDeepSeek.sep, kDeepSeek.call_end};
-    case ToolFormat::Xtml: return {"<|open|>", "<|close|>", "<|sep|>"};
-    default: return {};
-  }
-}
 
 void add_deltas(std::vector<ToolCall>* calls, const std::vector<ToolCallDelta>& deltas) {
   for (const ToolCallDelta& d : deltas) {
@@ -222,7 +160,7 @@ std::string RawArguments::finish() {
   return out;
 }
 
-ToolCallStream::ToolCallStream(ToolFormat f, json tools) : f_(f), tools_(std::move(tools)) {}
+ToolCallStream::ToolCallStream(ToolFormat f, json tools) : f_(chat_format(f)), tools_(std::move(tools)) {}
 
 void ToolCallStream::eat(size_t n) {
   if (!in_call_) raw_ += held_.substr(0, n);
@@ -257,20 +195,21 @@ void ToolCallStream::fail(ToolText* out) {
 }
 
 ToolCallStream::Step ToolCallStream::header(ToolText* out) {
-  if (const Sectioned* m = sectioned(f_)) {
-    const size_t sep = held_.find(m->sep);
+  if (f_.syntax == CallSyntax::NamedJson) {
+    const size_t sep = held_.find(f_.name_end);
     if (sep == std::string::npos || sep > kMaxHeader) return held_.size() > kMaxHeader ? Step::Fail : Step::More;
-    const std::string name = f_ == ToolFormat::KimiK2 ? kimi_k2_name(held_.substr(0, sep)) : trim(held_.substr(0, sep));
+    const std::string name = f_.call_name ? f_.call_name(held_.substr(0, sep)) : trim(held_.substr(0, sep));
     if (name.empty()) return Step::Fail;
-    eat(sep + m->sep.size());
+    eat(sep + f_.name_end.size());
     named(name, out);
     args_ = RawArguments();
     st_ = St::Raw;
     return Step::Done;
   }
-  if (f_ == ToolFormat::Dsml || f_ == ToolFormat::QwenXml) {
-    const std::string_view open = f_ == ToolFormat::Dsml ? "" : "<function=", close = f_ == ToolFormat::Dsml ? "\">" : ">";
-    const size_t at = f_ == ToolFormat::Dsml ? 0 : skip_space(held_);
+  if (f_.syntax == CallSyntax::DsmlParams || f_.syntax == CallSyntax::Params) {
+    // DSML's call_open ends inside the name's tag: no space before the name.
+    const std::string_view open = f_.name_open, close = f_.name_end;
+    const size_t at = f_.syntax == CallSyntax::DsmlParams ? 0 : skip_space(held_);
     if (at == held_.size()) return Step::More;
     const Prefix p = against(std::string_view(held_).substr(at), open);
     if (p != Prefix::Done) return p == Prefix::More ? Step::More : Step::Fail;
@@ -298,14 +237,14 @@ ToolCallStream::Step ToolCallStream::header(ToolText* out) {
     }
     hermes_whole_ = true;
   }
-  const size_t close = held_.find(kHermesClose);
+  const size_t close = held_.find(f_.calls_close);
   if (close == std::string::npos) return Step::More;
   json j = json::parse(std::string_view(held_).substr(0, close), nullptr, false);
   std::string args;
   if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string() ||
       !arguments_of(j.contains("arguments") ? j["arguments"] : json::object(), &args))
     return Step::Fail;
-  eat(close + kHermesClose.size());
+  eat(close + f_.calls_close.size());
   named(j["name"].get<std::string>(), out);
   out->calls.back().arguments = args;
   in_call_ = false;
@@ -315,12 +254,11 @@ ToolCallStream::Step ToolCallStream::header(ToolText* out) {
 }
 
 ToolCallStream::Step ToolCallStream::params(ToolText* out) {
-  const bool dsml = f_ == ToolFormat::Dsml;
+  const bool dsml = f_.syntax == CallSyntax::DsmlParams;
   const size_t at = skip_space(held_);
   if (at == held_.size()) return Step::More;
   const std::string_view rest = std::string_view(held_).substr(at);
-  const std::string_view end = dsml ? kDsmlInvokeEnd : "</function>";
-  const std::string_view param = dsml ? kDsmlParam : "<parameter=";
+  const std::string_view end = f_.call_close, param = f_.param_open;
   const Prefix pe = against(rest, end), pp = against(rest, param);
   if (pe == Prefix::Done) {
     eat(at + end.size());
@@ -330,13 +268,13 @@ ToolCallStream::Step ToolCallStream::params(ToolText* out) {
   }
   if (pp != Prefix::Done) return pe == Prefix::More || pp == Prefix::More ? Step::More : Step::Fail;
   // The whole parameter: its key, (DSML) whether it is a string, and its value.
-  const std::string_view value_end = dsml ? kDsmlParamEnd : "</parameter>";
+  const std::string_view value_end = f_.param_close;
   const size_t close = rest.find(value_end);
-  const size_t key_end = rest.find(dsml ? "\"" : ">", param.size());
+  const size_t key_end = rest.find(f_.param_key_end, param.size());
   if (key_end == std::string_view::npos || key_end > kMaxHeader || (close != std::string_view::npos && key_end > close))
     return close == std::string_view::npos && rest.size() <= kMaxHeader ? Step::More : Step::Fail;
   const std::string key(rest.substr(param.size(), key_end - param.size()));
-  size_t v0 = key_end + 1;
+  size_t v0 = key_end + f_.param_key_end.size();
   bool is_string = false;
   if (dsml) {
     const Prefix ps = against(rest.substr(v0), " string=\"");
@@ -370,7 +308,7 @@ ToolCallStream::Step ToolCallStream::params(ToolText* out) {
 ToolCallStream::Step ToolCallStream::step(ToolText* out) {
   switch (st_) {
     case St::Text: {
-      const std::string_view begin = begin_marker(f_);
+      const std::string_view begin = reads_calls(f_) ? f_.calls_open : std::string_view();
       const size_t at = begin.empty() ? std::string::npos : held_.find(begin);
       if (at == std::string::npos) {
         const size_t keep = begin.empty() ? 0 : partial_tag(held_, begin);
@@ -383,15 +321,14 @@ ToolCallStream::Step ToolCallStream::step(ToolText* out) {
       raw_.clear();
       eat(begin.size());
       section_calls_ = false;
-      st_ = f_ == ToolFormat::Hermes || f_ == ToolFormat::QwenXml ? St::Header : St::Section;
+      st_ = f_.call_open.empty() ? St::Header : St::Section;  // a call's own tag, or a section of calls
       return Step::Done;
     }
     case St::Section: {
       const size_t at = skip_space(held_);
       if (at == held_.size()) return Step::More;
       const std::string_view rest = std::string_view(held_).substr(at);
-      const Sectioned* m = sectioned(f_);
-      const std::string_view end = m ? m->end : kDsmlCallsEnd, call = m ? m->call : kDsmlInvoke;
+      const std::string_view end = f_.calls_close, call = f_.call_open;
       const Prefix pe = against(rest, end), pc = against(rest, call);
       if (pe == Prefix::Done) {
         eat(at + end.size());
@@ -410,7 +347,8 @@ ToolCallStream::Step ToolCallStream::step(ToolText* out) {
     }
     case St::Header: return header(out);
     case St::Raw: {
-      const std::string_view end = f_ == ToolFormat::Hermes ? kHermesClose : sectioned(f_)->call_end;
+      const bool whole = f_.syntax == CallSyntax::JsonCall;  // the call's own tag closes it
+      const std::string_view end = whole ? f_.calls_close : f_.call_close;
       const size_t at = held_.find(end);
       if (at == std::string::npos) {
         const size_t keep = partial_tag(held_, end);
@@ -423,17 +361,17 @@ ToolCallStream::Step ToolCallStream::step(ToolText* out) {
       if (!a.empty()) out->calls.push_back(ToolCallDelta{n_calls_ - 1, "", a});
       held_.erase(0, at + end.size());
       close_call(out);
-      st_ = f_ == ToolFormat::Hermes ? St::Between : St::Section;
+      st_ = whole ? St::Between : St::Section;
       return Step::Done;
     }
     case St::Params: return params(out);
-    case St::AfterCall: {  // QwenXml closes the call's tag
+    case St::AfterCall: {  // Params closes the call's tag
       const size_t at = skip_space(held_);
       if (at == held_.size()) return Step::More;
-      const Prefix p = against(std::string_view(held_).substr(at), kHermesClose);
+      const Prefix p = against(std::string_view(held_).substr(at), f_.calls_close);
       if (p == Prefix::More) return Step::More;
       if (p == Prefix::Done) {
-        eat(at + kHermesClose.size());
+        eat(at + f_.calls_close.size());
         raw_.clear();
       }
       st_ = St::Between;
@@ -443,7 +381,7 @@ ToolCallStream::Step ToolCallStream::step(ToolText* out) {
       const size_t at = skip_space(held_);
       if (at == held_.size()) return Step::More;
       const std::string_view rest = std::string_view(held_).substr(at);
-      const Prefix p = against(rest, kHermesOpen);
+      const Prefix p = against(rest, f_.calls_open);
       if (p == Prefix::More) return Step::More;
       raw_.clear();
       held_.erase(0, at);  // the whitespace between calls, or before the text after them
@@ -475,11 +413,11 @@ ToolText ToolCallStream::finish() {
       continue;
     }
     // More: the reply ended here.
-    if (st_ == St::Header && f_ == ToolFormat::Hermes) {  // a stop at </tool_call>
-      held_ += kHermesClose;
+    if (st_ == St::Header && f_.syntax == CallSyntax::JsonCall) {  // a stop at </tool_call>
+      held_ += f_.calls_close;
       hermes_whole_ = true;
       if (header(&out) == Step::Done) continue;
-      held_.resize(held_.size() - kHermesClose.size());
+      held_.resize(held_.size() - f_.calls_close.size());
       fail(&out);
       continue;
     }

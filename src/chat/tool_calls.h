@@ -1,25 +1,22 @@
-// Tool calls in a model's reply, turned into OpenAI's message.tool_calls. The formats
-// the chat templates teach:
+// Tool calls in a model's reply, turned into OpenAI's message.tool_calls: read as they
+// stream by ToolCallStream, in the way the format's row (formats.h) says its calls are
+// written (its CallSyntax and markers):
 //
-//   Hermes (Qwen2.5/Qwen3, QwQ, Hermes 2/3):
-//     <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
-//   Qwen3-Coder (XML):
-//     <tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>
+//   Hermes (JsonCall):       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+//   Qwen3-Coder (Params):    <tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>
 //     (a value is typed by the tool's JSON schema where the request gives one: a
 //     "string" parameter stays text, others are JSON; without, JSON if it parses)
-//   Kimi K2:
-//     <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
-//     <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
-//   DeepSeek V3.1:
-//     <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
-//   DeepSeek V3.2/V4 (DSML, plain text):
+//   Kimi K2 (NamedJson):     <|tool_calls_section_begin|><|tool_call_begin|>functions.f:0
+//                            <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+//   DeepSeek V3.1 (NamedJson): <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+//   DeepSeek V3.2/V4 (DsmlParams, plain text):
 //     <｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n
 //     <｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>
 //
 // Calls follow the content, separated by whitespace only; a reply whose calls are not
 // all well-formed stays plain content, as the model wrote it. Markers that are control
 // tokens (Kimi K2's, DeepSeek's) must be shown by the detokenizer for this to see
-// them: tool_markers() lists them. Kimi K3's XTML replies are parsed by XtmlReply.
+// them: the row's `shown` lists them. Kimi K3's XTML replies are parsed by XtmlReply.
 #pragma once
 #include <string>
 #include <string_view>
@@ -27,15 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/formats.h"
+
 namespace deltafin {
-
-enum class ToolFormat { None, Hermes, QwenXml, KimiK2, DeepSeek, Dsml, Xtml };
-
-// The format a chat template teaches (None: calls are not parsed).
-ToolFormat tool_format_of(const std::string& template_source);
-
-// The marker texts of a format (to show if they are control tokens).
-std::vector<std::string_view> tool_markers(ToolFormat f);
 
 struct ToolCall {
   std::string name;
@@ -106,7 +97,7 @@ class ToolCallStream {
   void fail(ToolText* out);                              // the structure broke here
   void eat(size_t n);                                    // consumes held text
 
-  ToolFormat f_;
+  const ChatFormat& f_;  // the format's row
   nlohmann::ordered_json tools_;
   std::string held_;   // text not consumed yet
   St st_ = St::Text;

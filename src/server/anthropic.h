@@ -28,7 +28,7 @@ json anthropic_error_body(const ApiError& e);
 
 // One message while it is generated: its content blocks from the reply's pieces, and
 // the events that stream them ("event: TYPE\ndata: {...}\n\n").
-class MessageWriter : public ReplyWriter, private ReplyBlocks::Sink {
+class MessageWriter : public BlockReplyWriter, private ReplyBlocks::Sink {
  public:
   MessageWriter(std::string id, std::string model, int input_tokens);
   std::string start() override;  // message_start

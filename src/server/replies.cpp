@@ -2,6 +2,20 @@
 
 namespace deltafin::server {
 
+std::string BlockReplyWriter::update(Replies& r, int i, const GenUpdate& u) {
+  Replies::Choice& c = r.choices[size_t(i)];
+  std::string out = push(c.reply.push(u.text));
+  if (c.reply.full()) c.h->stop();
+  if (u.done) out += push(c.reply.finish());
+  return out;
+}
+
+std::string BlockReplyWriter::end(Replies& r, Metrics* m) {
+  if (n_calls() > 0) m->count_tool_calls(n_calls());
+  const GenUpdate& last = r.choices[0].last;
+  return finish(last.finish_reason, last.stop_string, r.usage());
+}
+
 void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shared_ptr<ReplyWriter> w, bool stream,
                  std::chrono::milliseconds heartbeat, Metrics* m, std::function<void()> finished) {
   if (stream) res.set_header("Cache-Control", "no-cache");
@@ -13,16 +27,16 @@ void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shar
           ctx->cancel();
           return false;
         };
-        if (stream && !write(w->start())) return false;
+        if (stream) {
+          const std::string s = w->start();
+          if (!s.empty() && !write(s)) return false;
+        }
         auto last_write = std::chrono::steady_clock::now();
         for (;;) {
           std::string out, failed;
-          ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
-            out += w->push(c.reply.push(u.text));
-            if (c.reply.full()) c.h->stop();
-            if (!u.done) return;
-            out += w->push(c.reply.finish());
-            if (u.finish_reason == "error") failed = u.error;
+          ctx->next(heartbeat, [&](int i, Replies::Choice&, const GenUpdate& u) {
+            out += w->update(*ctx, i, u);
+            if (u.done && u.finish_reason == "error") failed = u.error;
           });
           if (failed.empty() && !ctx->all_done()) {
             const auto now = std::chrono::steady_clock::now();
@@ -39,9 +53,7 @@ void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shar
             ctx->cancel();
             out += w->fail("generation failed: " + failed);
           } else {
-            if (w->n_calls() > 0) m->count_tool_calls(w->n_calls());
-            const GenUpdate& last = ctx->choices[0].last;
-            out += w->finish(last.finish_reason, last.stop_string, ctx->usage());
+            out += w->end(*ctx, m);
             if (finished) finished();
           }
           if (!write(stream ? out : w->whole())) return false;

@@ -1,6 +1,6 @@
-// The replies of one request's choices as the scheduler produces them, and how a reply
-// is written by an API's writer (the Responses and Messages APIs; chat and text
-// completions write their own chunks in server.cpp).
+// The replies of one request's choices as the scheduler produces them, and how they
+// are written by an API's writer (reply_blocks.h's ReplyWriter: OpenAI's chat and text
+// completions, the Responses API, Anthropic's Messages API).
 #pragma once
 
 #include <httplib.h>
@@ -91,9 +91,9 @@ struct Replies {
 };
 
 
-// A reply written by an API's writer: its events as they come (stream), or the whole
-// body at the end (a space once a heartbeat meanwhile: how a client that left is
-// noticed).
+// A request's replies written by an API's writer: its events as they come (stream), or
+// the whole body at the end (a space once a heartbeat meanwhile: how a client that left
+// is noticed).
 // `finished` (if set) runs once the reply has ended well (not failed or cancelled),
 // before its last events are sent.
 void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shared_ptr<ReplyWriter> w, bool stream,

@@ -71,7 +71,7 @@ json responses_usage(const json& chat_usage);
 
 // One response while it is generated: its output items from the reply's pieces, and
 // the events that stream them (each "event: TYPE\ndata: {...}\n\n", numbered).
-class ResponseWriter : public ReplyWriter, private ReplyBlocks::Sink {
+class ResponseWriter : public BlockReplyWriter, private ReplyBlocks::Sink {
  public:
   ResponseWriter(std::string id, std::string model, int64_t created, json echo);
   std::string start() override;  // response.created, .in_progress

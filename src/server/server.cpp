@@ -1,3 +1,8 @@
+// The HTTP server's routes, authentication and CORS (server.h). What a route does
+// lives beside it: api.h validates OpenAI bodies, chat_prompt.h renders a chat request
+// into a prompt, responses.h and anthropic.h translate their APIs to chat, and every
+// reply is written through replies.h's write_reply by an API's writer
+// (openai_writer.h, responses.h, anthropic.h).
 #include "server/server.h"
 
 #include <fmt/format.h>
@@ -9,14 +14,13 @@
 #include "core/log.h"
 #include "server/anthropic.h"
 #include "server/api.h"
+#include "server/chat_prompt.h"
 #include "server/connections.h"
 #include "server/metrics.h"
+#include "server/openai_writer.h"
 #include "server/replies.h"
 #include "server/responses.h"
-#include "chat/forced_calls.h"
-#include "chat/reasoning.h"
 #include "chat/reply_parser.h"
-#include "chat/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/unicode.h"
 
@@ -48,46 +52,6 @@ bool same_key(const std::string& a, const std::string& b) {
   return d == 0;
 }
 
-std::string trim_space(const std::string& s) {
-  const size_t a = s.find_first_not_of(" \n\t\r");
-  if (a == std::string::npos) return {};
-  return s.substr(a, s.find_last_not_of(" \n\t\r") - a + 1);
-}
-
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
-
-// OpenAI's tool_calls: [{id, type, function: {name, arguments}}].
-json tool_calls_json(const std::vector<ToolCall>& calls) {
-  json out = json::array();
-  for (const ToolCall& c : calls)
-    out.push_back(json{{"id", make_id("call")},
-                       {"type", "function"},
-                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-  return out;
-}
-
-// The same as a stream's deltas: a call's first (with its name) carries its id and
-// type, the others add to its arguments; deltas of one call in a row are joined.
-json tool_call_deltas_json(const std::vector<ToolCallDelta>& deltas) {
-  json out = json::array();
-  for (size_t i = 0; i < deltas.size(); ++i) {
-    const ToolCallDelta& d = deltas[i];
-    std::string args = d.arguments;
-    while (i + 1 < deltas.size() && deltas[i + 1].index == d.index && deltas[i + 1].name.empty())
-      args += deltas[++i].arguments;
-    json c{{"index", int(d.index)}};
-    if (!d.name.empty()) {
-      c["id"] = make_id("call");
-      c["type"] = "function";
-      c["function"] = json{{"name", d.name}, {"arguments", args}};
-    } else {
-      c["function"] = json{{"arguments", args}};
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -96,10 +60,7 @@ struct Server::Impl {
   const ModelInfo& info;
   const StreamingExpertStore* store;
   ServerOptions opts;
-  std::unique_ptr<ChatTemplate> tmpl;
-  bool template_thinks = false;
-  bool template_has_developer = false;  // else a "developer" message is a system one
-  ToolFormat tool_format = ToolFormat::None;  // how the template teaches tool calls
+  std::optional<ChatPrompter> prompter;  // chat requests -> prompts (the model's chat template)
   Metrics metrics;
   ResponseStore stored_responses;  // /v1/responses conversations, for previous_response_id
   GuardedServer http;
@@ -174,198 +135,22 @@ struct Server::Impl {
     return ctx;
   }
 
-  // A chat or text completion, answered by a content provider.
+  // A chat or text completion, written by OpenAIWriter.
   void generate(httplib::Response& res, Kind kind, std::vector<int32_t> prompt, const GenParams& g,
                 const std::string& prompt_param, const ReplyFormat& format = {}) {
     ApiError refused;
     std::shared_ptr<Replies> ctx = submit(kind, std::move(prompt), g, prompt_param, format, &refused);
     if (!ctx) return send_error(res, refused);
-    Metrics* const m = &metrics;
-    const bool echo = g.echo;
-    const std::string model = opts.model_id;
-    const auto heartbeat = opts.heartbeat;
-    const bool want_lps = g.logprobs >= 0;
-    // A choice's logprobs not sent yet (or the first n: the prompt's, for the echo
-    // chunk) as JSON, then forgotten; null when the request wants none.
-    auto take_lps = [want_lps, kind, t = &tok](Replies::Choice& c, size_t n = SIZE_MAX) -> json {
-      if (!want_lps) return nullptr;
-      PieceFn piece = [t](int32_t id) { return t->piece(id, false); };
-      n = std::min(n, c.lps.size());
-      const std::vector<TokenLogprob> some(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
-      json j = kind == Kind::Chat ? chat_logprobs_json(some, piece) : completion_logprobs_json(some, piece);
-      c.lps.erase(c.lps.begin(), c.lps.begin() + std::ptrdiff_t(n));
-      return j;
-    };
-    auto release = [ctx](bool ok) {
-      if (!ok) ctx->cancel();
-    };
-    auto head = [ctx, kind, model](const char* object) {
-      return json{{"id", ctx->id},
-                  {"object", object},
-                  {"created", ctx->created},
-                  {"model", model}};
-    };
-    if (g.stream) {
-      const bool usage = g.include_usage;
-      res.set_header("Cache-Control", "no-cache");
-      res.set_chunked_content_provider(
-          "text/event-stream",
-          [ctx, kind, head, heartbeat, usage, take_lps, echo, want_lps, m](size_t, httplib::DataSink& sink) {
-            const char* object = kind == Kind::Chat ? "chat.completion.chunk" : "text_completion";
-            auto last_write = std::chrono::steady_clock::now();
-            auto write = [&](const std::string& s) {
-              if (sink.write(s.data(), s.size())) return true;
-              ctx->cancel();
-              return false;
-            };
-            auto chunk = [&](int index, const json& delta_or_text, const json& finish, json lps = nullptr) {
-              json c = head(object);
-              json choice{{"index", index}};
-              if (kind == Kind::Chat) choice["delta"] = delta_or_text;
-              else choice["text"] = delta_or_text;
-              choice["logprobs"] = std::move(lps);
-              choice["finish_reason"] = finish;
-              c["choices"] = json::array({choice});
-              return sse(c);
-            };
-            // The choice's logprobs so far go with its first chunk of text.
-            auto text_chunks = [&](int index, Replies::Choice& c, const ReplyPiece& t) {
-              std::string out;
-              if (kind == Kind::Chat) {
-                if (!t.reasoning.empty())
-                  out += chunk(index, json{{"reasoning_content", t.reasoning}}, nullptr, take_lps(c));
-                if (!t.content.empty()) out += chunk(index, json{{"content", t.content}}, nullptr, take_lps(c));
-                if (!t.calls.empty()) {
-                  for (const ToolCallDelta& d : t.calls)
-                    if (!d.name.empty()) c.calls.push_back(ToolCall{d.name, ""});
-                  out += chunk(index, json{{"tool_calls", tool_call_deltas_json(t.calls)}}, nullptr, take_lps(c));
-                }
-              } else if (!t.content.empty() || !t.reasoning.empty()) {
-                out += chunk(index, t.reasoning + t.content, nullptr, take_lps(c));
-              }
-              return out;
-            };
-            if (kind == Kind::Chat) {
-              std::string roles;
-              for (size_t i = 0; i < ctx->choices.size(); ++i)
-                roles += chunk(int(i), json{{"role", "assistant"}, {"content", ""}}, nullptr);
-              if (!write(roles)) return false;
-            }
-            for (;;) {
-              std::string out, failed;
-              ctx->next(heartbeat, [&](int i, Replies::Choice& c, const GenUpdate& u) {
-                // echo: the prompt's text first, with its logprobs once they are in.
-                if (echo && !c.echoed && (!want_lps || c.prompt_in || u.done)) {
-                  c.echoed = true;
-                  out += chunk(i, ctx->echo_text, nullptr, take_lps(c, c.prompt_in ? ctx->echo_offsets.size() : 0));
-                }
-                out += text_chunks(i, c, c.reply.push(u.text));
-                if (c.reply.full()) c.h->stop();
-                if (!u.done) return;
-                const ReplyPiece end = c.reply.finish();
-                out += text_chunks(i, c, end);
-                std::string finish = openai_finish_reason(u.finish_reason);
-                if (kind == Kind::Chat && !c.calls.empty()) {
-                  m->count_tool_calls(c.calls.size());
-                  if (finish != "length") finish = "tool_calls";
-                }
-                if (u.finish_reason == "error") failed = u.error;
-                else
-                  out += chunk(i, kind == Kind::Chat ? json::object() : json(""), finish,
-                               c.lps.empty() ? json(nullptr) : take_lps(c));
-              });
-              if (!failed.empty()) {
-                ctx->cancel();
-                out += sse(error(500, "generation failed: " + failed, "server_error").body());
-              } else if (!ctx->all_done()) {
-                const auto now = std::chrono::steady_clock::now();
-                if (out.empty()) {  // a token the parser holds, or silence: a comment each heartbeat
-                  if (now - last_write < heartbeat) continue;
-                  out = ": keep-alive\n\n";
-                }
-                if (!write(out)) return false;
-                last_write = now;
-                continue;
-              } else if (usage) {
-                json c = head(object);
-                c["choices"] = json::array();
-                c["usage"] = ctx->usage();
-                out += sse(c);
-              }
-              out += "data: [DONE]\n\n";
-              if (!write(out)) return false;
-              sink.done();
-              return true;
-            }
-          },
-          release);
-      return;
-    }
-    res.set_chunked_content_provider(
-        "application/json",
-        [ctx, kind, head, heartbeat, take_lps, m](size_t, httplib::DataSink& sink) {
-          auto last_write = std::chrono::steady_clock::now();
-          std::string failed;
-          for (;;) {
-            ctx->next(heartbeat, [&](int, Replies::Choice& c, const GenUpdate& u) {
-              c.add(c.reply.push(u.text));
-              if (c.reply.full()) c.h->stop();
-              if (!u.done) return;
-              c.add(c.reply.finish());
-              if (u.finish_reason == "error") failed = u.error;
-            });
-            if (failed.empty() && !ctx->all_done()) {
-              // Whitespace before the JSON, once a heartbeat: how a client that left
-              // is noticed (the write after the peer closed fails).
-              const auto now = std::chrono::steady_clock::now();
-              if (now - last_write >= heartbeat) {
-                last_write = now;
-                if (!sink.write(" ", 1)) {
-                  ctx->cancel();
-                  return false;
-                }
-              }
-              continue;
-            }
-            json body;
-            if (!failed.empty()) {
-              ctx->cancel();
-              body = error(500, "generation failed: " + failed, "server_error").body();
-            } else {
-              json choices = json::array();
-              for (size_t i = 0; i < ctx->choices.size(); ++i) {
-                Replies::Choice& c = ctx->choices[i];
-                json choice{{"index", int(i)}};
-                std::string finish = openai_finish_reason(c.last.finish_reason);
-                if (kind == Kind::Chat) {
-                  json msg{{"role", "assistant"}, {"content", c.content}};
-                  if (!c.calls.empty()) {
-                    m->count_tool_calls(c.calls.size());
-                    const std::string before = trim_space(c.content);
-                    msg["content"] = before.empty() ? json(nullptr) : json(before);
-                    msg["tool_calls"] = tool_calls_json(c.calls);
-                    if (finish != "length") finish = "tool_calls";
-                  }
-                  if (!c.reasoning.empty()) msg["reasoning_content"] = c.reasoning;
-                  choice["message"] = msg;
-                } else {
-                  choice["text"] = ctx->echo_text + c.reasoning + c.content;
-                }
-                choice["logprobs"] = take_lps(c);
-                choice["finish_reason"] = finish;
-                choices.push_back(choice);
-              }
-              body = head(kind == Kind::Chat ? "chat.completion" : "text_completion");
-              body["choices"] = choices;
-              body["usage"] = ctx->usage();
-            }
-            const std::string s = body.dump();
-            if (!sink.write(s.data(), s.size())) return false;
-            sink.done();
-            return true;
-          }
-        },
-        release);
+    OpenAIWriter::Options o;
+    o.chat = kind == Kind::Chat;
+    o.stream = g.stream;
+    o.include_usage = g.include_usage;
+    o.echo = g.echo;
+    o.logprobs = g.logprobs >= 0;
+    PieceFn piece = [t = &tok](int32_t id) { return t->piece(id, false); };
+    auto w = std::make_shared<OpenAIWriter>(ctx->id, opts.model_id, ctx->created, ctx->choices.size(), o,
+                                            std::move(piece), &metrics);
+    write_reply(res, ctx, w, g.stream, opts.heartbeat, &metrics);
   }
 
   bool serves(const std::string& name) const {
@@ -389,7 +174,7 @@ struct Server::Impl {
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
-    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, *e);
+    if (auto e = prompter->prepare(cr, &ids, &f)) return send_error(res, *e);
     generate(res, Kind::Chat, std::move(ids), cr.gen, "messages", f);
   }
 
@@ -404,7 +189,7 @@ struct Server::Impl {
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
-    if (auto e = prepare_chat(cr, &ids, &f)) return send_error(res, responses_error(*e));
+    if (auto e = prompter->prepare(cr, &ids, &f)) return send_error(res, responses_error(*e));
     ApiError refused;
     std::shared_ptr<Replies> ctx = submit(Kind::Response, std::move(ids), cr.gen, "input", f, &refused);
     if (!ctx) return send_error(res, refused);
@@ -456,65 +241,7 @@ struct Server::Impl {
     if (auto e = messages_to_chat(body, &chat)) return e;
     if (auto e = parse_chat_request(chat.dump(), info.n_vocab, cr)) return messages_error(*e);
     if (auto e = check_model(cr->gen)) return e;
-    return prepare_chat(*cr, ids, f);
-  }
-
-  // A validated chat request -> its prompt's ids and how its reply is read.
-  std::optional<ApiError> prepare_chat(ChatRequest& cr, std::vector<int32_t>* out_ids, ReplyFormat* out_format) {
-    // OpenAI's "developer" role (its newer name for system) where the template has no such
-    // role: most would drop the message silently.
-    if (!template_has_developer)
-      for (json& m : cr.messages)
-        if (m["role"] == "developer") m["role"] = "system";
-    json extra = json::object();
-    if (tok.bos() >= 0) extra["bos_token"] = tok.text(tok.bos());
-    if (tok.eos() >= 0) extra["eos_token"] = tok.text(tok.eos());
-    for (auto& [k, v] : opts.template_kwargs.items()) extra[k] = v;
-    if (!cr.tool_choice.is_null()) extra["tool_choice"] = cr.tool_choice;
-    if (!cr.reasoning_effort.is_null()) extra["reasoning_effort"] = cr.reasoning_effort;
-    // Templates that teach the format read it (Kimi K3 adds a system note with the schema).
-    if (!cr.gen.response_format.is_null()) extra["response_format"] = cr.gen.response_format;
-    const bool json_reply = cr.gen.json_grammar != nullptr;  // response_format JSON
-    // tool_choice "required" or a named function: where the format allows, the reply is
-    // constrained to be such a call (forced_calls.h); otherwise the template asks.
-    const bool forced_call = !json_reply && (cr.tool_choice == "required" || cr.tool_choice.is_object()) &&
-                             can_force_calls(tool_format);
-    // A constrained reply is the answer: no thinking first (the constraint holds from
-    // the first token). chat_template_kwargs may still turn it on.
-    if (json_reply || forced_call) extra["thinking"] = false, extra["enable_thinking"] = false;
-    if (cr.template_kwargs.is_object())
-      for (auto& [k, v] : cr.template_kwargs.items()) extra[k] = v;
-    Result<std::string> text = tmpl->apply(cr.messages, cr.tools, true, extra);
-    if (!text.ok())
-      return error(400, "cannot render the conversation with the model's chat template: " + text.error().message,
-                   "invalid_request_error", "messages");
-    const std::string& prompt = text.value();
-    if (forced_call) {  // a named function: one call of it; "required": one or, in parallel, several
-      const int max_calls = cr.tool_choice == "required" && cr.parallel_tool_calls ? kMaxForcedCalls : 1;
-      cr.gen.json_grammar = forced_call_grammar(tool_format, cr.tools, cr.tool_choice, prompt, tok, max_calls);
-    }
-    std::vector<int32_t> ids;
-    const std::string bos = tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
-    if (tok.add_bos() && tok.bos() >= 0 && prompt.compare(0, bos.size(), bos) != 0) ids.push_back(tok.bos());
-    std::vector<int32_t> rest = tok.encode(prompt, false, true);
-    ids.insert(ids.end(), rest.begin(), rest.end());
-    ReplyFormat f;
-    const bool has_tools = cr.tools.is_array() && !cr.tools.empty() && cr.tool_choice != "none";
-    if (tool_format == ToolFormat::Xtml) {  // Kimi K3: the structure carries everything
-      f.xtml = true;
-      f.think = opts.reasoning;
-      f.xtml_open = xtml_open_tags(prompt);
-    } else {
-      f.think = opts.reasoning && template_thinks;
-      f.think_open = f.think && prompt_opens_think(prompt);
-      if (has_tools) f.tools = tool_format, f.tool_defs = cr.tools;
-    }
-    if (!cr.parallel_tool_calls) f.max_calls = 1;  // a second call ends the reply
-    if (cr.tool_choice == "none") f.max_calls = 0;  // K3's XTML reads calls: one ends the reply
-    if (json_reply) f = ReplyFormat{};  // the document, as generated, is the content
-    *out_ids = std::move(ids);
-    *out_format = std::move(f);
-    return {};
+    return prompter->prepare(*cr, ids, f);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
@@ -732,11 +459,8 @@ Server::~Server() = default;
 Result<int> Server::bind() {
   Impl& s = *impl_;
   const std::string& src = s.opts.chat_template.empty() ? std::string(kFallbackChatTemplate) : s.opts.chat_template;
-  DF_ASSIGN(ChatTemplate t, ChatTemplate::parse(src));
-  s.tmpl = std::make_unique<ChatTemplate>(std::move(t));
-  s.template_thinks = src.find("<think>") != std::string::npos;
-  s.template_has_developer = src.find("developer") != std::string::npos;
-  s.tool_format = tool_format_of(src);
+  DF_ASSIGN(ChatPrompter p, ChatPrompter::make(src, s.tok, s.opts.template_kwargs, s.opts.reasoning));
+  s.prompter.emplace(std::move(p));
   s.routes();
   // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server
   // bind a port another one listens on (and the kernel then splits the connections
