@@ -352,6 +352,7 @@ Result<std::unique_ptr<Speculator>> make_speculator(const SpecOptions& opts, Eng
     case SpecMode::Draft: {
       EngineOptions eo;
       eo.threads = threads;
+      eo.env = opts.env;
       DF_ASSIGN(auto de, Engine::open(opts.draft_path, eo));
       DF_ASSIGN(auto md, make_model_drafter(std::move(de), tok, n_ctx));
       d.push_back(std::move(md));

@@ -927,11 +927,7 @@ uint64_t default_mem_budget() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
 }
 
-std::string default_profile_path(const ModelFile& file) {
-  std::string base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
-  else base = "/tmp";
+std::string default_profile_path(const ModelFile& file, const std::string& base) {
   std::string name = file.path();
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);

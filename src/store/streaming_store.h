@@ -157,7 +157,7 @@ uint64_t expert_slot_bytes(const ExpertIndex& ix);
 
 // A safe share of the RAM available now (80% of MemAvailable).
 uint64_t default_mem_budget();
-// $XDG_CACHE_HOME/deltafin/profiles/<model name>-<size>.profile (or ~/.cache/...).
-std::string default_profile_path(const ModelFile& file);
+// <base>/deltafin/profiles/<model name>-<size>.profile (base: Environment::profile_base).
+std::string default_profile_path(const ModelFile& file, const std::string& base);
 
 }  // namespace deltafin
