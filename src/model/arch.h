@@ -94,6 +94,7 @@ void kv_seqs(std::span<const BatchSlice> slices, const BatchRows& rows, int il, 
 class ArchModel : public BatchedModel {
  public:
   const ModelInfo& info() const override { return info_; }
+  void set_tensor_hook(TensorHook hook) override { hook_ = std::move(hook); }
 
  protected:
   // Binds token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd,
@@ -133,7 +134,15 @@ class ArchModel : public BatchedModel {
   void finish_batch(std::span<const BatchSlice> slices, const BatchRows& rows, const float* x, int64_t n_embd,
                     float eps, int64_t n_vocab);
 
+  // Each row of t [rows.n, width], layer il's tensor `name`, to the tensor hook if
+  // one is set (Model::set_tensor_hook). One call per named point of a forward pass.
+  void dump(const char* name, int il, const BatchRows& rows, const float* t, int64_t width) const {
+    if (!hook_) return;
+    for (int r = 0; r < rows.n; ++r) hook_(name, il, rows.pos[size_t(r)], t + size_t(r) * size_t(width), width);
+  }
+
   ModelInfo info_;
+  TensorHook hook_;
   ThreadPool* pool_ = nullptr;
   Tensor tok_embd_, output_;
   std::vector<float> output_norm_;
