@@ -530,8 +530,11 @@ TEST(KernelDot, SelectIsaSwitchesDispatch) {
   ASSERT_TRUE(select_isa(Isa::Scalar));
   EXPECT_EQ(selected_isa(), Isa::Scalar);
   for (DType t : kAllTypes) EXPECT_EQ(type_traits(t), type_traits_isa(t, Isa::Scalar)) << name(t);
-  for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::NEON})
-    if (!isa_supported(i)) EXPECT_FALSE(select_isa(i)) << isa_name(i);
+  for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+    if (!isa_supported(i)) {
+      EXPECT_FALSE(select_isa(i)) << isa_name(i);
+    }
+  }
   EXPECT_EQ(selected_isa(), Isa::Scalar);
   Isa parsed;
   EXPECT_TRUE(isa_from_name("avx2", &parsed) && parsed == Isa::AVX2);

@@ -153,7 +153,7 @@ TEST(MoeFfn, EqualsTheWeightedSumOfTheChosenExperts) {
       auto ew = (*store)->acquire(layer, sel[size_t(t * K + k)]);
       ASSERT_TRUE(ew.ok());
       const int64_t F = ew->up.ne[1];
-      std::vector<double> act(size_t(F));
+      std::vector<double> act(static_cast<size_t>(F));
       for (int64_t f = 0; f < F; ++f) {
         const double g = dot_row(ew->gate, f, xt), u = dot_row(ew->up, f, xt);
         act[size_t(f)] = g / (1.0 + std::exp(-g)) * u;
