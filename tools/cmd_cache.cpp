@@ -22,7 +22,7 @@ namespace deltafin::tools {
 
 namespace {
 
-std::string root_of(const RemoteCli& r) { return r.cache_dir.empty() ? default_cache_dir() : r.cache_dir; }
+std::string root_of(const RemoteCli& r) { return r.cache_dir.empty() ? environment().cache_dir : r.cache_dir; }
 
 // Experts named by a usage profile (as the streaming store writes it, or the disk
 // cache's usage counts), hottest first.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "environment.h"
 #include "commands.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -40,6 +41,7 @@ Command add_perplexity(CLI::App& app) {
             ss << f.rdbuf();
             EngineOptions eo;
             eo.threads = o->threads;
+            eo.env = environment();
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(ss.str(), true, false);

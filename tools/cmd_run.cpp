@@ -131,6 +131,7 @@ Command add_run(CLI::App& app) {
             SpecOptions so;
             so.max_draft = o->spec_max;
             so.adaptive = !o->spec_fixed;
+            so.env = eo.env;
             DF_CHECK_OR_EXIT(parse_spec_mode(o->spec, &so));
             DF_ASSIGN_OR_EXIT(auto spec, make_speculator(so, *engine, tok, o->ctx, o->threads));
             GenerateParams gp;

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "format/gguf_writer.h"
+#include "model/registry.h"
 #include "synth/synth.h"
 #include "tool_common.h"
 
@@ -28,7 +29,17 @@ Command add_synth(CLI::App& app) {
   std::string presets;
   for (auto& p : synth_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   sub->add_option("--preset", o->preset, "Shape preset: " + presets)->capture_default_str();
-  sub->add_option("--arch", o->arch, "Architecture for 'tiny': qwen3moe, deepseek2, kimi-k3, llama");
+  std::string archs;
+  for (const Architecture& a : architectures()) archs += fmt::format("{}{}", archs.empty() ? "" : ", ", a.name);
+  sub->add_option("--arch", o->arch, "Architecture for 'tiny': " + archs);
+  // Runs while parsing (before -o is found missing) and ends it as --help does.
+  sub->add_flag_callback(
+      "--list-archs",
+      [] {
+        for (const Architecture& a : architectures()) fmt::print("{}\n", a.name);
+        throw CLI::Success();
+      },
+      "Print the architectures --arch takes, one a line, and exit");
   sub->add_option("-o,--output", o->out, "Output .gguf path (missing directories are created)")->required();
   sub->add_flag("--force", o->force, "Overwrite the output if it exists");
   sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");

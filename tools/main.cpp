@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "environment.h"
 #include "core/log.h"
 #include "kernels/types.h"
 
@@ -37,7 +38,7 @@ std::string version_text() {
   const char* arch = "this CPU";
 #endif
   return fmt::format("deltafin {}\nbuilt with {} for {}; CPU kernels: {}", DELTAFIN_VERSION, compiler, arch,
-                     isa_name(best_isa()));
+                     isa_name(selected_isa()));
 }
 
 // llama.cpp's spellings that CLI11 cannot take as they are: -ngl (a short option is
@@ -176,6 +177,7 @@ void add_gpu_layers_option(CLI::App* sub) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  select_isa_from_environment();  // before any kernel runs
   CLI::App app{"deltafin: exact Mixture-of-Experts inference on GGUF models, streaming experts "
                "from disk or the network"};
   app.require_subcommand(1);

@@ -2,13 +2,14 @@
 
 #include <sys/statvfs.h>
 
+#include "environment.h"
 #include "model/model.h"
 #include "remote/location.h"
 
 namespace deltafin::tools {
 
 Result<OpenedRemote> open_remote(const std::string& location, const RemoteOptions& ro) {
-  DF_ASSIGN(ModelLocation loc, parse_model_location(location));
+  DF_ASSIGN(ModelLocation loc, parse_model_location(location, environment()));
   if (!loc.remote())
     return make_error("'{}' is a local path; pull and cache work on http://, https:// and hf:// locations", location);
   OpenedRemote r;

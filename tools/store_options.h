@@ -5,10 +5,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include <cstdlib>
 #include <string>
 
 #include "commands.h"
+#include "environment.h"
 #include "progress_bar.h"
 #include "core/result.h"
 #include "runtime/engine.h"
@@ -49,7 +49,7 @@ inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
 }
 
 inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
-  ro->cache_dir = o.cache_dir;
+  ro->cache_dir = o.cache_dir.empty() ? environment().cache_dir : o.cache_dir;
   if (!o.disk_cache.empty() && !parse_size(o.disk_cache, &ro->disk_budget))
     return make_error("bad --disk-cache '{}' (expected a size such as 200G)", o.disk_cache);
   if (!(o.net_timeout > 0)) return make_error("--net-timeout must be positive");
@@ -62,11 +62,7 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
   ro->http.max_attempts = o.net_retries;
   ro->http.max_in_flight = std::max(1, o.net_parallel);
   ro->offline = o.offline;
-  ro->http.ca_file = o.ca_cert;
-  for (const char* env : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
-    if (!ro->http.ca_file.empty()) break;
-    if (const char* v = std::getenv(env); v && *v) ro->http.ca_file = v;
-  }
+  ro->http.ca_file = o.ca_cert.empty() ? environment().ca_bundle : o.ca_cert;
   // Checked when an https:// origin is opened: a local model does not care.
   return {};
 }
@@ -120,6 +116,7 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;
   eo->stream.verify = o.verify;
   DF_TRY(apply_remote_options(o.remote, &eo->remote));
+  eo->env = environment();
   eo->progress = terminal_progress();
   return {};
 }

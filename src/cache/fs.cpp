@@ -14,13 +14,6 @@
 
 namespace deltafin {
 
-std::string default_cache_dir() {
-  if (const char* d = std::getenv("DELTAFIN_CACHE_DIR"); d && *d) return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/deltafin";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/deltafin";
-  return "/tmp/deltafin-cache";
-}
-
 Status make_dirs(const std::string& dir) {
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i != dir.size() && dir[i] != '/') continue;

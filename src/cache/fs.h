@@ -1,6 +1,7 @@
 // File-system helpers for the disk cache: directories, atomic file writes (temp
 // file, fsync, rename: a reader sees the whole file or none of it, whatever kills
-// the writer), advisory locks between processes, and the cache's location.
+// the writer) and advisory locks between processes. Where the cache lives comes
+// from the program (Environment::cache_dir, --cache-dir).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,9 +11,6 @@
 #include "core/result.h"
 
 namespace deltafin {
-
-// $DELTAFIN_CACHE_DIR, else $XDG_CACHE_HOME/deltafin, else ~/.cache/deltafin.
-std::string default_cache_dir();
 
 Status make_dirs(const std::string& dir);
 

@@ -157,7 +157,8 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
   ModelLocation loc = loc_in;
   std::unique_ptr<RemoteModel> m(new RemoteModel());
   m->opts_ = opts;
-  m->root_ = opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir;
+  if (opts.cache_dir.empty()) return make_error("{}: no disk cache directory given for a remote model", loc_in.text);
+  m->root_ = opts.cache_dir;
   HttpOptions h = opts.http;
   if (!h.ca_file.empty() && loc.url.rfind("https://", 0) == 0 && ::access(h.ca_file.c_str(), R_OK) != 0)
     return make_error("cannot read the CA certificates '{}' (from --ca-cert, $CURL_CA_BUNDLE or $SSL_CERT_FILE): {}",

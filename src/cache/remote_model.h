@@ -31,7 +31,7 @@
 namespace deltafin {
 
 struct RemoteOptions {
-  std::string cache_dir;     // empty: default_cache_dir()
+  std::string cache_dir;     // the disk cache directory (--cache-dir, else Environment::cache_dir); required
   uint64_t disk_budget = 0;  // bytes for the whole cache directory (--disk-cache); 0: no limit
   HttpOptions http;
   bool offline = false;      // never contact the origin (--offline)

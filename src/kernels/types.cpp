@@ -2,11 +2,8 @@
 // set built on top of the next lower one, so a row always has every kernel.
 #include "kernels/types.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-
 #include <array>
+#include <atomic>
 
 #include "kernels/kernels_impl.h"
 
@@ -68,19 +65,6 @@ struct Tables {
     install_neon(neon.data());
     best = Isa::NEON;
 #endif
-    // DELTAFIN_ISA=scalar|avx2|avx512|neon runs a lesser kernel set than the best the
-    // CPU has (to measure or check it); a set the CPU lacks is ignored with a warning.
-    if (const char* want = std::getenv("DELTAFIN_ISA"); want != nullptr && *want != 0) {
-      bool found = false;
-      for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::NEON})
-        if (std::strcmp(want, isa_name(i)) == 0 && get(i) != nullptr) {
-          best = i;
-          found = true;
-        }
-      if (!found)
-        std::fprintf(stderr, "warning: DELTAFIN_ISA=%s is not a kernel set this CPU runs; using %s\n", want,
-                     isa_name(best));
-    }
   }
 
   const Table* get(Isa isa) const {
@@ -99,6 +83,9 @@ const Tables& tables() {
   return t;
 }
 
+// The set select_isa() picked; -1: none, the best.
+std::atomic<int> g_selected{-1};
+
 const TypeTraits* row(const Table* table, DType t) {
   auto i = uint32_t(t);
   if (table == nullptr || i >= kDTypeCount || (*table)[i].block_elems == 0) return nullptr;
@@ -107,7 +94,7 @@ const TypeTraits* row(const Table* table, DType t) {
 
 }  // namespace
 
-const TypeTraits* type_traits(DType t) { return row(tables().get(tables().best), t); }
+const TypeTraits* type_traits(DType t) { return row(tables().get(selected_isa()), t); }
 const TypeTraits* type_traits_ref(DType t) { return row(&tables().ref, t); }
 const TypeTraits* type_traits_isa(DType t, Isa isa) { return row(tables().get(isa), t); }
 
@@ -121,6 +108,26 @@ std::string computed_type_names() {
 
 bool isa_supported(Isa isa) { return tables().get(isa) != nullptr; }
 Isa best_isa() { return tables().best; }
+
+Isa selected_isa() {
+  const int s = g_selected.load(std::memory_order_relaxed);
+  return s < 0 ? tables().best : Isa(s);
+}
+
+bool select_isa(Isa isa) {
+  if (!isa_supported(isa)) return false;
+  g_selected.store(int(isa), std::memory_order_relaxed);
+  return true;
+}
+
+bool isa_from_name(std::string_view name, Isa* out) {
+  for (Isa i : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::NEON})
+    if (name == isa_name(i)) {
+      *out = i;
+      return true;
+    }
+  return false;
+}
 
 const char* isa_name(Isa isa) {
   switch (isa) {

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.h"
 
@@ -63,7 +64,8 @@ struct TypeTraits {
   uint32_t gemm_k = 0;
 };
 
-// Kernels for the best instruction set of this CPU; nullptr if `t` has no kernels.
+// Kernels for the selected instruction set (select_isa; by default the best this CPU
+// has); nullptr if `t` has no kernels.
 const TypeTraits* type_traits(DType t);
 // Scalar reference kernels (the definition of every other row).
 const TypeTraits* type_traits_ref(DType t);
@@ -75,7 +77,16 @@ const TypeTraits* type_traits_isa(DType t, Isa isa);
 std::string computed_type_names();
 
 bool isa_supported(Isa isa);
+// The best instruction set this CPU runs.
 Isa best_isa();
+// The set type_traits() uses: best_isa() until select_isa() picks another.
+Isa selected_isa();
+// Makes type_traits() use `isa` (to measure or check a lesser kernel set); false, and
+// nothing changes, if this CPU or build lacks it. Programs call it once at startup
+// (deltafin: $DELTAFIN_ISA, tools/environment.cpp), before any kernel runs.
+bool select_isa(Isa isa);
 const char* isa_name(Isa isa);
+// "scalar", "avx2", "avx512", "neon" -> the set; false if unknown.
+bool isa_from_name(std::string_view name, Isa* out);
 
 }  // namespace deltafin

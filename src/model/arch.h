@@ -95,6 +95,7 @@ void kv_seqs(std::span<const BatchSlice> slices, const BatchRows& rows, int il, 
 class ArchModel : public BatchedModel {
  public:
   const ModelInfo& info() const override { return info_; }
+  void set_tensor_hook(TensorHook hook) override { hook_ = std::move(hook); }
 
  protected:
   // Binds token_embd [n_embd, n_vocab], output_norm [n_embd] and output [n_embd,
@@ -134,6 +135,13 @@ class ArchModel : public BatchedModel {
   void finish_batch(std::span<const BatchSlice> slices, const BatchRows& rows, const float* x, int64_t n_embd,
                     float eps, int64_t n_vocab);
 
+  // Each row of t [rows.n, width], layer il's tensor `name`, to the tensor hook if
+  // one is set (Model::set_tensor_hook). One call per named point of a forward pass.
+  void dump(const char* name, int il, const BatchRows& rows, const float* t, int64_t width) const {
+    if (!hook_) return;
+    for (int r = 0; r < rows.n; ++r) hook_(name, il, rows.pos[size_t(r)], t + size_t(r) * size_t(width), width);
+  }
+
   ModelInfo info_;
   // Layer `layer`'s MoE block starts: the core pager (when the core streams) pages
   // the layers around it.
@@ -141,6 +149,7 @@ class ArchModel : public BatchedModel {
     if (pager_) pager_->on_moe_layer(layer);
   }
 
+  TensorHook hook_;
   ThreadPool* pool_ = nullptr;
   CorePager* pager_ = nullptr;  // not owned; null: the core is resident
   Tensor tok_embd_, output_;

@@ -168,24 +168,33 @@ class DeepSeek2 final : public ArchModel {
       const Layer& L = layers_[size_t(il)];
       kv_seqs(slices, rows, il, seqs);
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      dump("attn_norm", il, rows, h.data(), E);
       mla_forward_batch(pool_, c_.mla, L.att, seqs, h.data(), n, o.data());
+      dump("attn_out", il, rows, o.data(), E);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("ffn_inp", il, rows, x.data(), E);
 
       rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      dump("ffn_norm", il, rows, h.data(), E);
       if (il < c_.n_dense) {
         dense_ffn(pool_, L.ffn_gate, L.ffn_up, L.ffn_down, h.data(), n, {}, o.data());
       } else {
         linear(pool_, L.gate_inp, h.data(), n, rl.data());
+        dump("ffn_moe_logits", il, rows, rl.data(), c_.router.n_expert);
         RouterConfig rc = c_.router;
         rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
         route(rc, rl.data(), n, sel.data(), rw.data());
         page_core(il);
         DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, K, sel.data(), rw.data(), {}, o.data(),
                        fo.resident_experts_only));
+        dump("ffn_moe_out", il, rows, o.data(), E);
         dense_ffn(pool_, L.gate_sh, L.up_sh, L.down_sh, h.data(), n, {}, sh.data());
+        dump("ffn_shexp", il, rows, sh.data(), E);
         for (size_t i = 0; i < o.size(); ++i) o[i] += sh[i];  // moe_out + ffn_shexp, then + residual
       }
+      dump("ffn_out", il, rows, o.data(), E);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("l_out", il, rows, x.data(), E);
       if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense) {
         const Layer& next = layers_[size_t(il + 1)];
         RouterConfig rc = c_.router;

@@ -342,6 +342,7 @@ class KimiK3 final : public ArchModel {
       const bool banked = use_res && il % c_.res_block == 0;
       if (banked) R.push_back(x);  // the raw stream, not its mix
       rms_norm_rows(in, Ly.attn_norm.data(), E, n, c_.eps, a.data());
+      dump("attn_norm", il, rows, a.data(), E);
       if (Ly.mla) {
         kv_seqs(slices, rows, il, mla_seqs);
         k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data());
@@ -350,11 +351,13 @@ class KimiK3 final : public ArchModel {
           kda_seqs[i] = KdaSeq{&static_cast<State&>(*slices[i].state).kda[size_t(il)], rows.row0[i], slices[i].n};
         kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data());
       }
+      dump("attn_out", il, rows, o.data(), E);
       if (banked) {
         x = o;  // a banked layer restarts the partial stream
       } else {
         for (int64_t i = 0; i < ne; ++i) x[size_t(i)] += o[size_t(i)];
       }
+      dump("ffn_inp", il, rows, x.data(), E);
 
       in = x.data();
       if (use_res) {
@@ -362,12 +365,15 @@ class KimiK3 final : public ArchModel {
         in = u.data();
       }
       rms_norm_rows(in, Ly.ffn_norm.data(), E, n, c_.eps, a.data());
+      dump("ffn_norm", il, rows, a.data(), E);
       if (il < c_.n_dense) {
         dense_ffn(pool_, Ly.ffn_gate, Ly.ffn_up, Ly.ffn_down, a.data(), n, c_.act, o.data());
       } else {
-        DF_TRY(latent_moe(il, Ly, a.data(), n, o.data(), fo.resident_experts_only));
+        DF_TRY(latent_moe(il, Ly, rows, a.data(), o.data(), fo.resident_experts_only));
       }
+      dump("ffn_out", il, rows, o.data(), E);
       for (int64_t i = 0; i < ne; ++i) x[size_t(i)] += o[size_t(i)];
+      dump("l_out", il, rows, x.data(), E);
       if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense && !fo.resident_experts_only) {
         // The next router reads its layer's ffn mix of the stream; the raw stream
         // stands in for it here (a prediction only).
@@ -388,8 +394,9 @@ class KimiK3 final : public ArchModel {
   }
 
  private:
-  // f: [n, n_embd] ffn-normed input; out: [n, n_embd]. resident_only: moe_ffn's.
-  Status latent_moe(int il, const Layer& Ly, const float* f, int n, float* out, bool resident_only) {
+  // f: [rows.n, n_embd] ffn-normed input; out: [rows.n, n_embd]. resident_only: moe_ffn's.
+  Status latent_moe(int il, const Layer& Ly, const BatchRows& rows, const float* f, float* out, bool resident_only) {
+    const int n = rows.n;
     const int64_t E = c_.n_embd, L = c_.latent > 0 ? c_.latent : E;
     std::vector<float> xl, rl(size_t(n) * size_t(c_.n_expert)), rw(size_t(n) * size_t(c_.n_used)),
         m(size_t(n) * size_t(L));
@@ -401,6 +408,7 @@ class KimiK3 final : public ArchModel {
       xin = xl.data();
     }
     linear(pool_, Ly.gate_inp, f, n, rl.data());  // the router sees the full-width input
+    dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
     RouterConfig rc = c_.router;
     rc.score_bias = Ly.exp_probs_b.data();
     route(rc, rl.data(), n, sel.data(), rw.data());
@@ -409,6 +417,7 @@ class KimiK3 final : public ArchModel {
                    resident_only));
     // RMSNorm after the routing weights and scale were applied (llama.cpp order).
     if (!Ly.routed_norm.empty()) rms_norm_rows(m.data(), Ly.routed_norm.data(), L, n, c_.eps, m.data());
+    dump("ffn_moe_out", il, rows, m.data(), L);  // in the latent width when there is one
     if (c_.latent > 0) {
       linear(pool_, Ly.routed_up, m.data(), n, out);
     } else {

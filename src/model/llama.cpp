@@ -106,6 +106,7 @@ class Llama final : public ArchModel {
     for (int il = 0; il < c_.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      dump("attn_norm", il, rows, h.data(), E);
       if (L.wqkv.valid()) {
         qkv.resize(N * size_t(qkv_w));
         linear(pool_, L.wqkv, h.data(), n, qkv.data());
@@ -124,22 +125,33 @@ class Llama final : public ArchModel {
       add_bias(q.data(), n, L.bq);
       add_bias(k.data(), n, L.bk);
       add_bias(v.data(), n, L.bv);
+      dump("Qcur", il, rows, q.data(), q_w);
+      dump("Kcur", il, rows, k.data(), kv_w);
+      dump("Vcur", il, rows, v.data(), kv_w);
       gqa.forward(slices, rows, il, q.data(), k.data(), v.data(), att.data());
+      dump("kqv_out", il, rows, att.data(), q_w);
       linear(pool_, L.wo, att.data(), n, o.data());
       add_bias(o.data(), n, L.bo);
+      dump("attn_out", il, rows, o.data(), E);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("ffn_inp", il, rows, x.data(), E);
 
       rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      dump("ffn_norm", il, rows, h.data(), E);
       if (c_.n_expert > 0) {
         linear(pool_, L.gate_inp, h.data(), n, rl.data());
+        dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
         route(rc, rl.data(), n, sel.data(), rw.data());
         page_core(il);
         DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data(),
                        fo.resident_experts_only));
+        dump("ffn_moe_out", il, rows, o.data(), E);
       } else {
         dense(L, h.data(), n, o.data());
+        dump("ffn_out", il, rows, o.data(), E);
       }
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("l_out", il, rows, x.data(), E);
       if (c_.n_expert > 0 && il + 1 < c_.n_layer && !fo.resident_experts_only) {
         const Layer& next = layers_[size_t(il + 1)];
         predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),

@@ -4,24 +4,9 @@
 #include <regex>
 
 #include "model/arch.h"
+#include "model/registry.h"
 
 namespace deltafin {
-
-namespace {
-struct ArchEntry {
-  const char* name;
-  Result<std::unique_ptr<Model>> (*load)(ModelFile&, LoadOptions&);
-};
-const std::vector<ArchEntry>& arch_table() {
-  static const std::vector<ArchEntry> t = {
-      {"qwen3moe", load_qwen3moe},
-      {"deepseek2", load_deepseek2},
-      {"kimi-k3", load_kimi_k3},
-      {"llama", load_llama},
-  };
-  return t;
-}
-}  // namespace
 
 std::string SeqState::save() const {
   std::string out;
@@ -38,22 +23,15 @@ Status SeqState::load(std::string_view bytes) {
   return {};
 }
 
-std::vector<std::string> supported_architectures() {
-  std::vector<std::string> v;
-  for (auto& a : arch_table()) v.push_back(a.name);
-  return v;
-}
-
 Result<std::unique_ptr<Model>> load_model(ModelFile& file, LoadOptions opts) {
   DF_ASSIGN(std::string arch, file.meta().get_string("general.architecture"));
   if (file.tensors().empty())
     return make_error("{}: the file holds no tensors: it is a vocabulary-only GGUF (tokenizer metadata only), "
                       "which `deltafin tokenize` can use; run and chat need a model file with weights",
                       file.path());
-  for (auto& a : arch_table())
-    if (arch == a.name) return a.load(file, opts);
+  if (const Architecture* a = find_architecture(arch)) return a->load(file, opts);
   std::string list;
-  for (auto& a : arch_table()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
+  for (const Architecture& a : architectures()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
   return make_error("{}: architecture '{}' is not supported by deltafin (supported: {}); models of other "
                     "architectures run in llama.cpp", file.path(), arch, list);
 }

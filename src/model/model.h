@@ -4,9 +4,11 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -96,6 +98,15 @@ struct ForwardOptions {
   // made, so the pass reads nothing from disk.
   bool resident_experts_only = false;
 };
+// A debugging hook (llama.cpp's eval callback): a forward pass hands it each row of
+// its named intermediate tensors, so a mismatch against a reference can be traced to
+// a layer. name: llama.cpp's graph name where it has one (attn_norm, Qcur_normed,
+// Kcur, Vcur, kqv_out, attn_out, ffn_inp, ffn_norm, ffn_moe_logits, ffn_moe_out,
+// ffn_out, l_out); layer: 0-based; pos: the row's position in its sequence (rows of
+// several slices of a batch come slice by slice); values: n floats, valid during
+// the call only. Called on the thread that runs the pass; without a hook a named
+// point costs one branch.
+using TensorHook = std::function<void(std::string_view name, int layer, int pos, const float* values, int64_t n)>;
 
 class Model {
  public:
@@ -133,6 +144,10 @@ class Model {
   // pending: st.n_past == seq.size() - 1). The trunk's state is unchanged; the MTP
   // block's own cache advances over the positions evaluated since the last call.
   virtual Status mtp_draft(SeqState& st, const std::vector<int32_t>& seq, int max_n, std::vector<int32_t>* out);
+
+  // Hands later passes' named tensors to `hook` (TensorHook; empty: none). Models
+  // without named points ignore it.
+  virtual void set_tensor_hook(TensorHook hook) {}
 };
 
 // An architecture whose forward_batch shares one pass among the slices; forward()
@@ -175,7 +190,7 @@ Status check_model(ModelFile& file);
 // that such a model stops with this error rather than printing garbage.
 Status check_logits(const float* logits, int64_t n_vocab);
 
-// Supported architectures (general.architecture values).
+// Supported architectures (general.architecture values), in model/registry.cpp's order.
 std::vector<std::string> supported_architectures();
 
 }  // namespace deltafin

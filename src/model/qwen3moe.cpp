@@ -116,22 +116,33 @@ class Qwen3Moe final : public ArchModel {
     for (int il = 0; il < c_.n_layer; ++il) {
       const Layer& L = layers_[size_t(il)];
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
+      dump("attn_norm", il, rows, h.data(), E);
       linear(pool_, L.wq, h.data(), n, q.data());
       linear(pool_, L.wk, h.data(), n, k.data());
       linear(pool_, L.wv, h.data(), n, v.data());
       rms_norm_rows(q.data(), L.q_norm.data(), HD, int64_t(n) * c_.n_head, c_.eps, q.data());
       rms_norm_rows(k.data(), L.k_norm.data(), HD, int64_t(n) * c_.n_head_kv, c_.eps, k.data());
+      dump("Qcur_normed", il, rows, q.data(), q_w);
+      dump("Kcur_normed", il, rows, k.data(), kv_w);
+      dump("Vcur", il, rows, v.data(), kv_w);
       gqa.forward(slices, rows, il, q.data(), k.data(), v.data(), att.data());
+      dump("kqv_out", il, rows, att.data(), q_w);
       linear(pool_, L.wo, att.data(), n, o.data());
+      dump("attn_out", il, rows, o.data(), E);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("ffn_inp", il, rows, x.data(), E);
 
       rms_norm_rows(x.data(), L.ffn_norm.data(), E, n, c_.eps, h.data());
+      dump("ffn_norm", il, rows, h.data(), E);
       linear(pool_, L.gate_inp, h.data(), n, rl.data());
+      dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
       route(rc, rl.data(), n, sel.data(), rw.data());
       page_core(il);
       DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data(),
                      fo.resident_experts_only));
+      dump("ffn_moe_out", il, rows, o.data(), E);
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+      dump("l_out", il, rows, x.data(), E);
       if (il + 1 < c_.n_layer && !fo.resident_experts_only) {
         const Layer& next = layers_[size_t(il + 1)];
         predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),

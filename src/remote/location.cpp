@@ -9,22 +9,10 @@ namespace deltafin {
 namespace {
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : "";
-}
-
 // The token the Hugging Face login tools (`hf auth login`, huggingface-cli login)
-// saved, and its path; {"", ""} if none.
-std::pair<std::string, std::string> saved_hf_token() {
-  std::string path = env("HF_TOKEN_PATH");
-  if (path.empty()) {
-    std::string home = env("HF_HOME");
-    if (home.empty() && !env("XDG_CACHE_HOME").empty()) home = env("XDG_CACHE_HOME") + "/huggingface";
-    if (home.empty() && !env("HOME").empty()) home = env("HOME") + "/.cache/huggingface";
-    if (home.empty()) return {};
-    path = home + "/token";
-  }
+// saved in `path`, and the path; {"", ""} if none.
+std::pair<std::string, std::string> saved_hf_token(const std::string& path) {
+  if (path.empty()) return {};
   std::ifstream f(path, std::ios::binary);
   if (!f) return {};
   std::stringstream ss;
@@ -49,7 +37,7 @@ void ModelLocation::set_hf_file(const std::string& file_in_repo) {
   url = hf_url(revision, file);
 }
 
-Result<ModelLocation> parse_model_location(const std::string& s) {
+Result<ModelLocation> parse_model_location(const std::string& s, const Environment& env) {
   ModelLocation loc;
   loc.text = s;
   if (starts_with(s, "http://") || starts_with(s, "https://")) {
@@ -94,14 +82,13 @@ Result<ModelLocation> parse_model_location(const std::string& s) {
   if (loc.file.find("..") != std::string::npos) return make_error("'{}': bad path '{}'", s, loc.file);
   loc.kind = ModelLocation::Kind::HuggingFace;
   loc.repo = repo;
-  loc.endpoint = env("HF_ENDPOINT");
-  if (loc.endpoint.empty()) loc.endpoint = "https://huggingface.co";
+  loc.endpoint = env.hf_endpoint;
   while (!loc.endpoint.empty() && loc.endpoint.back() == '/') loc.endpoint.pop_back();
-  if (std::string tok = env("HF_TOKEN"); !tok.empty()) {
-    loc.token = tok;
+  if (!env.hf_token.empty()) {
+    loc.token = env.hf_token;
     loc.token_source = "HF_TOKEN";
   } else {
-    std::tie(loc.token, loc.token_source) = saved_hf_token();
+    std::tie(loc.token, loc.token_source) = saved_hf_token(env.hf_token_path);
   }
   if (!loc.file.empty()) loc.url = loc.hf_url(loc.revision, loc.file);
   return loc;

@@ -13,6 +13,7 @@
 #pragma once
 #include <string>
 
+#include "core/environment.h"
 #include "core/result.h"
 
 namespace deltafin {
@@ -39,7 +40,8 @@ struct ModelLocation {
 // True for http://, https:// and hf:// locations.
 bool is_remote_location(const std::string& s);
 
-// Reads HF_TOKEN (or the token file) and HF_ENDPOINT for hf:// locations.
-Result<ModelLocation> parse_model_location(const std::string& s);
+// hf:// locations take the endpoint and token from `env` (hf_endpoint; hf_token, else
+// the token saved in the file hf_token_path names).
+Result<ModelLocation> parse_model_location(const std::string& s, const Environment& env);
 
 }  // namespace deltafin

@@ -24,7 +24,7 @@ Result<std::unique_ptr<ExpertStore>> make_planned_store(ModelFile& file, const E
   StreamingOptions so = opts.stream;
   so.cache_bytes = plan.expert_cache;
   if (*pager) DF_LOG_WARN("the core does not fit --mem; {}", (*pager)->describe());
-  if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file);
+  if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file, opts.env.profile_base);
   if (remote) so.disk_cache = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, find_expert_layers(file), so));
   *streaming = store.get();
@@ -39,8 +39,10 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
     return make_error("{} threads asked for; at most {} are supported (-t/--threads)", opts.threads, kMaxThreads);
   auto e = std::make_unique<Engine>();
   if (is_remote_location(path)) {
-    DF_ASSIGN(ModelLocation loc, parse_model_location(path));
-    DF_ASSIGN(e->remote_, RemoteModel::open(loc, opts.remote));
+    DF_ASSIGN(ModelLocation loc, parse_model_location(path, opts.env));
+    RemoteOptions ro = opts.remote;
+    if (ro.cache_dir.empty()) ro.cache_dir = opts.env.cache_dir;
+    DF_ASSIGN(e->remote_, RemoteModel::open(loc, ro));
     DF_ASSIGN(e->file_, e->remote_->open_file());
     DF_TRY(e->remote_->attach(*e->file_, find_expert_layers(*e->file_)));
     DF_TRY(e->remote_->ensure_core(opts.progress));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cache/remote_model.h"
+#include "core/environment.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "format/model_file.h"
@@ -31,8 +32,8 @@ struct EngineOptions {
   // Kept out of the expert cache for the KV cache, activations and the program
   // (--reserve); 0: 64 MiB + 3% of the budget.
   uint64_t reserve_bytes = 0;
-  // Policy, I/O threads, profile ("auto": default_profile_path()); cache_bytes comes
-  // from the memory plan.
+  // Policy, I/O threads, profile ("auto": default_profile_path() under
+  // env.profile_base); cache_bytes comes from the memory plan.
   StreamingOptions stream;
   // Remote models (http://, https://, hf:// locations): the disk cache and the
   // network. The core is downloaded into the cache first (progress drawn by
@@ -41,6 +42,9 @@ struct EngineOptions {
   // Draws the core download, and the load of a large (>= 1 GiB) set of resident
   // weights; null: no progress lines.
   ProgressFactory progress;
+  // The program's environment (tools/environment.h): the disk cache when
+  // remote.cache_dir is empty, the profile directory, the Hugging Face endpoint and token.
+  Environment env;
 };
 
 class Engine {

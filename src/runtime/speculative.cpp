@@ -355,6 +355,7 @@ Result<DrafterFactory> make_drafter_factory(const SpecOptions& opts, Engine& tar
     case SpecMode::Draft: {
       EngineOptions eo;
       eo.threads = threads;
+      eo.env = opts.env;
       DF_ASSIGN(auto de, Engine::open(opts.draft_path, eo));
       DF_ASSIGN(auto make, model_drafters(std::move(de), tok, n_ctx));
       return DrafterFactory([make] { return one(make()); });

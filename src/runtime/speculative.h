@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/environment.h"
 #include "core/result.h"
 #include "model/model.h"
 
@@ -46,6 +47,7 @@ enum class SpecMode { Off, Auto, Ngram, Self, Draft, Mtp };
 struct SpecOptions {
   SpecMode mode = SpecMode::Auto;
   std::string draft_path;  // SpecMode::Draft: the draft model GGUF
+  Environment env;         // SpecMode::Draft: opens the draft model (EngineOptions::env)
   int max_draft = 16;      // most drafted tokens per pass (<= kMaxDraft); the adaptive choice is usually shorter
   bool adaptive = true;    // false: always draft max_draft tokens (tests, measurements)
   bool auto_self = true;   // Auto: self-speculation too when the experts stream (the server: off)

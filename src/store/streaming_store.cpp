@@ -484,11 +484,7 @@ Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
   return std::unique_ptr<StreamingExpertStore>(std::move(s));
 }
 
-std::string default_profile_path(const ModelFile& file) {
-  std::string base;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
-  else base = "/tmp";
+std::string default_profile_path(const ModelFile& file, const std::string& base) {
   std::string name = file.path();
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".gguf") == 0) name.resize(name.size() - 5);

@@ -128,7 +128,7 @@ class StreamingExpertStore : public ExpertStore {
 Result<std::unique_ptr<StreamingExpertStore>> make_streaming_expert_store(
     ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const StreamingOptions& opts);
 
-// $XDG_CACHE_HOME/deltafin/profiles/<model name>-<size>.profile (or ~/.cache/...).
-std::string default_profile_path(const ModelFile& file);
+// <base>/deltafin/profiles/<model name>-<size>.profile (base: Environment::profile_base).
+std::string default_profile_path(const ModelFile& file, const std::string& base);
 
 }  // namespace deltafin

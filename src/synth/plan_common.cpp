@@ -84,4 +84,19 @@ void plan_gated_ffn(const SynthSpec& s, int layer, const char* suffix, int64_t w
   out->push_back(plan_matrix(s, n("down"), width, E));
 }
 
+void tiny_mla_shape(SynthSpec* d) {
+  d->n_layer = 3;
+  d->n_dense_lead = 1;
+  d->n_shared = 1;
+  d->kv_lora_rank = 256;
+  d->q_lora_rank = 256;
+  d->rope_dim = 64;
+  d->nope_dim = 64;
+  d->v_head_dim = 64;
+  d->n_expert = 8;
+  d->n_used = 2;
+  d->n_group = 2;
+  d->n_group_used = 1;
+}
+
 }  // namespace deltafin

@@ -33,5 +33,8 @@ void plan_gqa_attention(const SynthSpec& s, int layer, std::vector<TensorPlan>* 
 // blk.L.ffn_{gate,up,down}<suffix>.weight: a gated FFN n_embd -> width -> n_embd
 // ("": a dense layer's, "_shexp": the shared experts').
 void plan_gated_ffn(const SynthSpec& s, int layer, const char* suffix, int64_t width, std::vector<TensorPlan>* out);
+// The tiny presets' MLA shape (deepseek2, kimi-k3): 3 layers, the first dense, one
+// shared expert, q-LoRA and kv latent 256, 2 expert groups of which 1 is kept.
+void tiny_mla_shape(SynthSpec* d);
 
 }  // namespace deltafin

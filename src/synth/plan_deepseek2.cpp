@@ -145,4 +145,17 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
   return {};
 }
 
+void tiny_deepseek2(SynthSpec* d) {
+  tiny_mla_shape(d);
+  // DeepSeek-V3's form: absorbed MLA (wk_b/wv_b), q-LoRA, 2 expert groups of which
+  // 1 is kept, YaRN x8 over a 512-token original context (so contexts past 512
+  // exercise the interpolation) with DeepSeek-V2-Lite's mscale_all_dim 0.707 (the
+  // deepseek2 special case of llama.cpp's attn_factor).
+  d->mla_split_kv_b = true;
+  d->yarn_factor = 8.0f;
+  d->yarn_orig_ctx = 512;
+  d->yarn_mscale_all_dim = 0.707f;
+  d->routed_scale = 2.5f;
+}
+
 }  // namespace deltafin

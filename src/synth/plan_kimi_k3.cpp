@@ -143,4 +143,15 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
   return {};
 }
 
+void tiny_kimi_k3(SynthSpec* d) {
+  tiny_mla_shape(d);
+  // Layers: KDA (dense FFN), KDA, KDA, MLA, KDA; attention residuals every 2.
+  d->n_layer = 5;
+  d->kda_period = 4;
+  d->kda_head_dim = 64;
+  d->moe_latent = 128;
+  d->attn_res_block = 2;
+  d->expert_type = DType::MXFP4;
+}
+
 }  // namespace deltafin

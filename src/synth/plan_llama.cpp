@@ -66,4 +66,7 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   return {};
 }
 
+// The common tiny shape as it is: Mixtral-like, 2 layers of 256, 8 experts (top-2).
+void tiny_llama(SynthSpec*) {}
+
 }  // namespace deltafin

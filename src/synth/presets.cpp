@@ -2,6 +2,8 @@
 // shapes of the real models for benchmarks.
 #include "synth/synth.h"
 
+#include "model/registry.h"
+
 namespace deltafin {
 
 std::vector<std::string> synth_preset_names() {
@@ -42,7 +44,7 @@ void mla_mini_shape(SynthSpec* d) {
 bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec* s) {
   SynthSpec d;
   if (preset == "tiny") {
-    d.arch = arch.empty() ? "qwen3moe" : arch;
+    d.arch = arch.empty() ? architectures()[0].name : arch;
     d.name = "tiny-" + d.arch;
     d.n_layer = 2;
     d.n_embd = 256;
@@ -53,40 +55,8 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.n_used = 2;
     d.n_ff_exp = 256;
     d.n_ff = 512;
-    if (d.arch == "deepseek2" || d.arch == "kimi-k3") {
-      d.n_layer = 3;
-      d.n_dense_lead = 1;
-      d.n_shared = 1;
-      d.kv_lora_rank = 256;
-      d.q_lora_rank = 256;
-      d.rope_dim = 64;
-      d.nope_dim = 64;
-      d.v_head_dim = 64;
-      d.n_expert = 8;
-      d.n_used = 2;
-      d.n_group = 2;
-      d.n_group_used = 1;
-    }
-    if (d.arch == "deepseek2") {
-      // DeepSeek-V3's form: absorbed MLA (wk_b/wv_b), q-LoRA, 2 expert groups of which
-      // 1 is kept, YaRN x8 over a 512-token original context (so contexts past 512
-      // exercise the interpolation) with DeepSeek-V2-Lite's mscale_all_dim 0.707 (the
-      // deepseek2 special case of llama.cpp's attn_factor).
-      d.mla_split_kv_b = true;
-      d.yarn_factor = 8.0f;
-      d.yarn_orig_ctx = 512;
-      d.yarn_mscale_all_dim = 0.707f;
-      d.routed_scale = 2.5f;
-    }
-    if (d.arch == "kimi-k3") {
-      // Layers: KDA (dense FFN), KDA, KDA, MLA, KDA; attention residuals every 2.
-      d.n_layer = 5;
-      d.kda_period = 4;
-      d.kda_head_dim = 64;
-      d.moe_latent = 128;
-      d.attn_res_block = 2;
-      d.expert_type = DType::MXFP4;
-    }
+    // An unknown architecture keeps the common shape; writing it names the problem.
+    if (const Architecture* a = find_architecture(d.arch)) a->tiny_preset(&d);
   } else if (preset == "qwen3-moe-mini") {
     // Qwen3-30B-A3B's pattern (GQA 32/4, 128 experts, top-8), narrower and shallower.
     mini(&d, "qwen3moe", preset);

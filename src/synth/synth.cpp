@@ -9,6 +9,7 @@
 #include "format/gguf_writer.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
+#include "model/registry.h"
 
 namespace deltafin {
 
@@ -99,13 +100,13 @@ Status make_plan(const SynthSpec& spec, SynthPlan* plan) {
   plan->meta.set("general.architecture", GGUFValue::str(spec.arch));
   plan->meta.set("general.name", GGUFValue::str(spec.name));
   plan->meta.set("general.alignment", GGUFValue::u32(32));
-  Status st;
-  if (spec.arch == "qwen3moe") st = plan_qwen3moe(spec, plan);
-  else if (spec.arch == "deepseek2") st = plan_deepseek2(spec, plan);
-  else if (spec.arch == "kimi-k3") st = plan_kimi_k3(spec, plan);
-  else if (spec.arch == "llama") st = plan_llama(spec, plan);
-  else return make_error("synth: unknown architecture '{}' (qwen3moe, deepseek2, kimi-k3, llama)", spec.arch);
-  DF_TRY(st);
+  const Architecture* arch = find_architecture(spec.arch);
+  if (arch == nullptr) {
+    std::string list;
+    for (const Architecture& a : architectures()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
+    return make_error("synth: unknown architecture '{}' ({})", spec.arch, list);
+  }
+  DF_TRY(arch->synth_plan(spec, plan));
   for (const auto& o : spec.type_overrides) {
     std::regex re;
     try {

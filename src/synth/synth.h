@@ -126,6 +126,11 @@ Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p);
 Status plan_deepseek2(const SynthSpec& s, SynthPlan* p);
 Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p);
 Status plan_llama(const SynthSpec& s, SynthPlan* p);
+// Each architecture's "tiny" preset from the common tiny shape (model/registry.h).
+void tiny_qwen3moe(SynthSpec* s);
+void tiny_deepseek2(SynthSpec* s);
+void tiny_kimi_k3(SynthSpec* s);
+void tiny_llama(SynthSpec* s);
 
 // Tokenizer metadata into `meta`; returns the vocabulary size.
 Result<int64_t> synth_vocab(const std::string& vocab_path, GGUFFile* meta);

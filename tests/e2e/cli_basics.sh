@@ -87,4 +87,22 @@ DELTAFIN_ISA=scalar "$bin" eval -m "$m" --ids 1,2,3 --top 3 >"$dir/eval-scalar" 
 check "DELTAFIN_ISA=scalar evaluates" test "$(wc -l <"$dir/eval-scalar")" = 1
 DELTAFIN_ISA=sse9 "$bin" eval -m "$m" --ids 1,2,3 --top 3 >/dev/null 2>"$dir/isa-bad.err"
 check "a DELTAFIN_ISA this CPU cannot run is named" grep -q "DELTAFIN_ISA=sse9" "$dir/isa-bad.err"
+DELTAFIN_ISA=scalar "$bin" --version >"$dir/version-scalar"
+check "--version names the kernel set DELTAFIN_ISA picked" grep -q "CPU kernels: scalar" "$dir/version-scalar"
+
+# synth --list-archs: the registry, one a line, without needing -o.
+"$bin" synth --list-archs >"$dir/archs" 2>&1
+check "synth --list-archs lists every architecture" sh -c "grep -qx qwen3moe '$dir/archs' && grep -qx llama '$dir/archs' && test \$(wc -l <'$dir/archs') -ge 4"
+
+# eval --dump: one layer's named tensor at one position, the same logits as without.
+"$bin" eval -m "$m" --ids 1,2,3 --top 3 --dump l_out --dump ffn_moe_logits@1 --dump-pos 1 >"$dir/dump" 2>"$dir/dump.err"
+check "--dump l_out prints it for both layers at --dump-pos" \
+  test "$(grep -c '"tensor":"l_out","layer":[01],"pos":1,"n":256,' "$dir/dump")" = 2
+check "--dump NAME@LAYER prints that layer only" \
+  test "$(grep -c '"tensor":"ffn_moe_logits","layer":1,"pos":1,"n":8,' "$dir/dump")" = 1
+"$bin" eval -m "$m" --ids 1,2,3 --top 3 >"$dir/nodump" 2>/dev/null
+check "--dump leaves the logits as they were" test "$(grep -v '"tensor"' "$dir/dump")" = "$(cat "$dir/nodump")"
+"$bin" eval -m "$m" --ids 1,2,3 --dump nosuch >/dev/null 2>"$dir/dump-bad.err"; rc=$?
+check "--dump of an unknown name fails naming the names there are" \
+  sh -c "test $rc -ne 0 && grep -q \"'nosuch'\" '$dir/dump-bad.err' && grep -q attn_norm '$dir/dump-bad.err'"
 exit $fail

@@ -21,7 +21,7 @@ refused() {
   fi
 }
 
-for arch in qwen3moe deepseek2 kimi-k3 llama; do
+for arch in $("$bin" synth --list-archs); do
   m=$dir/$arch.gguf
   "$bin" synth --preset tiny --arch "$arch" -o "$m" >/dev/null 2>&1 || { echo "synth $arch failed"; exit 1; }
   # A norm tensor missing (renamed) or of the wrong shape: found before any tensor is read.

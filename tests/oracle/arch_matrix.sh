@@ -75,9 +75,7 @@ declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
   [deepseek2-Q6_K]="--mla joined")
 
-ALL_ARCHS="qwen3moe deepseek2 kimi-k3 llama kimi-k3@A kimi-k3@B"
 ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4"
-ARCHS=${ARCHS:-$ALL_ARCHS}
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)
 SHAPE_N_TOK=${SHAPE_N_TOK:-128}  # the same for the extra shapes (SHAPE)
@@ -85,6 +83,9 @@ LONG_TOK=${LONG_TOK:-1100}  # F32 only: one batch run past 1024 tokens of contex
 GREEDY=${GREEDY:-32}     # F32 only: greedy tokens after a 16-token prompt
 
 bin=$1; src=$2; build=$3
+# Every architecture `synth` writes, then kimi-k3's extra shapes.
+ALL_ARCHS="$("$bin" synth --list-archs | tr '\n' ' ')kimi-k3@A kimi-k3@B"
+ARCHS=${ARCHS:-$ALL_ARCHS}
 dir=$build/arch_matrix
 ref=$src/tests/oracle/llama_ref.mjs
 cmp_py=$src/tests/oracle/compare.py

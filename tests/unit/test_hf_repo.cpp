@@ -82,52 +82,47 @@ TEST(HfRepo, NoTagTakesTheOnlyModel) {
 }
 
 TEST(HfRepo, LocationsWithAQuantOrNoFile) {
-  auto a = parse_model_location("hf://acme/model:Q4_K_M");
+  auto a = parse_model_location("hf://acme/model:Q4_K_M", {});
   ASSERT_TRUE(a.ok()) << a.error().message;
   EXPECT_EQ(a->repo, "acme/model");
   EXPECT_EQ(a->quant, "Q4_K_M");
   EXPECT_EQ(a->revision, "main");
   EXPECT_TRUE(a->file.empty());
   EXPECT_TRUE(a->url.empty());
-  auto b = parse_model_location("hf://acme/model@v2:UD-IQ1_S");
+  auto b = parse_model_location("hf://acme/model@v2:UD-IQ1_S", {});
   ASSERT_TRUE(b.ok()) << b.error().message;
   EXPECT_EQ(b->repo, "acme/model");
   EXPECT_EQ(b->revision, "v2");
   EXPECT_EQ(b->quant, "UD-IQ1_S");
-  auto c = parse_model_location("hf://acme/model");
+  auto c = parse_model_location("hf://acme/model", {});
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->quant.empty() && c->file.empty());
-  auto d = parse_model_location("hf://acme/model/sub/f.gguf");
+  auto d = parse_model_location("hf://acme/model/sub/f.gguf", {});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->file, "sub/f.gguf");
-  EXPECT_FALSE(parse_model_location("hf://acme/model:").ok());
-  EXPECT_FALSE(parse_model_location("hf://acme").ok());
-  EXPECT_FALSE(parse_model_location("hf://acme/model/").ok());
+  EXPECT_FALSE(parse_model_location("hf://acme/model:", {}).ok());
+  EXPECT_FALSE(parse_model_location("hf://acme", {}).ok());
+  EXPECT_FALSE(parse_model_location("hf://acme/model/", {}).ok());
 }
 
 TEST(HfRepo, TokenFromHfTokenElseTheLoginToolsFile) {
   const std::string dir = ::testing::TempDir() + "deltafin_hf_home_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
   std::ofstream(dir + "/token") << "hf_from_file\n";
-  const char* old_token = std::getenv("HF_TOKEN");
-  const char* old_home = std::getenv("HF_HOME");
-  const char* old_path = std::getenv("HF_TOKEN_PATH");
-  const std::string saved_token = old_token ? old_token : "", saved_home = old_home ? old_home : "",
-                    saved_path = old_path ? old_path : "";
-  ::unsetenv("HF_TOKEN");
-  ::unsetenv("HF_TOKEN_PATH");
-  ::setenv("HF_HOME", dir.c_str(), 1);
-  auto a = parse_model_location("hf://acme/model/f.gguf");
+  // What tools/environment.cpp makes of HF_HOME=dir and no HF_TOKEN, then HF_TOKEN set.
+  Environment env;
+  env.hf_token_path = dir + "/token";
+  auto a = parse_model_location("hf://acme/model/f.gguf", env);
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->token, "hf_from_file");
   EXPECT_EQ(a->token_source, dir + "/token");
-  ::setenv("HF_TOKEN", "hf_from_env", 1);
-  auto b = parse_model_location("hf://acme/model/f.gguf");
+  env.hf_token = "hf_from_env";
+  auto b = parse_model_location("hf://acme/model/f.gguf", env);
   EXPECT_EQ(b->token, "hf_from_env");
   EXPECT_EQ(b->token_source, "HF_TOKEN");
-  ::unsetenv("HF_TOKEN");
-  ::setenv("HF_HOME", (dir + "/nowhere").c_str(), 1);
-  auto c = parse_model_location("hf://acme/model/f.gguf");
+  env.hf_token.clear();
+  env.hf_token_path = dir + "/nowhere/token";
+  auto c = parse_model_location("hf://acme/model/f.gguf", env);
   EXPECT_TRUE(c->token.empty());
   // The hint for a refusal says where the token came from, never the token.
   auto hint = hf_access_hint(*a, 401);
@@ -135,10 +130,6 @@ TEST(HfRepo, TokenFromHfTokenElseTheLoginToolsFile) {
   EXPECT_NE(hint.find(dir + "/token"), std::string::npos) << hint;
   EXPECT_EQ(hint.find("hf_from_file"), std::string::npos) << hint;
   EXPECT_NE(hf_access_hint(*c, 401).find("no token was sent"), std::string::npos);
-  if (old_token) ::setenv("HF_TOKEN", saved_token.c_str(), 1);
-  if (old_home) ::setenv("HF_HOME", saved_home.c_str(), 1);
-  else ::unsetenv("HF_HOME");
-  if (old_path) ::setenv("HF_TOKEN_PATH", saved_path.c_str(), 1);
   std::remove((dir + "/token").c_str());
   ::rmdir(dir.c_str());
 }

@@ -523,6 +523,26 @@ TEST(KernelDot, DispatchPicksBestIsa) {
   }
 }
 
+// select_isa (deltafin's $DELTAFIN_ISA) switches what type_traits() hands out; a set
+// the CPU lacks, or an unknown name, changes nothing.
+TEST(KernelDot, SelectIsaSwitchesDispatch) {
+  ASSERT_EQ(selected_isa(), best_isa());
+  ASSERT_TRUE(select_isa(Isa::Scalar));
+  EXPECT_EQ(selected_isa(), Isa::Scalar);
+  for (DType t : kAllTypes) EXPECT_EQ(type_traits(t), type_traits_isa(t, Isa::Scalar)) << name(t);
+  for (Isa i : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+    if (!isa_supported(i)) {
+      EXPECT_FALSE(select_isa(i)) << isa_name(i);
+    }
+  }
+  EXPECT_EQ(selected_isa(), Isa::Scalar);
+  Isa parsed;
+  EXPECT_TRUE(isa_from_name("avx2", &parsed) && parsed == Isa::AVX2);
+  EXPECT_FALSE(isa_from_name("sse9", &parsed));
+  ASSERT_TRUE(select_isa(best_isa()));  // as every other test expects
+  for (DType t : kAllTypes) EXPECT_EQ(type_traits(t), type_traits_isa(t, best_isa())) << name(t);
+}
+
 // ---- agreement with llama.cpp -------------------------------------------------------
 
 // Golden outputs of ggml's CPU backend (ggml_mul_mat, 1 thread; llama.cpp checkout of

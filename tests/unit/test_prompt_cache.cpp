@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 
+#include "arch_names.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/prompt_disk_cache.h"
@@ -380,7 +381,7 @@ TEST_P(PromptCache, ChoicesContinueFromCopiesOfOneState) {
   EXPECT_EQ(sched.stats().prompt_tokens, r.prompt.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, PromptCache, ::testing::Values("qwen3moe", "llama", "deepseek2", "kimi-k3"),
+INSTANTIATE_TEST_SUITE_P(Arch, PromptCache, ::testing::ValuesIn(arch_names()),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');

@@ -51,32 +51,32 @@ void flip_byte(const std::string& path, long at) {
 }  // namespace
 
 TEST(Location, ParsesEveryForm) {
-  auto l = parse_model_location("models/x.gguf");
+  auto l = parse_model_location("models/x.gguf", {});
   ASSERT_TRUE(l.ok());
   EXPECT_FALSE(l->remote());
-  l = parse_model_location("https://example.org/a/b-00001-of-00002.gguf");
+  l = parse_model_location("https://example.org/a/b-00001-of-00002.gguf", {});
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->kind, ModelLocation::Kind::Url);
-  ::setenv("HF_ENDPOINT", "http://127.0.0.1:9/", 1);
-  l = parse_model_location("hf://owner/repo@v1.0/sub/dir/m.gguf");
-  ::unsetenv("HF_ENDPOINT");
+  Environment env;
+  env.hf_endpoint = "http://127.0.0.1:9/";
+  l = parse_model_location("hf://owner/repo@v1.0/sub/dir/m.gguf", env);
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->repo, "owner/repo");
   EXPECT_EQ(l->revision, "v1.0");
   EXPECT_EQ(l->file, "sub/dir/m.gguf");
   EXPECT_EQ(l->url, "http://127.0.0.1:9/owner/repo/resolve/v1.0/sub/dir/m.gguf");
-  l = parse_model_location("hf://owner/repo/m.gguf");
+  l = parse_model_location("hf://owner/repo/m.gguf", {});
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->revision, "main");
   EXPECT_EQ(l->url, "https://huggingface.co/owner/repo/resolve/main/m.gguf");
   // A repository alone (its only GGUF) or with :QUANT is chosen later from its listing.
-  l = parse_model_location("hf://owner/repo");
+  l = parse_model_location("hf://owner/repo", {});
   ASSERT_TRUE(l.ok());
   EXPECT_EQ(l->repo, "owner/repo");
   EXPECT_TRUE(l->file.empty());
   EXPECT_TRUE(l->quant.empty());
   for (const char* bad : {"hf://owner", "hf://owner/repo@/m.gguf", "hf://o/r/../m.gguf", "https://", "http://host"}) {
-    auto r = parse_model_location(bad);
+    auto r = parse_model_location(bad, {});
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
       EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;

@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "arch_names.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -253,7 +254,7 @@ void plain_greedy(Opened& m, int n, GenRun* out) {
 }  // namespace
 
 TEST(SpeculativeGenerate, GreedyOutputIsIdenticalWithEveryDrafter) {
-  for (const char* arch : {"qwen3moe", "deepseek2", "kimi-k3", "llama"}) {
+  for (const char* arch : arch_names()) {
     SCOPED_TRACE(arch);
     std::string why;
     const std::string path = tiny_model(arch, 1, &why), other = tiny_model(arch, 7, &why);
@@ -363,7 +364,7 @@ TEST(SpeculativeGenerate, SampledSequencesKeepTheirDistribution) {
 // speculation (accepting or rejecting) changes no token.
 TEST(SpeculativeGenerate, GreedyOutputIsIdenticalOnQuantizedModels) {
   for (DType q : {DType::Q8_0, DType::Q4_K}) {
-    for (const char* arch : {"qwen3moe", "deepseek2", "kimi-k3", "llama"}) {
+    for (const char* arch : arch_names()) {
       SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(q)));
       std::string why;
       const std::string path = tiny_model(arch, 3, &why, q);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "arch_names.h"
 #include "runtime/engine.h"
 #include "synth/synth.h"
 #include "synth_once.h"
@@ -59,7 +60,7 @@ TEST_P(StateMemory, MemoryBytesIsWhatTheStateAllocates) {
   EXPECT_GT(model.state_bytes(2 * kCtx), counted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Arch, StateMemory, ::testing::Values("qwen3moe", "llama", "deepseek2", "kimi-k3"),
+INSTANTIATE_TEST_SUITE_P(Arch, StateMemory, ::testing::ValuesIn(arch_names()),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');

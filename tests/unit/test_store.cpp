@@ -23,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "arch_names.h"
 #include "io/direct_file.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -107,7 +108,6 @@ EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, Stre
   return eo;
 }
 
-const char* kArchs[] = {"qwen3moe", "deepseek2", "kimi-k3", "llama"};
 
 // The tiny qwen3moe model, opened, and its expert layers: where most tests here start.
 struct TinyQwen {
@@ -245,7 +245,7 @@ TEST(ExpertStore, VerifyCatchesAnExpertChangedInTheFile) {
 // The point of the store: any cache size gives the same numbers as resident RAM.
 TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
   int tested = 0;
-  for (const char* arch : kArchs) {
+  for (const char* arch : arch_names()) {
     SCOPED_TRACE(arch);
     std::string why;
     const std::string path = tiny_model(arch, &why);

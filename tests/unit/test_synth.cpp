@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "arch_names.h"
 #include "core/thread_pool.h"
 #include "synth/synth.h"
 
@@ -28,7 +29,7 @@ uint64_t file_size(const std::string& path) {
 
 TEST(SynthSize, WrittenFileMeetsTarget) {
   ThreadPool pool(2);
-  for (const char* arch : {"qwen3moe", "deepseek2", "kimi-k3", "llama"}) {
+  for (const char* arch : arch_names()) {
     SynthSpec s = preset("tiny", arch);
     const int before = s.n_expert;
     s.target_bytes = uint64_t(40) << 20;
