@@ -1,0 +1,64 @@
+// Scalar reference kernels of the i-quants (layouts and tables in iq_grids.h): the
+// definition the SIMD kernels are tested against. Dot products are against Q8_K, as
+// ggml pairs them: exact integer sums per group of 32 times the group's odd scale
+// 2 ls + 1, one float product per super-block, and the common factor 1/8 at the end.
+#include <cstring>
+
+#include "kernels/blocks.h"
+#include "kernels/iq_grids.h"
+#include "kernels/iq_impl.h"
+
+namespace deltafin::kern {
+
+namespace {
+// Words 0 and 1 of group ib (layout in iq_grids.h).
+inline void iq2xxs_words(const BlockIQ2_XXS& b, int ib, uint32_t* w) { std::memcpy(w, b.qs + 4 * ib, 8); }
+}  // namespace
+
+void to_float_iq2_xxs_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ2_XXS*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int ib = 0; ib < 8; ++ib) {
+      uint32_t w[2];
+      iq2xxs_words(b[i], ib, w);
+      const float db = d * (0.5f + float(w[1] >> 28)) * 0.25f;
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t g = kIq2xxsGrid[(w[0] >> (8 * l)) & 255];
+        const uint8_t s = kEvenSigns[(w[1] >> (7 * l)) & 127];
+        for (int j = 0; j < 8; ++j) {
+          const float v = db * float((g >> (8 * j)) & 255);
+          *dst++ = (s >> j) & 1 ? -v : v;
+        }
+      }
+    }
+  }
+}
+
+void vec_dot_iq2_xxs_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockIQ2_XXS*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const int8_t* q8 = y[i].qs;
+    int bsum = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      uint32_t aw[2];
+      iq2xxs_words(a[i], ib, aw);
+      int sumi = 0;
+      for (int l = 0; l < 4; ++l) {
+        const uint64_t g = kIq2xxsGrid[(aw[0] >> (8 * l)) & 255];
+        const uint8_t s = kEvenSigns[(aw[1] >> (7 * l)) & 127];
+        for (int j = 0; j < 8; ++j, ++q8) {
+          const int v = int((g >> (8 * j)) & 255) * *q8;
+          sumi += (s >> j) & 1 ? -v : v;
+        }
+      }
+      bsum += sumi * int(2 * (aw[1] >> 28) + 1);
+    }
+    sum += fp16_to_f32(a[i].d) * y[i].d * float(bsum);
+  }
+  *out = 0.125f * sum;
+}
+
+}  // namespace deltafin::kern
