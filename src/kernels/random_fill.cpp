@@ -225,6 +225,21 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::IQ3_XXS: {  // as IQ2_XXS; E[(2 ls + 1)^2] / 16 for the step d (2 ls + 1) / 4
+      double g2 = 0;
+      for (uint32_t p : kIq3xxsGrid)
+        for (int j = 0; j < 4; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+      g2 /= 256.0 * 4.0;
+      BlockIQ3_XXS b;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[12];
+        r.bytes(v, sizeof v);
+        std::memcpy(b.qs, v, sizeof b.qs);
+        b.d = scale_fp16(float(sd / std::sqrt(341.0 / 16.0 * g2)));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
     default:
       for (int64_t i = 0; i < nb; ++i) fill_kquant_block(t, r, sd, out + i * block_geometry(t).block_bytes);
       break;

@@ -1,4 +1,4 @@
-// i-quant kernel tests (IQ2_XXS ...): the codebook and sign tables against the
+// i-quant kernel tests (IQ2_XXS, IQ3_XXS): the codebook and sign tables against the
 // properties that define them, hand-built blocks, the scalar dot against a
 // dequantize-then-dot, every SIMD kernel against the scalar reference, the 4-row
 // and 4-activation kernels bit for bit against the single row, and the quantizer
@@ -23,7 +23,7 @@ using namespace deltafin::kern;
 
 namespace {
 
-const DType kIqTypes[] = {DType::IQ2_XXS};
+const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ3_XXS};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -95,6 +95,31 @@ TEST(IqTables, Iq2xxsGridIsE8Codebook) {
   EXPECT_EQ(kIq2xxsGrid[255], 0x2b2b2b1908081908ULL);            // levels 0xa904
 }
 
+TEST(IqTables, Iq3xxsGridIsD4Codebook) {
+  std::set<uint32_t> points;
+  for (int i = 0; i < 256; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq3xxsLevels[i - 1], kIq3xxsLevels[i]) << "codes ascend, so all 256 differ";
+    }
+    ASSERT_LT(kIq3xxsLevels[i], 4096) << "four 3-bit levels";
+    int lattice_sum = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int level = (kIq3xxsLevels[i] >> (3 * j)) & 7;
+      lattice_sum += 2 * level + 1;
+      EXPECT_EQ(int((kIq3xxsGrid[size_t(i)] >> (8 * j)) & 255), int(kIq3xxsMagnitudes[level])) << i;
+    }
+    EXPECT_EQ(lattice_sum % 4, 0) << "point " << i << " is not in the half-integer coset of D4";
+    points.insert(kIq3xxsGrid[size_t(i)]);
+  }
+  EXPECT_EQ(points.size(), 256u);
+  // Level l is 8 l + 4 except the largest (62, not 60).
+  for (int l = 0; l < 7; ++l) EXPECT_EQ(kIq3xxsMagnitudes[l], 8 * l + 4);
+  EXPECT_EQ(kIq3xxsGrid[0], 0x04040404u);
+  EXPECT_EQ(kIq3xxsGrid[17], 0x040c142cu);
+  EXPECT_EQ(kIq3xxsGrid[127], 0x141c0c24u);
+  EXPECT_EQ(kIq3xxsGrid[255], 0x3e341c04u);
+}
+
 TEST(IqTables, EvenSigns) {
   for (int s = 0; s < 128; ++s) {
     EXPECT_EQ(kEvenSigns[size_t(s)] & 127, s);
@@ -125,6 +150,22 @@ TEST(IqLayout, Iq2xxsHandBuilt) {
   EXPECT_EQ(y[40], step * 8);  // run 1: point 0
   for (int j = 0; j < 8; ++j)
     EXPECT_EQ(y[size_t(56 + j)], step * float((kIq2xxsGrid[255] >> (8 * j)) & 255)) << j;
+}
+
+TEST(IqLayout, Iq3xxsHandBuilt) {
+  BlockIQ3_XXS b{};
+  b.d = f32_to_fp16(2.0f);
+  // Group 2: points 255 and 17 in its runs of four 0 and 1 (values 64..71), sign code
+  // 5 (values 0 and 2 of the first eight negative), scale code 3: step 2 * 7 / 4.
+  b.qs[16] = 255, b.qs[17] = 17;
+  const uint32_t w = 5u | (3u << 28);
+  std::memcpy(b.qs + 64 + 8, &w, 4);
+  auto y = dequantize(DType::IQ3_XXS, &b, 256);
+  const float step = 2.0f * 7.0f / 4.0f;
+  EXPECT_EQ(y[0], 2.0f * 1.0f / 4.0f * 4);  // group 0: point 0, no signs, scale code 0
+  const float want[8] = {-4, 28, -52, 62, 44, 20, 12, 4};  // 0x3e341c04, then 0x040c142c
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(y[size_t(64 + j)], step * want[j]) << j;
+  EXPECT_EQ(y[72], step * 4);
 }
 
 // ---- dot products --------------------------------------------------------------------
@@ -206,7 +247,7 @@ TEST(IqQuant, RoundTripError) {
   const struct {
     DType t;
     double bound;
-  } bounds[] = {{DType::IQ2_XXS, 0.36}};
+  } bounds[] = {{DType::IQ2_XXS, 0.36}, {DType::IQ3_XXS, 0.2}};
   auto x = gaussian(256 * 32, 1);
   for (const auto& b : bounds) {
     auto y = dequantize(b.t, quantize(b.t, x).data(), int64_t(x.size()));
@@ -221,8 +262,9 @@ TEST(IqQuant, RoundTripError) {
 TEST(IqQuant, RecoversRepresentableValues) {
   for (DType t : kIqTypes) {
     auto w = random_row(t, 256 * 8, 9);
-    auto* blocks = reinterpret_cast<BlockIQ2_XXS*>(w.data());
-    for (int i = 0; i < 8; ++i) blocks[i].qs[3] |= 0xf000;  // group 0 at ls = 15 fixes d
+    // Group 0 at ls = 15 fixes d (the top nibble of its sign/scale word).
+    const size_t bb = block_geometry(t).block_bytes, top = t == DType::IQ2_XXS ? 2 + 7 : 2 + 64 + 3;
+    for (int i = 0; i < 8; ++i) w[i * bb + top] |= 0xf0;
     auto x = dequantize(t, w.data(), 256 * 8);
     auto y = dequantize(t, quantize(t, x).data(), 256 * 8);
     EXPECT_LT(rel_rms(y, x), 2e-3) << name(t);
