@@ -1,12 +1,13 @@
-// Quantizers of the i-quants (from_float). IQ2_XXS and IQ3_XXS share one scheme:
-// each group of 32 values gets an odd scale step, each run of eight values a sign
-// pattern with an even count of negatives, and each cell (eight values for IQ2_XXS,
-// four for IQ3_XXS) a codebook point. The search is exhaustive where it is cheap: for
-// a cell, the products <target, point> and the points' squared norms do not depend
-// on the scale, so every candidate scale costs one pass of comparisons over the
-// codebook; the best scale per group is refined by least squares and its 4-bit code
-// chosen by trying the neighbouring codes against the final fp16 super-scale.
-// Without an importance matrix every value weighs the same (plain squared error).
+// Quantizers of the i-quants (from_float). IQ2_XXS, IQ2_XS and IQ3_XXS share one
+// scheme: each group of values (32; 16 for IQ2_XS) gets an odd scale step, each run
+// of eight values a sign pattern with an even count of negatives, and each cell
+// (eight values for IQ2_XXS and IQ2_XS, four for IQ3_XXS) a codebook point. The
+// search is exhaustive where it is cheap: for a cell, the products <target, point>
+// and the points' squared norms do not depend on the scale, so every candidate scale
+// costs one pass of comparisons over the codebook; the best scale per group is
+// refined by least squares and its 4-bit code chosen by trying the neighbouring codes
+// against the final fp16 super-scale. Without an importance matrix every value
+// weighs the same (plain squared error).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,30 +19,37 @@
 namespace deltafin::kern {
 namespace {
 
-// A codebook of 256 points of Dim coordinates, as floats; Step: the group scale is
-// d (2 ls + 1) / Step.
-template <int Dim>
+// A codebook of N points of Dim coordinates, as floats; a group of G values shares
+// a scale d (2 ls + 1) / step.
+template <int Dim, int N, int G>
 struct Codebook {
-  static constexpr int kDim = Dim;
-  float g[256][Dim];
-  float gmin, gmax;
-  float step;
+  static constexpr int kDim = Dim, kN = N, kG = G;
+  float g[N][Dim];
+  float gmin, gmax, step;
 };
 
-const Codebook<8>& iq2xxs_book() {
-  static const Codebook<8> b = [] {
-    Codebook<8> c{};
-    for (int p = 0; p < 256; ++p)
-      for (int j = 0; j < 8; ++j) c.g[p][j] = float((kIq2xxsGrid[size_t(p)] >> (8 * j)) & 255);
-    c.gmin = kIq2xxsMagnitudes[0], c.gmax = kIq2xxsMagnitudes[2], c.step = 8;
-    return c;
-  }();
+template <int N>
+Codebook<8, N, (N == 256 ? 32 : 16)> make_e8_book(const uint64_t* grid) {
+  Codebook<8, N, (N == 256 ? 32 : 16)> c{};
+  for (int p = 0; p < N; ++p)
+    for (int j = 0; j < 8; ++j) c.g[p][j] = float((grid[p] >> (8 * j)) & 255);
+  c.gmin = kIq2xxsMagnitudes[0], c.gmax = kIq2xxsMagnitudes[2], c.step = 8;
+  return c;
+}
+
+const auto& iq2xxs_book() {
+  static const auto b = make_e8_book<256>(kIq2xxsGrid.data());
   return b;
 }
 
-const Codebook<4>& iq3xxs_book() {
-  static const Codebook<4> b = [] {
-    Codebook<4> c{};
+const auto& iq2xs_book() {
+  static const auto b = make_e8_book<512>(kIq2xsGrid.data());
+  return b;
+}
+
+const Codebook<4, 256, 32>& iq3xxs_book() {
+  static const Codebook<4, 256, 32> b = [] {
+    Codebook<4, 256, 32> c{};
     for (int p = 0; p < 256; ++p)
       for (int j = 0; j < 4; ++j) c.g[p][j] = float((kIq3xxsGrid[size_t(p)] >> (8 * j)) & 255);
     c.gmin = kIq3xxsMagnitudes[0], c.gmax = kIq3xxsMagnitudes[7], c.step = 4;
@@ -51,8 +59,9 @@ const Codebook<4>& iq3xxs_book() {
 }
 
 // One cell: the signed targets' weighted products with every point.
+template <int N>
 struct Cell {
-  float dot[256], n2[256];  // sum w t g, sum w g^2
+  float dot[N], n2[N];  // sum w t g, sum w g^2
 };
 
 // Sign bits of eight values (bit j: value j stored negative), flipping the least
@@ -71,20 +80,21 @@ uint8_t even_signs(const float* x, const float* w, float* t) {
   return bits;
 }
 
-template <int Dim>
-void prepare_cell(const Codebook<Dim>& cb, const float* t, const float* w, Cell* c) {
-  for (int p = 0; p < 256; ++p) {
+template <class Book>
+void prepare_cell(const Book& cb, const float* t, const float* w, Cell<Book::kN>* c) {
+  for (int p = 0; p < Book::kN; ++p) {
     float d = 0, n = 0;
-    for (int j = 0; j < Dim; ++j) d += w[j] * t[j] * cb.g[p][j], n += w[j] * cb.g[p][j] * cb.g[p][j];
+    for (int j = 0; j < Book::kDim; ++j) d += w[j] * t[j] * cb.g[p][j], n += w[j] * cb.g[p][j] * cb.g[p][j];
     c->dot[p] = d, c->n2[p] = n;
   }
 }
 
 // The point minimising s^2 n2 - 2 s dot (the weighted error up to a constant), s > 0.
-int best_point(const Cell& c, float s) {
+template <int N>
+int best_point(const Cell<N>& c, float s) {
   int best = 0;
   float e = s * c.n2[0] - 2 * c.dot[0];
-  for (int p = 1; p < 256; ++p) {
+  for (int p = 1; p < N; ++p) {
     float v = s * c.n2[p] - 2 * c.dot[p];
     if (v < e) e = v, best = p;
   }
@@ -92,8 +102,8 @@ int best_point(const Cell& c, float s) {
 }
 
 // Weighted error (up to the constant sum w x^2) of a group's NC cells at scale s.
-template <int NC>
-float group_error(const Cell* cells, float s, int* pts) {
+template <int NC, int N>
+float group_error(const Cell<N>* cells, float s, int* pts) {
   float e = 0;
   for (int l = 0; l < NC; ++l) {
     pts[l] = best_point(cells[l], s);
@@ -102,11 +112,11 @@ float group_error(const Cell* cells, float s, int* pts) {
   return e;
 }
 
-// Best real scale of a group (0 if the group is all zero).
-template <int NC>
-float fit_group(const Cell* cells, const float* x, float gmin, float gmax) {
+// Best real scale of a group of G values (0 if all are zero).
+template <int NC, int G, int N>
+float fit_group(const Cell<N>* cells, const float* x, float gmin, float gmax) {
   float amax = 0;
-  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  for (int i = 0; i < G; ++i) amax = std::max(amax, std::fabs(x[i]));
   if (amax == 0) return 0;
   float best_s = 0, best_e = 0;
   int pts[NC];
@@ -124,44 +134,41 @@ float fit_group(const Cell* cells, const float* x, float gmin, float gmax) {
   return best_s;
 }
 
-// Quantizes one super-block: d (fp16) and, per group, the NC point indices, the
-// four sign codes and the scale code.
-template <int Dim>
-void quantize_block(const Codebook<Dim>& cb, const float* x, const float* weights, uint16_t* d_out,
-                    uint8_t (*pts_out)[32 / Dim], uint8_t (*signs_out)[4], uint8_t* ls_out) {
-  constexpr int NC = 32 / Dim;
+// Quantizes one super-block: d (fp16), the point of every cell (pts[kQK / Dim]), the
+// 7-bit sign code of every eight values (signs[32]) and the scale code of every
+// group (ls[kQK / G]).
+template <class Book>
+void quantize_block(const Book& cb, const float* x, const float* weights, uint16_t* d_out, uint16_t* pts_out,
+                    uint8_t* signs_out, uint8_t* ls_out) {
+  constexpr int Dim = Book::kDim, N = Book::kN, G = Book::kG, NC = G / Dim, NG = kQK / G;
   float ones[kQK];
   if (weights == nullptr) std::fill(ones, ones + kQK, 1.0f), weights = ones;
-  static thread_local Cell cells[8 * NC];
-  float t[kQK], s[8], smax = 0;
-  for (int ib = 0; ib < 8; ++ib) {
-    for (int r = 0; r < 4; ++r) {
-      const int o = 32 * ib + 8 * r;
-      signs_out[ib][r] = even_signs(x + o, weights + o, t + o) & 127;
-    }
-    for (int c = 0; c < NC; ++c)
-      prepare_cell<Dim>(cb, t + 32 * ib + Dim * c, weights + 32 * ib + Dim * c, &cells[NC * ib + c]);
-    s[ib] = fit_group<NC>(cells + NC * ib, x + 32 * ib, cb.gmin, cb.gmax);
-    smax = std::max(smax, s[ib]);
+  static thread_local Cell<N> cells[kQK / Dim];
+  float t[kQK], s[NG], smax = 0;
+  for (int r = 0; r < kQK / 8; ++r) signs_out[r] = even_signs(x + 8 * r, weights + 8 * r, t + 8 * r) & 127;
+  for (int c = 0; c < kQK / Dim; ++c) prepare_cell(cb, t + Dim * c, weights + Dim * c, &cells[c]);
+  for (int ig = 0; ig < NG; ++ig) {
+    s[ig] = fit_group<NC, G>(cells + NC * ig, x + G * ig, cb.gmin, cb.gmax);
+    smax = std::max(smax, s[ig]);
   }
   *d_out = 0;
-  std::memset(ls_out, 0, 8);
-  for (int ib = 0; ib < 8; ++ib) std::memset(pts_out[ib], 0, NC);
+  std::fill(ls_out, ls_out + NG, uint8_t(0));
+  std::fill(pts_out, pts_out + kQK / Dim, uint16_t(0));
   if (smax == 0) return;
   // Group scale = d (2 ls + 1) / step, ls < 16: the largest group gets ls = 15.
   *d_out = f32_to_fp16(smax * cb.step / 31.0f);
   const float d = fp16_to_f32(*d_out);
   if (d == 0) return;
-  for (int ib = 0; ib < 8; ++ib) {
-    int ls0 = std::clamp(int(std::nearbyint((cb.step * s[ib] / d - 1.0f) / 2.0f)), 0, 15);
+  for (int ig = 0; ig < NG; ++ig) {
+    int ls0 = std::clamp(int(std::nearbyint((cb.step * s[ig] / d - 1.0f) / 2.0f)), 0, 15);
     int pts[NC];
     float best_e = 0;
     bool have = false;
     for (int ls = std::max(0, ls0 - 1); ls <= std::min(15, ls0 + 1); ++ls) {
-      float e = group_error<NC>(cells + NC * ib, d * float(2 * ls + 1) / cb.step, pts);
+      float e = group_error<NC>(cells + NC * ig, d * float(2 * ls + 1) / cb.step, pts);
       if (!have || e < best_e) {
-        have = true, best_e = e, ls_out[ib] = uint8_t(ls);
-        for (int c = 0; c < NC; ++c) pts_out[ib][c] = uint8_t(pts[c]);
+        have = true, best_e = e, ls_out[ig] = uint8_t(ls);
+        for (int c = 0; c < NC; ++c) pts_out[NC * ig + c] = uint16_t(pts[c]);
       }
     }
   }
@@ -179,26 +186,39 @@ uint32_t signs_scale_word(const uint8_t* signs, uint8_t ls) {
 void from_float_iq2_xxs_ref(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockIQ2_XXS*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    uint8_t pts[8][4], signs[8][4], ls[8];
-    quantize_block<8>(iq2xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    uint16_t pts[32];
+    uint8_t signs[32], ls[8];
+    quantize_block(iq2xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
     for (int ib = 0; ib < 8; ++ib) {
       uint32_t w0 = 0;
-      for (int c = 0; c < 4; ++c) w0 |= uint32_t(pts[ib][c]) << (8 * c);
-      const uint32_t w1 = signs_scale_word(signs[ib], ls[ib]);
+      for (int c = 0; c < 4; ++c) w0 |= uint32_t(pts[4 * ib + c]) << (8 * c);
+      const uint32_t w1 = signs_scale_word(signs + 4 * ib, ls[ib]);
       std::memcpy(b[i].qs + 4 * ib, &w0, 4);
       std::memcpy(b[i].qs + 4 * ib + 2, &w1, 4);
     }
   }
 }
 
+void from_float_iq2_xs_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ2_XS*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint16_t pts[32];
+    uint8_t signs[32], ls[16];
+    quantize_block(iq2xs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    for (int c = 0; c < 32; ++c) b[i].qs[c] = uint16_t(pts[c] | (signs[c] << 9));
+    for (int ib = 0; ib < 8; ++ib) b[i].scales[ib] = uint8_t(ls[2 * ib] | (ls[2 * ib + 1] << 4));
+  }
+}
+
 void from_float_iq3_xxs_ref(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockIQ3_XXS*>(dst);
   for (int64_t i = 0; i < n / kQK; ++i) {
-    uint8_t pts[8][8], signs[8][4], ls[8];
-    quantize_block<4>(iq3xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    uint16_t pts[64];
+    uint8_t signs[32], ls[8];
+    quantize_block(iq3xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    for (int c = 0; c < 64; ++c) b[i].qs[c] = uint8_t(pts[c]);
     for (int ib = 0; ib < 8; ++ib) {
-      std::memcpy(b[i].qs + 8 * ib, pts[ib], 8);
-      const uint32_t w = signs_scale_word(signs[ib], ls[ib]);
+      const uint32_t w = signs_scale_word(signs + 4 * ib, ls[ib]);
       std::memcpy(b[i].qs + 64 + 4 * ib, &w, 4);
     }
   }

@@ -225,6 +225,20 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::IQ2_XS: {  // as IQ2_XXS over the 512 points
+      double g2 = 0;
+      for (uint64_t p : kIq2xsGrid)
+        for (int j = 0; j < 8; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+      g2 /= 512.0 * 8.0;
+      BlockIQ2_XS b;
+      for (int64_t i = 0; i < nb; ++i) {
+        r.bytes(b.qs, sizeof b.qs);
+        r.bytes(b.scales, sizeof b.scales);
+        b.d = scale_fp16(float(sd / std::sqrt(341.0 / 64.0 * g2)));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
     case DType::IQ3_XXS: {  // as IQ2_XXS; E[(2 ls + 1)^2] / 16 for the step d (2 ls + 1) / 4
       double g2 = 0;
       for (uint32_t p : kIq3xxsGrid)

@@ -63,6 +63,49 @@ void vec_dot_iq2_xxs_ref(int64_t n, float* out, const void* w, const void* x) {
   *out = 0.125f * sum;
 }
 
+// ---- IQ2_XS --------------------------------------------------------------------------
+
+void to_float_iq2_xs_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ2_XS*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int c = 0; c < 32; ++c) {
+      const int ls = (b[i].scales[c / 4] >> (4 * ((c / 2) % 2))) & 15;
+      const float db = d * (0.5f + float(ls)) * 0.25f;
+      const uint64_t g = kIq2xsGrid[b[i].qs[c] & 511];
+      const uint8_t s = kEvenSigns[b[i].qs[c] >> 9];
+      for (int j = 0; j < 8; ++j) {
+        const float v = db * float((g >> (8 * j)) & 255);
+        *dst++ = (s >> j) & 1 ? -v : v;
+      }
+    }
+  }
+}
+
+void vec_dot_iq2_xs_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockIQ2_XS*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const int8_t* q8 = y[i].qs;
+    int bsum = 0;
+    for (int ig = 0; ig < 16; ++ig) {  // groups of 16: two runs of eight
+      int sumi = 0;
+      for (int c = 2 * ig; c < 2 * ig + 2; ++c) {
+        const uint64_t g = kIq2xsGrid[a[i].qs[c] & 511];
+        const uint8_t s = kEvenSigns[a[i].qs[c] >> 9];
+        for (int j = 0; j < 8; ++j, ++q8) {
+          const int v = int((g >> (8 * j)) & 255) * *q8;
+          sumi += (s >> j) & 1 ? -v : v;
+        }
+      }
+      bsum += sumi * (2 * ((a[i].scales[ig / 2] >> (4 * (ig % 2))) & 15) + 1);
+    }
+    sum += fp16_to_f32(a[i].d) * y[i].d * float(bsum);
+  }
+  *out = 0.125f * sum;
+}
+
 // ---- IQ3_XXS -------------------------------------------------------------------------
 
 void to_float_iq3_xxs_ref(const void* src, float* dst, int64_t n) {

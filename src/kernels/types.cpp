@@ -43,6 +43,7 @@ Table make_ref_table() {
   DF_REF_ROW(Q5_K, q5_k, Q8_K)
   DF_REF_ROW(Q6_K, q6_k, Q8_K)
   DF_REF_ROW(IQ2_XXS, iq2_xxs, Q8_K)
+  DF_REF_ROW(IQ2_XS, iq2_xs, Q8_K)
   DF_REF_ROW(IQ3_XXS, iq3_xxs, Q8_K)
   return t;
 }

@@ -28,7 +28,7 @@ set -u
 declare -A MIN_TOP1=([F32]=0.99 [F16]=0.99 [BF16]=0.99)
 declare -A TOL=([F32]=1e-3 [F16]=2e-3 [BF16]=2e-2 [Q8_0]=2e-2 [Q4_0]=2e-2 [Q4_K]=2e-2 [Q5_K]=2e-2
                 [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [IQ2_XXS]=3e-2
-                [IQ3_XXS]=3e-2)
+                [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2)
 # Q3_K: on deepseek2 llama.cpp's own batch and single logits differ by a median
 # 1.1e-2 of the logit range (measured), so 2e-2 sits inside its own spread.
 declare -A MAX_OVER=([F32]=0.01 [F16]=0.01)
@@ -40,7 +40,7 @@ declare -A EXPERT_TYPE=([kimi-k3]=MXFP4)
 # Types that run only as routed-expert type (as published dynamic quants use them),
 # with a Q8_0 core, on the architectures listed (CI time: every i-quant on qwen3moe
 # and kimi-k3). Their bounds are those of the K-quant nearest in bits.
-declare -A EXPERT_ONLY=([IQ2_XXS]="qwen3moe kimi-k3" [IQ3_XXS]="qwen3moe kimi-k3")
+declare -A EXPERT_ONLY=([IQ2_XXS]="qwen3moe kimi-k3" [IQ2_XS]="qwen3moe kimi-k3" [IQ3_XXS]="qwen3moe kimi-k3")
 EXPERT_ONLY_CORE=Q8_0
 # kimi-k3's tiny random model is chaotic beyond what the per-type bounds allow when
 # its core is quantized, while every single part of it matches llama.cpp: with
@@ -80,11 +80,11 @@ declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
 declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1" [deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
   [deepseek2-Q6_K]="--mla joined" [kimi-k3-IQ2_XXS]="--moe-latent 256"
-  [kimi-k3-IQ3_XXS]="--moe-latent 256")
+  [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256")
 # (kimi-k3's tiny experts work in a 128-wide latent; 256-value block types need 256.)
 
 ALL_ARCHS="qwen3moe deepseek2 kimi-k3 llama kimi-k3@A kimi-k3@B"
-ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 IQ2_XXS IQ3_XXS"
+ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 IQ2_XXS IQ2_XS IQ3_XXS"
 ARCHS=${ARCHS:-$ALL_ARCHS}
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)

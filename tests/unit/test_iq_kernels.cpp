@@ -1,4 +1,4 @@
-// i-quant kernel tests (IQ2_XXS, IQ3_XXS): the codebook and sign tables against the
+// i-quant kernel tests (IQ2_XXS, IQ2_XS, IQ3_XXS): the codebook and sign tables against the
 // properties that define them, hand-built blocks, the scalar dot against a
 // dequantize-then-dot, every SIMD kernel against the scalar reference, the 4-row
 // and 4-activation kernels bit for bit against the single row, and the quantizer
@@ -23,7 +23,7 @@ using namespace deltafin::kern;
 
 namespace {
 
-const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ3_XXS};
+const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -93,6 +93,27 @@ TEST(IqTables, Iq2xxsGridIsE8Codebook) {
   EXPECT_EQ(kIq2xxsGrid[0], 0x0808080808080808ULL);            // the all-smallest point
   EXPECT_EQ(kIq2xxsGrid[1], 0x080808080808082bULL);            // level 2 in coordinate 0
   EXPECT_EQ(kIq2xxsGrid[255], 0x2b2b2b1908081908ULL);            // levels 0xa904
+}
+
+TEST(IqTables, Iq2xsGridIsE8Codebook) {
+  std::set<uint64_t> points;
+  for (int i = 0; i < 512; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq2xsLevels[i - 1], kIq2xsLevels[i]) << "codes ascend, so all 512 differ";
+    }
+    int lattice_sum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int level = (kIq2xsLevels[i] >> (2 * j)) & 3;
+      ASSERT_LE(level, 2) << "point " << i;
+      lattice_sum += 2 * level + 1;
+    }
+    EXPECT_EQ(lattice_sum % 4, 0) << "point " << i;
+    points.insert(kIq2xsGrid[size_t(i)]);
+  }
+  EXPECT_EQ(points.size(), 512u);
+  EXPECT_EQ(kIq2xsGrid[2], 0x0808080808081919ULL);
+  EXPECT_EQ(kIq2xsGrid[510], 0x2b2b2b2b2b190819ULL);
+  EXPECT_EQ(kIq2xsGrid[511], 0x2b2b2b2b2b2b2b2bULL);
 }
 
 TEST(IqTables, Iq3xxsGridIsD4Codebook) {
@@ -166,6 +187,25 @@ TEST(IqLayout, Iq3xxsHandBuilt) {
   const float want[8] = {-4, 28, -52, 62, 44, 20, 12, 4};  // 0x3e341c04, then 0x040c142c
   for (int j = 0; j < 8; ++j) EXPECT_EQ(y[size_t(64 + j)], step * want[j]) << j;
   EXPECT_EQ(y[72], step * 4);
+}
+
+TEST(IqLayout, Iq2xsHandBuilt) {
+  BlockIQ2_XS b{};
+  b.d = f32_to_fp16(2.0f);
+  // Run 3 (values 24..31, group 1): point 511 with sign code 3; group 1's scale code
+  // 6 (high nibble of scales[0]): step 2 * 13 / 8. Run 2 (group 1 too): point 2.
+  b.qs[3] = uint16_t(511 | (3 << 9));
+  b.qs[2] = 2;
+  b.scales[0] = 6 << 4;
+  auto y = dequantize(DType::IQ2_XS, &b, 256);
+  const float step = 2.0f * 13.0f / 8.0f;
+  EXPECT_EQ(y[0], 2.0f / 8.0f * 8);  // group 0: point 0, scale code 0
+  EXPECT_EQ(y[16], step * 25);
+  EXPECT_EQ(y[18], step * 8);
+  EXPECT_EQ(y[24], -step * 43);
+  EXPECT_EQ(y[25], -step * 43);
+  EXPECT_EQ(y[26], step * 43);
+  EXPECT_EQ(y[32], 2.0f / 8.0f * 8);
 }
 
 // ---- dot products --------------------------------------------------------------------
@@ -247,7 +287,7 @@ TEST(IqQuant, RoundTripError) {
   const struct {
     DType t;
     double bound;
-  } bounds[] = {{DType::IQ2_XXS, 0.36}, {DType::IQ3_XXS, 0.2}};
+  } bounds[] = {{DType::IQ2_XXS, 0.36}, {DType::IQ2_XS, 0.32}, {DType::IQ3_XXS, 0.2}};
   auto x = gaussian(256 * 32, 1);
   for (const auto& b : bounds) {
     auto y = dequantize(b.t, quantize(b.t, x).data(), int64_t(x.size()));
@@ -262,9 +302,11 @@ TEST(IqQuant, RoundTripError) {
 TEST(IqQuant, RecoversRepresentableValues) {
   for (DType t : kIqTypes) {
     auto w = random_row(t, 256 * 8, 9);
-    // Group 0 at ls = 15 fixes d (the top nibble of its sign/scale word).
-    const size_t bb = block_geometry(t).block_bytes, top = t == DType::IQ2_XXS ? 2 + 7 : 2 + 64 + 3;
-    for (int i = 0; i < 8; ++i) w[i * bb + top] |= 0xf0;
+    // Group 0 at ls = 15 fixes d (the top nibble of its sign/scale word; IQ2_XS: the
+    // low nibble of scales[0]).
+    const size_t bb = block_geometry(t).block_bytes;
+    const size_t top = t == DType::IQ2_XXS ? 2 + 7 : t == DType::IQ2_XS ? 2 + 64 : 2 + 64 + 3;
+    for (int i = 0; i < 8; ++i) w[i * bb + top] |= t == DType::IQ2_XS ? 0x0f : 0xf0;
     auto x = dequantize(t, w.data(), 256 * 8);
     auto y = dequantize(t, quantize(t, x).data(), 256 * 8);
     EXPECT_LT(rel_rms(y, x), 2e-3) << name(t);
