@@ -120,15 +120,16 @@ float fit_group(const Cell<N>* cells, const float* x, float gmin, float gmax) {
   if (amax == 0) return 0;
   float best_s = 0, best_e = 0;
   int pts[NC];
-  constexpr int kCandidates = 32;
+  constexpr int kCandidates = 16;
   for (int k = 0; k < kCandidates; ++k) {
     // The largest value at every magnitude of the codebook and between them.
     float s = amax / (gmin + (1.1f * gmax - gmin) * float(k) / float(kCandidates - 1));
     group_error<NC>(cells, s, pts);
     float sd = 0, sn = 0;
     for (int l = 0; l < NC; ++l) sd += cells[l].dot[pts[l]], sn += cells[l].n2[pts[l]];
-    if (sd > 0 && sn > 0) s = sd / sn;  // least squares for these points
-    float e = group_error<NC>(cells, s, pts);
+    if (!(sd > 0 && sn > 0)) continue;
+    s = sd / sn;  // least squares for these points; their error there is -sd^2 / sn
+    float e = -sd * sd / sn;
     if (best_s == 0 || e < best_e) best_s = s, best_e = e;
   }
   return best_s;
