@@ -41,6 +41,13 @@ Command add_quantize(CLI::App& app) {
               return 2;
             }
             q.fallback = fb.type;
+            // llama-quantize refuses these without an importance matrix; deltafin
+            // quantizes by plain squared error, which costs model quality.
+            for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S})
+              if (q.type == t)
+                fmt::print(stderr, "warning: {} without an importance matrix: every weight counts the same, "
+                                   "expect a worse model than llama.cpp's imatrix quants\n",
+                           dtype_name(t));
             DF_CHECK_OR_EXIT(prepare_output(o->out, o->force, "output"));
             QuantizeReport r;
             Status st = quantize_model(o->in, o->out, q, &r);

@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
+#include "kernels/iq_grids.h"
 #include "kernels/types.h"
 
 namespace deltafin {
@@ -205,6 +206,50 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
         uint64_t v[2] = {r.next(), r.next()};
         b.e = uint8_t(std::clamp(k + 128 + (uint32_t(r.next() >> 32) < threshold ? 1 : 0), 1, 254));
         std::memcpy(b.qs, v, 16);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::IQ2_XXS: {
+      // Uniform bytes are valid blocks (any point, sign code and scale code); d so
+      // that E[x^2] = sd^2: E[(2 ls + 1)^2] = 341 over ls < 16, E[g^2] over the grid.
+      double g2 = 0;
+      for (uint64_t p : kIq2xxsGrid)
+        for (int j = 0; j < 8; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+      g2 /= 256.0 * 8.0;
+      BlockIQ2_XXS b;
+      for (int64_t i = 0; i < nb; ++i) {
+        r.bytes(b.qs, sizeof b.qs);
+        b.d = scale_fp16(float(sd / std::sqrt(341.0 / 64.0 * g2)));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::IQ2_XS: {  // as IQ2_XXS over the 512 points
+      double g2 = 0;
+      for (uint64_t p : kIq2xsGrid)
+        for (int j = 0; j < 8; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+      g2 /= 512.0 * 8.0;
+      BlockIQ2_XS b;
+      for (int64_t i = 0; i < nb; ++i) {
+        r.bytes(b.qs, sizeof b.qs);
+        r.bytes(b.scales, sizeof b.scales);
+        b.d = scale_fp16(float(sd / std::sqrt(341.0 / 64.0 * g2)));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::IQ3_XXS: {  // as IQ2_XXS; E[(2 ls + 1)^2] / 16 for the step d (2 ls + 1) / 4
+      double g2 = 0;
+      for (uint32_t p : kIq3xxsGrid)
+        for (int j = 0; j < 4; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+      g2 /= 256.0 * 4.0;
+      BlockIQ3_XXS b;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[12];
+        r.bytes(v, sizeof v);
+        std::memcpy(b.qs, v, sizeof b.qs);
+        b.d = scale_fp16(float(sd / std::sqrt(341.0 / 16.0 * g2)));
         std::memcpy(out + i * sizeof b, &b, sizeof b);
       }
       break;

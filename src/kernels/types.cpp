@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 
+#include "kernels/iq_impl.h"
 #include "kernels/kernels_impl.h"
 
 namespace deltafin {
@@ -38,6 +39,9 @@ Table make_ref_table() {
   DF_REF_ROW(Q4_K, q4_k, Q8_K)
   DF_REF_ROW(Q5_K, q5_k, Q8_K)
   DF_REF_ROW(Q6_K, q6_k, Q8_K)
+  DF_REF_ROW(IQ2_XXS, iq2_xxs, Q8_K)
+  DF_REF_ROW(IQ2_XS, iq2_xs, Q8_K)
+  DF_REF_ROW(IQ3_XXS, iq3_xxs, Q8_K)
   return t;
 }
 #undef DF_REF_ROW
@@ -57,8 +61,10 @@ struct Tables {
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni");
     install_avx2(avx2.data());
+    install_iq_avx2(avx2.data());
     avx512 = avx2;
     install_avx512(avx512.data());
+    install_iq_avx512(avx512.data());
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64

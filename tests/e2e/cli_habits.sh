@@ -77,9 +77,9 @@ check "  a Q4_K_M model runs" sh -c "'$bin' run '$dir/q4km.gguf' -p hi -n 4 --te
 "$bin" quantize "$f32" "$dir/bad.gguf" Q4_K_XYZ >/dev/null 2>"$dir/qbad.err"; rc=$?
 check "quantize to an unknown type: refused, listing the valid ones" \
   sh -c "test $rc -eq 2 && grep -q \"unknown type 'Q4_K_XYZ'\" '$dir/qbad.err' && grep -q 'Q4_K_M' '$dir/qbad.err' && grep -q 'Q8_0' '$dir/qbad.err'"
-"$bin" quantize "$f32" "$dir/bad.gguf" IQ2_XXS >/dev/null 2>"$dir/qbad2.err"; rc=$?
-check "quantize to IQ2_XXS: deltafin cannot compute it, says so" \
-  sh -c "test $rc -eq 2 && grep -q 'cannot compute with IQ2_XXS' '$dir/qbad2.err'"
+"$bin" quantize "$f32" "$dir/bad.gguf" F64 >/dev/null 2>"$dir/qbad2.err"; rc=$?
+check "quantize to F64: deltafin cannot compute it, says so" \
+  sh -c "test $rc -eq 2 && grep -q 'cannot compute with F64' '$dir/qbad2.err'"
 check "  nothing was written" test ! -e "$dir/bad.gguf"
 
 # synth --preset: the presets listed on a bad one.

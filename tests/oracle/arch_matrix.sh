@@ -27,7 +27,8 @@ set -u
 # near-ties (rare) move a position by 0.1 or more; max_over leaves room for a few.
 declare -A MIN_TOP1=([F32]=0.99 [F16]=0.99 [BF16]=0.99)
 declare -A TOL=([F32]=1e-3 [F16]=2e-3 [BF16]=2e-2 [Q8_0]=2e-2 [Q4_0]=2e-2 [Q4_K]=2e-2 [Q5_K]=2e-2
-                [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2)
+                [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [IQ2_XXS]=3e-2
+                [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2)
 # Q3_K: on deepseek2 llama.cpp's own batch and single logits differ by a median
 # 1.1e-2 of the logit range (measured), so 2e-2 sits inside its own spread.
 declare -A MAX_OVER=([F32]=0.01 [F16]=0.01)
@@ -36,6 +37,11 @@ DEF_MAX_OVER=0.05
 # Experts' type when it is not the cell's type (kimi-k3's experts are MXFP4, as in
 # the real model); every type still runs as experts in the other architectures.
 declare -A EXPERT_TYPE=([kimi-k3]=MXFP4)
+# Types that run only as routed-expert type (as published dynamic quants use them),
+# with a Q8_0 core, on the architectures listed (CI time: every i-quant on qwen3moe
+# and kimi-k3). Their bounds are those of the K-quant nearest in bits.
+declare -A EXPERT_ONLY=([IQ2_XXS]="qwen3moe kimi-k3" [IQ2_XS]="qwen3moe kimi-k3" [IQ3_XXS]="qwen3moe kimi-k3")
+EXPERT_ONLY_CORE=Q8_0
 # kimi-k3's tiny random model is chaotic beyond what the per-type bounds allow when
 # its core is quantized, while every single part of it matches llama.cpp: with
 # F32 core and F32 experts the largest logit difference is 5e-5; quantizing one
@@ -73,9 +79,11 @@ declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
 # BF16 cells carry an MTP (nextn) block after the trunk, which both sides skip.
 declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1" [deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
-  [deepseek2-Q6_K]="--mla joined")
+  [deepseek2-Q6_K]="--mla joined" [kimi-k3-IQ2_XXS]="--moe-latent 256"
+  [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256")
+# (kimi-k3's tiny experts work in a 128-wide latent; 256-value block types need 256.)
 
-ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4"
+ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 IQ2_XXS IQ2_XS IQ3_XXS"
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)
 SHAPE_N_TOK=${SHAPE_N_TOK:-128}  # the same for the extra shapes (SHAPE)
@@ -237,14 +245,20 @@ for a in $ARCHS; do
     if [ -n "${SHAPE[$a]:-}" ]; then
       case " ${SHAPE_TYPES[$a]} " in *" $t "*) ;; *) RESULT[$cell]="-"; continue ;; esac
     fi
+    ct=$t  # the core's type
+    if [ -n "${EXPERT_ONLY[$t]:-}" ]; then
+      case " ${EXPERT_ONLY[$t]} " in *" $a "*) ;; *) RESULT[$cell]="-"; continue ;; esac
+      ct=$EXPERT_ONLY_CORE
+    fi
     echo "=== $cell" >>"$log"
     et=${EXPERT_TYPE[$a]:-$t}
     [ -n "${SHAPE[$a]:-}" ] && et=$t
+    [ -n "${EXPERT_ONLY[$t]:-}" ] && et=$t
     if [ -z "${TOL[$t]:-}" ]; then
       RESULT[$cell]="no-tol"; fail=1; continue
     fi
     # shellcheck disable=SC2086
-    if ! "$bin" synth --preset tiny --arch "${a%@*}" --type "$t" --expert-type "$et" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
+    if ! "$bin" synth --preset tiny --arch "${a%@*}" --type "$ct" --expert-type "$et" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
         --force -o "$m" >>"$log" 2>&1; then
       RESULT[$cell]="FAIL:synth"; fail=1; continue
     fi
@@ -267,7 +281,7 @@ for a in $ARCHS; do
         bad+=("deltafin-$mode"); continue
       fi
       other=single; [ $mode = single ] && other=batch
-      compare "$cell $mode" "$dir/$cell.$mode.ours" "$dir/$cell.$mode.ref" "$t" "$et" "$dir/$cell.$other.ref" ||
+      compare "$cell $mode" "$dir/$cell.$mode.ours" "$dir/$cell.$mode.ref" "$ct" "$et" "$dir/$cell.$other.ref" ||
         bad+=("$mode")
     done
     if [ "$t" = F32 ] && [ ${#bad[@]} -eq 0 ]; then

@@ -75,7 +75,7 @@ TEST(KernelLayout, TableMatchesGeometry) {
     EXPECT_NE(tt->vec_dot, nullptr);
     EXPECT_NE(tt->vec_dot_x4, nullptr);
   }
-  EXPECT_EQ(type_traits(DType::IQ2_XXS), nullptr);
+  EXPECT_EQ(type_traits(DType::F64), nullptr);
   EXPECT_EQ(type_traits(DType::Q4_K)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::Q2_K)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::MXFP4)->vec_dot_type, DType::Q8_0);
@@ -774,5 +774,5 @@ TEST(KernelRandomFill, FiniteWithRequestedStd) {
   }
   std::vector<uint8_t> dummy(64);
   EXPECT_FALSE(fill_random(DType::Q4_K, 1, 100, 1.0f, dummy.data()));
-  EXPECT_FALSE(fill_random(DType::IQ2_XXS, 1, 256, 1.0f, dummy.data()));
+  EXPECT_FALSE(fill_random(DType::F64, 1, 8, 1.0f, dummy.data()));
 }

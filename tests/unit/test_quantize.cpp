@@ -99,10 +99,10 @@ TEST(Quantize, Refusals) {
   ASSERT_FALSE(same.ok());
   EXPECT_NE(same.error().message.find("is the input"), std::string::npos);
 
-  o.type = DType::IQ2_XXS;  // known by name, no quantizer
+  o.type = DType::F64;  // known by name, no quantizer
   Status no_q = quantize_model(f32_model(), tmp_path("x.gguf"), o);
   ASSERT_FALSE(no_q.ok());
-  EXPECT_NE(no_q.error().message.find("IQ2_XXS"), std::string::npos);
+  EXPECT_NE(no_q.error().message.find("F64"), std::string::npos);
 
   Status missing = quantize_model(tmp_path("does-not-exist.gguf"), tmp_path("y.gguf"), QuantizeOptions{});
   ASSERT_FALSE(missing.ok());
@@ -121,9 +121,11 @@ TEST(Quantize, LlamaQuantizeNames) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("Q4_K_M"), std::string::npos);  // the valid names listed
   EXPECT_NE(unknown.error().message.find("Q8_0"), std::string::npos);
-  Status iq = parse_quantize_target("IQ2_XXS", &o);
+  Status iq = parse_quantize_target("F64", &o);
   ASSERT_FALSE(iq.ok());
-  EXPECT_NE(iq.error().message.find("cannot compute with IQ2_XXS"), std::string::npos) << iq.error().message;
+  EXPECT_NE(iq.error().message.find("cannot compute with F64"), std::string::npos) << iq.error().message;
+  ASSERT_TRUE(parse_quantize_target("iq2_xxs", &o).ok());  // an i-quant with a quantizer
+  EXPECT_EQ(o.type, DType::IQ2_XXS);
   EXPECT_FALSE(parse_quantize_target("Q5_0", &o).ok());  // llama.cpp has it; deltafin does not compute it
 }
 

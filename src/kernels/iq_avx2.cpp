@@ -1,0 +1,199 @@
+// AVX2 dot products of the i-quants against Q8_K. IQ2_XXS: per group of 32 values
+// the four codebook points and the four sign patterns (+1/-1 bytes) are gathered
+// from the tables with scalar loads, the signs move onto the activations
+// (vpsignb), maddubs forms the pair products (at most 43 * 127 * 2, no saturation)
+// and madd multiplies them by the group's odd scale into int32 lanes; one float FMA
+// per super-block, 1/8 at the end, as ggml's AVX2 kernel. IQ2_XS the same with a
+// 9-bit index and sign code per eight values and a scale per 16. IQ3_XXS the same with
+// eight four-byte points per group (products at most 62 * 127 * 2) and 1/4.
+#include "kernels/iq_grids.h"
+#include "kernels/iq_impl.h"
+#include "kernels/iq_x86.h"
+
+namespace deltafin::kern {
+namespace {
+
+template <int NR, int NT>
+struct DotIq2xxs {
+  static void run(int64_t n, float* out, const BlockIQ2_XXS* const* a, const BlockQ8_K* const* y) {
+    const uint64_t* grid = kIq2xxsGrid.data();
+    const uint64_t* signs = kEvenSignBytes.data();
+    __m256 acc[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      __m256i sumi[NR][NT];
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
+      }
+      for (int ib = 0; ib < 8; ++ib) {
+        __m256i q8[NT];
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
+        DF_UNROLL
+        for (int r = 0; r < NR; ++r) {
+          uint32_t w[2];
+          std::memcpy(w, a[r][i].qs + 4 * ib, 8);
+          const __m256i g = _mm256_set_epi64x(int64_t(grid[w[0] >> 24]), int64_t(grid[(w[0] >> 16) & 255]),
+                                              int64_t(grid[(w[0] >> 8) & 255]), int64_t(grid[w[0] & 255]));
+          const __m256i s = _mm256_set_epi64x(int64_t(signs[(w[1] >> 21) & 127]), int64_t(signs[(w[1] >> 14) & 127]),
+                                              int64_t(signs[(w[1] >> 7) & 127]), int64_t(signs[w[1] & 127]));
+          const __m256i sc = _mm256_set1_epi16(short(2 * (w[1] >> 28) + 1));
+          DF_UNROLL
+          for (int t = 0; t < NT; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));
+            sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
+          }
+        }
+      }
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const float d = h2f(a[r][i].d);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * hsum8(acc[r][t]);
+    }
+  }
+};
+
+template <int NR, int NT>
+struct DotIq2xs {
+  static void run(int64_t n, float* out, const BlockIQ2_XS* const* a, const BlockQ8_K* const* y) {
+    const uint64_t* grid = kIq2xsGrid.data();
+    const uint64_t* signs = kEvenSignBytes.data();
+    __m256 acc[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      __m256i sumi[NR][NT];
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
+      }
+      for (int ib = 0; ib < 8; ++ib) {
+        __m256i q8[NT];
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
+        DF_UNROLL
+        for (int r = 0; r < NR; ++r) {
+          const uint16_t* q = a[r][i].qs + 4 * ib;
+          const __m256i g = _mm256_set_epi64x(int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]),
+                                              int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
+          const __m256i s = _mm256_set_epi64x(int64_t(signs[q[3] >> 9]), int64_t(signs[q[2] >> 9]),
+                                              int64_t(signs[q[1] >> 9]), int64_t(signs[q[0] >> 9]));
+          const int ls = a[r][i].scales[ib];
+          const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(short(2 * (ls >> 4) + 1)), _mm_set1_epi16(short(2 * (ls & 15) + 1)));
+          DF_UNROLL
+          for (int t = 0; t < NT; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));
+            sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
+          }
+        }
+      }
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const float d = h2f(a[r][i].d);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * hsum8(acc[r][t]);
+    }
+  }
+};
+
+template <int NR, int NT>
+struct DotIq3xxs {
+  static void run(int64_t n, float* out, const BlockIQ3_XXS* const* a, const BlockQ8_K* const* y) {
+    const uint32_t* grid = kIq3xxsGrid.data();
+    const uint64_t* signs = kEvenSignBytes.data();
+    __m256 acc[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / kQK; ++i) {
+      __m256i sumi[NR][NT];
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
+      }
+      for (int ib = 0; ib < 8; ++ib) {
+        __m256i q8[NT];
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
+        DF_UNROLL
+        for (int r = 0; r < NR; ++r) {
+          const uint8_t* q = a[r][i].qs + 8 * ib;
+          uint32_t w;
+          std::memcpy(&w, a[r][i].qs + 64 + 4 * ib, 4);
+          const __m256i g = _mm256_set_epi32(int(grid[q[7]]), int(grid[q[6]]), int(grid[q[5]]), int(grid[q[4]]),
+                                             int(grid[q[3]]), int(grid[q[2]]), int(grid[q[1]]), int(grid[q[0]]));
+          const __m256i s = _mm256_set_epi64x(int64_t(signs[(w >> 21) & 127]), int64_t(signs[(w >> 14) & 127]),
+                                              int64_t(signs[(w >> 7) & 127]), int64_t(signs[w & 127]));
+          const __m256i sc = _mm256_set1_epi16(short(2 * (w >> 28) + 1));
+          DF_UNROLL
+          for (int t = 0; t < NT; ++t) {
+            const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));
+            sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
+          }
+        }
+      }
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const float d = h2f(a[r][i].d);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t)
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.25f * hsum8(acc[r][t]);
+    }
+  }
+};
+
+}  // namespace
+
+void install_iq_avx2(TypeTraits* t) {
+  TypeTraits& r = t[uint32_t(DType::IQ2_XXS)];
+  r.vec_dot = iq_one<BlockIQ2_XXS, DotIq2xxs>;
+  r.vec_dot_x4 = iq_x4<BlockIQ2_XXS, DotIq2xxs>;
+  r.vec_dot_r4 = iq_r4<BlockIQ2_XXS, DotIq2xxs>;
+  r.isa = Isa::AVX2;
+  TypeTraits& rx = t[uint32_t(DType::IQ2_XS)];
+  rx.vec_dot = iq_one<BlockIQ2_XS, DotIq2xs>;
+  rx.vec_dot_x4 = iq_x4<BlockIQ2_XS, DotIq2xs>;
+  rx.vec_dot_r4 = iq_r4<BlockIQ2_XS, DotIq2xs>;
+  rx.isa = Isa::AVX2;
+  TypeTraits& r3 = t[uint32_t(DType::IQ3_XXS)];
+  r3.vec_dot = iq_one<BlockIQ3_XXS, DotIq3xxs>;
+  r3.vec_dot_x4 = iq_x4<BlockIQ3_XXS, DotIq3xxs>;
+  r3.vec_dot_r4 = iq_r4<BlockIQ3_XXS, DotIq3xxs>;
+  r3.isa = Isa::AVX2;
+}
+
+}  // namespace deltafin::kern

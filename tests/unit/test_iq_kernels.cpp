@@ -1,0 +1,325 @@
+// i-quant kernel tests (IQ2_XXS, IQ2_XS, IQ3_XXS): the codebook and sign tables against the
+// properties that define them, hand-built blocks, the scalar dot against a
+// dequantize-then-dot, every SIMD kernel against the scalar reference, the 4-row
+// and 4-activation kernels bit for bit against the single row, and the quantizer
+// (error bound, exact recovery of representable values, edge inputs).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "kernels/blocks.h"
+#include "kernels/iq_grids.h"
+#include "kernels/random_fill.h"
+#include "kernels/types.h"
+
+using namespace deltafin;
+using namespace deltafin::kern;
+
+namespace {
+
+const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS};
+
+std::string name(DType t) { return std::string(dtype_name(t)); }
+
+std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(dtype_row_bytes(t, x.size()));
+  type_traits_ref(t)->from_float(x.data(), q.data(), int64_t(x.size()));
+  return q;
+}
+
+std::vector<float> dequantize(DType t, const void* q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  type_traits_ref(t)->to_float(q, y.data(), n);
+  return y;
+}
+
+std::vector<uint8_t> random_row(DType t, int64_t n, uint64_t seed) {
+  std::vector<uint8_t> w(dtype_row_bytes(t, uint64_t(n)));
+  EXPECT_TRUE(fill_random(t, seed, n, 1.0f, w.data()));
+  return w;
+}
+
+std::vector<uint8_t> q8k_row(const std::vector<float>& x) {
+  std::vector<uint8_t> q(dtype_row_bytes(DType::Q8_K, x.size()));
+  type_traits_ref(DType::Q8_K)->from_float(x.data(), q.data(), int64_t(x.size()));
+  return q;
+}
+
+double rel_rms(const std::vector<float>& y, const std::vector<float>& x) {
+  double e2 = 0, x2 = 0;
+  for (size_t i = 0; i < x.size(); ++i) e2 += double(y[i] - x[i]) * (y[i] - x[i]), x2 += double(x[i]) * x[i];
+  return std::sqrt(e2 / x2);
+}
+
+}  // namespace
+
+// ---- tables --------------------------------------------------------------------------
+
+TEST(IqTables, Iq2xxsGridIsE8Codebook) {
+  std::set<uint64_t> points;
+  for (int i = 0; i < 256; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq2xxsLevels[i - 1], kIq2xxsLevels[i]) << "codes ascend, so all 256 differ";
+    }
+    int lattice_sum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int level = (kIq2xxsLevels[i] >> (2 * j)) & 3;
+      ASSERT_LE(level, 2) << "point " << i;
+      lattice_sum += 2 * level + 1;  // the coordinate as an odd lattice number 1, 3, 5
+      const int byte = int((kIq2xxsGrid[size_t(i)] >> (8 * j)) & 255);
+      EXPECT_EQ(byte, int(kIq2xxsMagnitudes[level])) << "point " << i << " coordinate " << j;
+    }
+    // Half-integer coset of E8: coordinates (2l+1)/2 sum to an even integer.
+    EXPECT_EQ(lattice_sum % 4, 0) << "point " << i;
+    // The codebook holds the small points: at most three coordinates above the least.
+    EXPECT_LE(lattice_sum, 24) << "point " << i;
+    points.insert(kIq2xxsGrid[size_t(i)]);
+  }
+  EXPECT_EQ(points.size(), 256u);
+  EXPECT_EQ(kIq2xxsGrid[0], 0x0808080808080808ULL);            // the all-smallest point
+  EXPECT_EQ(kIq2xxsGrid[1], 0x080808080808082bULL);            // level 2 in coordinate 0
+  EXPECT_EQ(kIq2xxsGrid[255], 0x2b2b2b1908081908ULL);            // levels 0xa904
+}
+
+TEST(IqTables, Iq2xsGridIsE8Codebook) {
+  std::set<uint64_t> points;
+  for (int i = 0; i < 512; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq2xsLevels[i - 1], kIq2xsLevels[i]) << "codes ascend, so all 512 differ";
+    }
+    int lattice_sum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int level = (kIq2xsLevels[i] >> (2 * j)) & 3;
+      ASSERT_LE(level, 2) << "point " << i;
+      lattice_sum += 2 * level + 1;
+    }
+    EXPECT_EQ(lattice_sum % 4, 0) << "point " << i;
+    points.insert(kIq2xsGrid[size_t(i)]);
+  }
+  EXPECT_EQ(points.size(), 512u);
+  EXPECT_EQ(kIq2xsGrid[2], 0x0808080808081919ULL);
+  EXPECT_EQ(kIq2xsGrid[510], 0x2b2b2b2b2b190819ULL);
+  EXPECT_EQ(kIq2xsGrid[511], 0x2b2b2b2b2b2b2b2bULL);
+}
+
+TEST(IqTables, Iq3xxsGridIsD4Codebook) {
+  std::set<uint32_t> points;
+  for (int i = 0; i < 256; ++i) {
+    if (i > 0) {
+      EXPECT_LT(kIq3xxsLevels[i - 1], kIq3xxsLevels[i]) << "codes ascend, so all 256 differ";
+    }
+    ASSERT_LT(kIq3xxsLevels[i], 4096) << "four 3-bit levels";
+    int lattice_sum = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int level = (kIq3xxsLevels[i] >> (3 * j)) & 7;
+      lattice_sum += 2 * level + 1;
+      EXPECT_EQ(int((kIq3xxsGrid[size_t(i)] >> (8 * j)) & 255), int(kIq3xxsMagnitudes[level])) << i;
+    }
+    EXPECT_EQ(lattice_sum % 4, 0) << "point " << i << " is not in the half-integer coset of D4";
+    points.insert(kIq3xxsGrid[size_t(i)]);
+  }
+  EXPECT_EQ(points.size(), 256u);
+  // Level l is 8 l + 4 except the largest (62, not 60).
+  for (int l = 0; l < 7; ++l) EXPECT_EQ(kIq3xxsMagnitudes[l], 8 * l + 4);
+  EXPECT_EQ(kIq3xxsGrid[0], 0x04040404u);
+  EXPECT_EQ(kIq3xxsGrid[17], 0x040c142cu);
+  EXPECT_EQ(kIq3xxsGrid[127], 0x141c0c24u);
+  EXPECT_EQ(kIq3xxsGrid[255], 0x3e341c04u);
+}
+
+TEST(IqTables, EvenSigns) {
+  for (int s = 0; s < 128; ++s) {
+    EXPECT_EQ(kEvenSigns[size_t(s)] & 127, s);
+    EXPECT_EQ(std::popcount(unsigned(kEvenSigns[size_t(s)])) % 2, 0) << s;
+    for (int j = 0; j < 8; ++j) {
+      const auto b = int8_t((kEvenSignBytes[size_t(s)] >> (8 * j)) & 255);
+      EXPECT_EQ(b, (kEvenSigns[size_t(s)] >> j) & 1 ? -1 : 1);
+    }
+  }
+}
+
+// ---- layout --------------------------------------------------------------------------
+
+TEST(IqLayout, Iq2xxsHandBuilt) {
+  BlockIQ2_XXS b{};
+  b.d = f32_to_fp16(2.0f);
+  // Group 1: points 1 and 255 in runs 0 and 3, sign code 3 (values 0, 1 negative)
+  // in run 0, scale code 5: step 2 * 11 / 8.
+  const uint32_t w0 = 1u | (255u << 24), w1 = 3u | (5u << 28);
+  std::memcpy(b.qs + 4, &w0, 4);
+  std::memcpy(b.qs + 6, &w1, 4);
+  auto y = dequantize(DType::IQ2_XXS, &b, 256);
+  const float step = 2.0f * 11.0f / 8.0f, step0 = 2.0f * 1.0f / 8.0f;
+  EXPECT_EQ(y[0], step0 * 8);  // group 0: point 0, no signs, scale code 0
+  EXPECT_EQ(y[32], -step * 43);
+  EXPECT_EQ(y[33], -step * 8);
+  EXPECT_EQ(y[34], step * 8);
+  EXPECT_EQ(y[40], step * 8);  // run 1: point 0
+  for (int j = 0; j < 8; ++j)
+    EXPECT_EQ(y[size_t(56 + j)], step * float((kIq2xxsGrid[255] >> (8 * j)) & 255)) << j;
+}
+
+TEST(IqLayout, Iq3xxsHandBuilt) {
+  BlockIQ3_XXS b{};
+  b.d = f32_to_fp16(2.0f);
+  // Group 2: points 255 and 17 in its runs of four 0 and 1 (values 64..71), sign code
+  // 5 (values 0 and 2 of the first eight negative), scale code 3: step 2 * 7 / 4.
+  b.qs[16] = 255, b.qs[17] = 17;
+  const uint32_t w = 5u | (3u << 28);
+  std::memcpy(b.qs + 64 + 8, &w, 4);
+  auto y = dequantize(DType::IQ3_XXS, &b, 256);
+  const float step = 2.0f * 7.0f / 4.0f;
+  EXPECT_EQ(y[0], 2.0f * 1.0f / 4.0f * 4);  // group 0: point 0, no signs, scale code 0
+  const float want[8] = {-4, 28, -52, 62, 44, 20, 12, 4};  // 0x3e341c04, then 0x040c142c
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(y[size_t(64 + j)], step * want[j]) << j;
+  EXPECT_EQ(y[72], step * 4);
+}
+
+TEST(IqLayout, Iq2xsHandBuilt) {
+  BlockIQ2_XS b{};
+  b.d = f32_to_fp16(2.0f);
+  // Run 3 (values 24..31, group 1): point 511 with sign code 3; group 1's scale code
+  // 6 (high nibble of scales[0]): step 2 * 13 / 8. Run 2 (group 1 too): point 2.
+  b.qs[3] = uint16_t(511 | (3 << 9));
+  b.qs[2] = 2;
+  b.scales[0] = 6 << 4;
+  auto y = dequantize(DType::IQ2_XS, &b, 256);
+  const float step = 2.0f * 13.0f / 8.0f;
+  EXPECT_EQ(y[0], 2.0f / 8.0f * 8);  // group 0: point 0, scale code 0
+  EXPECT_EQ(y[16], step * 25);
+  EXPECT_EQ(y[18], step * 8);
+  EXPECT_EQ(y[24], -step * 43);
+  EXPECT_EQ(y[25], -step * 43);
+  EXPECT_EQ(y[26], step * 43);
+  EXPECT_EQ(y[32], 2.0f / 8.0f * 8);
+}
+
+// ---- dot products --------------------------------------------------------------------
+
+TEST(IqDot, ReferenceEqualsDequantizedDot) {
+  for (DType t : kIqTypes) {
+    for (int64_t n : {256, 768, 4096}) {
+      for (bool random : {false, true}) {
+        auto w = random ? random_row(t, n, uint64_t(n)) : quantize(t, gaussian(size_t(n), uint32_t(n)));
+        auto x = q8k_row(gaussian(size_t(n), 3, 2.0f));
+        auto wd = dequantize(t, w.data(), n), xd = dequantize(DType::Q8_K, x.data(), n);
+        double want = 0, abs_sum = 0;
+        for (int64_t i = 0; i < n; ++i) want += double(wd[i]) * xd[i], abs_sum += std::fabs(double(wd[i]) * xd[i]);
+        float got;
+        type_traits_ref(t)->vec_dot(n, &got, w.data(), x.data());
+        EXPECT_NEAR(got, want, 2e-6 * abs_sum) << name(t) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(IqDot, SimdMatchesReferenceAndRowKernelsAreExact) {
+  int checked = 0;
+  for (DType t : kIqTypes) {
+    EXPECT_EQ(type_traits_ref(t)->vec_dot_type, DType::Q8_K);
+    for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+      const TypeTraits* tt = type_traits_isa(t, isa);
+      if (tt == nullptr) continue;
+      EXPECT_EQ(tt->isa, isa) << name(t) << " has no " << isa_name(isa) << " kernel";
+      ASSERT_NE(tt->vec_dot_r4, nullptr) << name(t) << " " << isa_name(isa);
+      for (int64_t n : {256, 768, 1280, 4096}) {
+        const size_t row = dtype_row_bytes(t, uint64_t(n));
+        for (size_t stride : {row, row + tt->block_bytes}) {
+          std::vector<uint8_t> w(4 * stride, 0xcd);
+          for (int r = 0; r < 4; ++r) {
+            auto wr = r % 2 ? random_row(t, n, uint64_t(n + r)) : quantize(t, gaussian(size_t(n), uint32_t(n + r)));
+            std::memcpy(w.data() + r * stride, wr.data(), row);
+          }
+          std::vector<std::vector<uint8_t>> x;
+          for (int k = 0; k < 4; ++k) x.push_back(q8k_row(gaussian(size_t(n), uint32_t(100 + k), 2.0f)));
+          const void* xs[4] = {x[2].data(), x[0].data(), x[3].data(), x[1].data()};
+          for (int r = 0; r < 4; ++r) {
+            const uint8_t* wr = w.data() + r * stride;
+            auto wd = dequantize(t, wr, n), xd = dequantize(DType::Q8_K, x[0].data(), n);
+            double abs_sum = 0;
+            for (int64_t i = 0; i < n; ++i) abs_sum += std::fabs(double(wd[i]) * xd[i]);
+            float want, got;
+            type_traits_ref(t)->vec_dot(n, &want, wr, x[0].data());
+            tt->vec_dot(n, &got, wr, x[0].data());
+            EXPECT_NEAR(got, want, 2e-6 * abs_sum) << name(t) << " " << isa_name(isa) << " n=" << n;
+            float got4[4];
+            tt->vec_dot_x4(n, got4, wr, xs);
+            for (int k = 0; k < 4; ++k) {
+              float one;
+              tt->vec_dot(n, &one, wr, xs[k]);
+              EXPECT_EQ(std::bit_cast<uint32_t>(one), std::bit_cast<uint32_t>(got4[k])) << name(t) << " x4 k=" << k;
+            }
+          }
+          float r4[4];
+          tt->vec_dot_r4(n, r4, w.data(), stride, x[1].data());
+          for (int r = 0; r < 4; ++r) {
+            float one;
+            tt->vec_dot(n, &one, w.data() + r * stride, x[1].data());
+            EXPECT_EQ(std::bit_cast<uint32_t>(one), std::bit_cast<uint32_t>(r4[r]))
+                << name(t) << " " << isa_name(isa) << " r4 n=" << n << " row " << r;
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD instruction set on this CPU";
+}
+
+// ---- quantizer -----------------------------------------------------------------------
+
+// Bounds on rms(dequant(quant(x)) - x) / rms(x) for Gaussian x (measured ~85-90%).
+TEST(IqQuant, RoundTripError) {
+  const struct {
+    DType t;
+    double bound;
+  } bounds[] = {{DType::IQ2_XXS, 0.36}, {DType::IQ2_XS, 0.32}, {DType::IQ3_XXS, 0.2}};
+  auto x = gaussian(256 * 32, 1);
+  for (const auto& b : bounds) {
+    auto y = dequantize(b.t, quantize(b.t, x).data(), int64_t(x.size()));
+    double rel = rel_rms(y, x);
+    std::printf("  %-8s rel rms error %.4f (bound %.3f)\n", name(b.t).c_str(), rel, b.bound);
+    EXPECT_LE(rel, b.bound) << name(b.t);
+  }
+}
+
+// Values a block can represent exactly come back (up to the fp16 super-scale), so
+// the search reaches the best point rather than a near one.
+TEST(IqQuant, RecoversRepresentableValues) {
+  for (DType t : kIqTypes) {
+    auto w = random_row(t, 256 * 8, 9);
+    // Group 0 at ls = 15 fixes d (the top nibble of its sign/scale word; IQ2_XS: the
+    // low nibble of scales[0]).
+    const size_t bb = block_geometry(t).block_bytes;
+    const size_t top = t == DType::IQ2_XXS ? 2 + 7 : t == DType::IQ2_XS ? 2 + 64 : 2 + 64 + 3;
+    for (int i = 0; i < 8; ++i) w[i * bb + top] |= t == DType::IQ2_XS ? 0x0f : 0xf0;
+    auto x = dequantize(t, w.data(), 256 * 8);
+    auto y = dequantize(t, quantize(t, x).data(), 256 * 8);
+    EXPECT_LT(rel_rms(y, x), 2e-3) << name(t);
+  }
+}
+
+TEST(IqQuant, EdgeInputs) {
+  for (DType t : kIqTypes) {
+    std::vector<float> zero(512, 0.0f), flat(512, -3.0f), spike(512, 0.0f);
+    spike[17] = 3e4f, spike[300] = -1e-3f;
+    for (float v : dequantize(t, quantize(t, zero).data(), 512)) ASSERT_EQ(v, 0.0f) << name(t);
+    auto y = dequantize(t, quantize(t, flat).data(), 512);
+    for (float v : y) ASSERT_NEAR(v, -3.0f, 0.01) << name(t);
+    for (float v : dequantize(t, quantize(t, spike).data(), 512)) ASSERT_TRUE(std::isfinite(v)) << name(t);
+  }
+}
