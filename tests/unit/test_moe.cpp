@@ -144,7 +144,8 @@ TEST(MoeFfn, EqualsTheWeightedSumOfTheChosenExperts) {
   const std::vector<float> w = {0.7f, 0.3f, 0.55f, 0.45f, 1.2f, -0.2f};
   std::vector<float> out(x.size());
   ThreadPool pool(2);
-  ASSERT_TRUE(moe_ffn(&pool, **store, layer, x.data(), n_tok, E, E, K, sel.data(), w.data(), {}, out.data()).ok());
+  ASSERT_TRUE(moe_ffn(&pool, **store, layer, x.data(), n_tok, E, E, K, sel.data(), w.data(), {}, out.data(),
+                      /*resident_only=*/false).ok());
 
   double max_err = 0, max_ref = 0;
   for (int t = 0; t < n_tok; ++t) {
