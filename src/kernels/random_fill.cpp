@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
+#include "kernels/blocks_legacy.h"
 #include "kernels/types.h"
 
 namespace deltafin {
@@ -70,6 +71,7 @@ constexpr float kStdU6 = 18.473f;      // uniform over 64 codes
 constexpr float kStdU2 = 1.1180f;      // uniform over 4 codes
 constexpr float kStdU3 = 2.2913f;      // uniform over 8 codes
 constexpr float kRmsMxfp4 = 5.8523f;   // rms of kMxfp4Values over the 16 codes
+constexpr float kRmsIq4nl = 67.4389f;  // rms of kIq4nlValues over the 16 codes
 
 // One block of a 256-value type (Q8_K and the K-quants).
 void fill_kquant_block(DType t, Rng& r, float sd, uint8_t* out) {
@@ -206,6 +208,61 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
         b.e = uint8_t(std::clamp(k + 128 + (uint32_t(r.next() >> 32) < threshold ? 1 : 0), 1, 254));
         std::memcpy(b.qs, v, 16);
         std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q8_1: {
+      BlockQ8_1 b;
+      b.d = scale_fp16(sd / kStdI8);
+      for (int64_t i = 0; i < nb; ++i) {
+        random_i8(r, b.qs, 32);
+        int sum = 0;
+        for (int8_t q : b.qs) sum += q;
+        b.s = f32_to_fp16(fp16_to_f32(b.d) * float(sum));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q4_1:
+    case DType::Q5_1: {  // m = -(levels - 1) / 2 * d: mean 0
+      const bool five = t == DType::Q5_1;
+      const float d = fp16_to_f32(scale_fp16(sd / (five ? kStdU5 : kStdU4)));
+      const uint16_t dh = f32_to_fp16(d), mh = f32_to_fp16(-(five ? 15.5f : 7.5f) * d);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        if (five) {
+          BlockQ5_1 b{dh, mh, {}, {}};
+          uint32_t h = uint32_t(r.next());
+          std::memcpy(b.qh, &h, 4);
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockQ4_1 b{dh, mh, {}};
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
+    case DType::Q5_0:
+    case DType::IQ4_NL: {  // random sign on d, as Q4_0
+      const bool five = t == DType::Q5_0;
+      const float d = fp16_to_f32(scale_fp16(sd / (five ? kStdU5 : kRmsIq4nl)));
+      const uint16_t pos = f32_to_fp16(d), neg = f32_to_fp16(-d);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        const uint16_t dh = (v[0] & 1) ? neg : pos;
+        if (five) {
+          BlockQ5_0 b{dh, {}, {}};
+          uint32_t h = uint32_t(r.next());
+          std::memcpy(b.qh, &h, 4);
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockIQ4_NL b{dh, {}};
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
       }
       break;
     }

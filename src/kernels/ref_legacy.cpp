@@ -1,0 +1,264 @@
+// Scalar reference kernels of the other 32-value block types (blocks_legacy.h): Q4_1
+// and Q5_1 against Q8_1 activations, Q5_0 and IQ4_NL against Q8_0, and Q8_1 itself.
+// As ggml does, each block's dot is an exact integer sum scaled by the product of the
+// two block scales; the offset types add m * s, s being the activation block's stored
+// (fp16) d * sum(qs).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/blocks.h"
+#include "kernels/blocks_legacy.h"
+#include "kernels/kernels_impl.h"
+
+namespace deltafin::kern {
+
+namespace {
+
+// The 5-bit code of element e (e < 32) of a Q5_0 / Q5_1 block.
+inline int code5(const uint8_t* qs, const uint8_t* qh, int e) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  int lo = e < 16 ? (qs[e] & 15) : (qs[e - 16] >> 4);
+  return lo | int((h >> e) & 1u) << 4;
+}
+
+// Stores 32 codes (< 32) as Q5_0 / Q5_1 nibbles and high bits.
+inline void pack5(const uint8_t* q, uint8_t* qs, uint8_t* qh) {
+  uint32_t h = 0;
+  for (int e = 0; e < 16; ++e) qs[e] = uint8_t((q[e] & 15) | ((q[e + 16] & 15) << 4));
+  for (int e = 0; e < 32; ++e) h |= uint32_t(q[e] >> 4) << e;
+  std::memcpy(qh, &h, 4);
+}
+
+// Offset quantization to codes 0..levels-1: d = (max - min) / (levels - 1), m = min.
+inline void quantize_offset(const float* x, int levels, float* d_out, float* m_out, uint8_t* q) {
+  float lo = x[0], hi = x[0];
+  for (int e = 1; e < kQ32; ++e) lo = std::min(lo, x[e]), hi = std::max(hi, x[e]);
+  const float d = (hi - lo) / float(levels - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int e = 0; e < kQ32; ++e) q[e] = uint8_t(std::clamp(std::nearbyint((x[e] - lo) * id), 0.0f, float(levels - 1)));
+  *d_out = d;
+  *m_out = lo;
+}
+
+// Index of the IQ4_NL level nearest v (in units of the block scale).
+inline int iq4nl_code(float v) {
+  int best = 0;
+  float err = std::fabs(v - kIq4nlValues[0]);
+  for (int c = 1; c < 16; ++c) {
+    float e = std::fabs(v - kIq4nlValues[c]);
+    if (e < err) err = e, best = c;
+  }
+  return best;
+}
+
+}  // namespace
+
+// ---- Q8_1 --------------------------------------------------------------------------
+
+void to_float_q8_1_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ8_1*>(src);
+  for (int64_t i = 0; i < n / kQ32; ++i, dst += kQ32) {
+    float d = fp16_to_f32(b[i].d);
+    for (int e = 0; e < kQ32; ++e) dst[e] = d * b[i].qs[e];
+  }
+}
+
+// As from_float_q8_0_ref (ggml's x86 scale: q = round_even(x * 127 / max|x|)), plus
+// s = fp16(d * sum(q)) as ggml's x86 quantizer computes it.
+void from_float_q8_1_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float amax = 0;
+    for (int e = 0; e < kQ32; ++e) amax = std::max(amax, std::fabs(x[e]));
+    float d = amax / 127.0f;
+    float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int e = 0; e < kQ32; ++e) {
+      b[i].qs[e] = int8_t(std::clamp(std::nearbyint(x[e] * id), -127.0f, 127.0f));
+      sum += b[i].qs[e];
+    }
+    b[i].d = f32_to_fp16(d);
+    b[i].s = f32_to_fp16(d * float(sum));
+  }
+}
+
+void vec_dot_q8_1_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockQ8_1*>(w);
+  const auto* b = static_cast<const BlockQ8_1*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int isum = 0;
+    for (int e = 0; e < kQ32; ++e) isum += a[i].qs[e] * b[i].qs[e];
+    sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d));
+  }
+  *out = sum;
+}
+
+// ---- Q4_1 --------------------------------------------------------------------------
+
+void to_float_q4_1_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ4_1*>(src);
+  for (int64_t i = 0; i < n / kQ32; ++i, dst += kQ32) {
+    float d = fp16_to_f32(b[i].d), m = fp16_to_f32(b[i].m);
+    for (int e = 0; e < 16; ++e) {
+      dst[e] = d * (b[i].qs[e] & 15) + m;
+      dst[e + 16] = d * (b[i].qs[e] >> 4) + m;
+    }
+  }
+}
+
+void from_float_q4_1_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ4_1*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float d, m;
+    uint8_t q[kQ32];
+    quantize_offset(x, 16, &d, &m, q);
+    b[i].d = f32_to_fp16(d);
+    b[i].m = f32_to_fp16(m);
+    for (int e = 0; e < 16; ++e) b[i].qs[e] = uint8_t(q[e] | (q[e + 16] << 4));
+  }
+}
+
+void vec_dot_q4_1_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockQ4_1*>(w);
+  const auto* b = static_cast<const BlockQ8_1*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int isum = 0;
+    for (int e = 0; e < 16; ++e) isum += (a[i].qs[e] & 15) * b[i].qs[e] + (a[i].qs[e] >> 4) * b[i].qs[e + 16];
+    sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d)) + fp16_to_f32(a[i].m) * fp16_to_f32(b[i].s);
+  }
+  *out = sum;
+}
+
+// ---- Q5_0 --------------------------------------------------------------------------
+
+void to_float_q5_0_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ5_0*>(src);
+  for (int64_t i = 0; i < n / kQ32; ++i, dst += kQ32) {
+    float d = fp16_to_f32(b[i].d);
+    for (int e = 0; e < kQ32; ++e) dst[e] = d * (code5(b[i].qs, b[i].qh, e) - 16);
+  }
+}
+
+// As Q4_0: the value of largest magnitude maps to -16 (d takes its sign).
+void from_float_q5_0_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ5_0*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float amax = 0, vmax = 0;
+    for (int e = 0; e < kQ32; ++e)
+      if (std::fabs(x[e]) > amax) amax = std::fabs(x[e]), vmax = x[e];
+    float d = vmax / -16.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t q[kQ32];
+    for (int e = 0; e < kQ32; ++e) q[e] = uint8_t(std::clamp(std::nearbyint(x[e] * id) + 16.0f, 0.0f, 31.0f));
+    b[i].d = f32_to_fp16(d);
+    pack5(q, b[i].qs, b[i].qh);
+  }
+}
+
+void vec_dot_q5_0_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockQ5_0*>(w);
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int isum = 0;
+    for (int e = 0; e < kQ32; ++e) isum += (code5(a[i].qs, a[i].qh, e) - 16) * b[i].qs[e];
+    sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d));
+  }
+  *out = sum;
+}
+
+// ---- Q5_1 --------------------------------------------------------------------------
+
+void to_float_q5_1_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ5_1*>(src);
+  for (int64_t i = 0; i < n / kQ32; ++i, dst += kQ32) {
+    float d = fp16_to_f32(b[i].d), m = fp16_to_f32(b[i].m);
+    for (int e = 0; e < kQ32; ++e) dst[e] = d * code5(b[i].qs, b[i].qh, e) + m;
+  }
+}
+
+void from_float_q5_1_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ5_1*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float d, m;
+    uint8_t q[kQ32];
+    quantize_offset(x, 32, &d, &m, q);
+    b[i].d = f32_to_fp16(d);
+    b[i].m = f32_to_fp16(m);
+    pack5(q, b[i].qs, b[i].qh);
+  }
+}
+
+void vec_dot_q5_1_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockQ5_1*>(w);
+  const auto* b = static_cast<const BlockQ8_1*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int isum = 0;
+    for (int e = 0; e < kQ32; ++e) isum += code5(a[i].qs, a[i].qh, e) * b[i].qs[e];
+    sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d)) + fp16_to_f32(a[i].m) * fp16_to_f32(b[i].s);
+  }
+  *out = sum;
+}
+
+// ---- IQ4_NL ------------------------------------------------------------------------
+
+void to_float_iq4_nl_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4_NL*>(src);
+  for (int64_t i = 0; i < n / kQ32; ++i, dst += kQ32) {
+    float d = fp16_to_f32(b[i].d);
+    for (int e = 0; e < 16; ++e) {
+      dst[e] = d * kIq4nlValues[b[i].qs[e] & 15];
+      dst[e + 16] = d * kIq4nlValues[b[i].qs[e] >> 4];
+    }
+  }
+}
+
+// The value of largest magnitude maps to the level -127 (d takes its sign); the codes
+// then refit d by least squares once and are chosen again for the refitted scale,
+// keeping whichever of the two has the smaller squared error.
+void from_float_iq4_nl_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4_NL*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float amax = 0, vmax = 0;
+    for (int e = 0; e < kQ32; ++e)
+      if (std::fabs(x[e]) > amax) amax = std::fabs(x[e]), vmax = x[e];
+    uint8_t best[kQ32] = {};
+    float best_d = 0, best_err = INFINITY;
+    float d = vmax / float(kIq4nlValues[0]);
+    for (int pass = 0; pass < 2 && d != 0.0f; ++pass) {
+      const float rd = fp16_to_f32(f32_to_fp16(d));
+      uint8_t q[kQ32];
+      float err = 0, sxv = 0, svv = 0;
+      for (int e = 0; e < kQ32; ++e) {
+        q[e] = uint8_t(iq4nl_code(x[e] / rd));
+        const float v = kIq4nlValues[q[e]];
+        err += (x[e] - rd * v) * (x[e] - rd * v);
+        sxv += x[e] * v, svv += v * v;
+      }
+      if (err < best_err) best_err = err, best_d = rd, std::memcpy(best, q, kQ32);
+      d = svv > 0 ? sxv / svv : 0.0f;
+    }
+    b[i].d = f32_to_fp16(best_d);
+    for (int e = 0; e < 16; ++e) b[i].qs[e] = uint8_t(best[e] | (best[e + 16] << 4));
+  }
+}
+
+void vec_dot_iq4_nl_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockIQ4_NL*>(w);
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    int isum = 0;
+    for (int e = 0; e < 16; ++e)
+      isum += kIq4nlValues[a[i].qs[e] & 15] * b[i].qs[e] + kIq4nlValues[a[i].qs[e] >> 4] * b[i].qs[e + 16];
+    sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d));
+  }
+  *out = sum;
+}
+
+}  // namespace deltafin::kern
