@@ -1,6 +1,7 @@
 // Block layouts of the other 32-value types, byte-for-byte as GGUF stores them: the
-// offset types Q4_1 and Q5_1 with their activation type Q8_1, the 5-bit Q5_0, and the
-// non-linear IQ4_NL. Internal to src/kernels, like blocks.h.
+// offset types Q4_1 and Q5_1 with their activation type Q8_1, the 5-bit Q5_0, the
+// non-linear IQ4_NL, and IQ4_XS (IQ4_NL's levels in 256-value super-blocks).
+// Internal to src/kernels, like blocks.h.
 #pragma once
 #include <cstdint>
 
@@ -36,7 +37,18 @@ struct BlockIQ4_NL {
   uint8_t qs[16];
 };
 
+// 8 sub-blocks of 32: x = d * (ls[j] - 32) * kIq4nlValues[code], ls[j] 6 bits: low
+// nibble (j even: low, j odd: high) of scales_l[j / 2], top two bits at bit 2j of
+// scales_h. Sub-block j's codes are the nibbles of qs[16j .. 16j + 15] as in IQ4_NL.
+struct BlockIQ4_XS {
+  uint16_t d;  // fp16
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
@@ -46,5 +58,13 @@ static_assert(sizeof(BlockIQ4_NL) == 18);
 // denser near zero, from -127 to 113.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// Internal linkage, as blocks.h's conversions: SIMD translation units include it too.
+namespace {
+// The 6-bit scale ls[j] (j < 8) of an IQ4_XS super-block, minus 32: -32..31.
+inline int iq4xs_scale(const BlockIQ4_XS& b, int j) {
+  return int(((b.scales_l[j / 2] >> 4 * (j % 2)) & 15) | (((b.scales_h >> 2 * j) & 3) << 4)) - 32;
+}
+}  // namespace
 
 }  // namespace deltafin::kern

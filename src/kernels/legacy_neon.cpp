@@ -1,7 +1,8 @@
-// AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1 and IQ4_NL (blocks_legacy.h):
-// each block decoded to two vectors of 16 bytes and dotted with the activation block
-// (SDOT where the target has it), in the order of kernels_neon.cpp's Q8_0 dot: one
-// float accumulator per row, plus a scalar sum of m * s for the offset types.
+// AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS
+// (blocks_legacy.h): each 32-value (sub-)block decoded to two vectors of 16 bytes and
+// dotted with the activation block (SDOT where the target has it), in the order of
+// kernels_neon.cpp's Q8_0 dot: one float accumulator per row, plus a scalar sum of
+// m * s for the offset types. IQ4_XS sums each super-block exactly in integers first.
 #include <arm_neon.h>
 
 #include <cstring>
@@ -123,6 +124,36 @@ void dot_legacy_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_legacy<Dec, 4>(n, out, w, xp);
 }
 
+template <int NT>
+void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const BlockIQ4_XS*>(w);
+  const BlockQ8_K* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+  float acc[NT] = {};
+  const int8x16_t lut = vld1q_s8(kIq4nlValues);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int32x4_t sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = vdupq_n_s32(0);
+    for (int j = 0; j < 8; ++j) {
+      uint8x16_t l, h;
+      nibbles(a[i].qs + 16 * j, &l, &h);
+      const int8x16_t lo = vqtbl1q_s8(lut, l), hi = vqtbl1q_s8(lut, h);
+      const int ls = iq4xs_scale(a[i], j);
+      for (int t = 0; t < NT; ++t) {
+        int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs + 32 * j));
+        s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 32 * j + 16));
+        sumi[t] = vmlaq_n_s32(sumi[t], s, ls);
+      }
+    }
+    const float d = fp16_to_f32(a[i].d);
+    for (int t = 0; t < NT; ++t) acc[t] += float(vaddvq_s32(sumi[t])) * (d * b[t][i].d);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+void dot_iq4_xs_1(int64_t n, float* out, const void* w, const void* x) { dot_iq4_xs<1>(n, out, w, &x); }
+void dot_iq4_xs_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<4>(n, out, w, xp); }
+
 }  // namespace
 
 void install_legacy_neon(TypeTraits* t) {
@@ -137,6 +168,7 @@ void install_legacy_neon(TypeTraits* t) {
   set(DType::IQ4_NL, dot_legacy_1<DecodeIQ4_NL>, dot_legacy_4<DecodeIQ4_NL>);
   set(DType::Q4_1, dot_legacy_1<DecodeQ4_1>, dot_legacy_4<DecodeQ4_1>);
   set(DType::Q5_1, dot_legacy_1<DecodeQ5_1>, dot_legacy_4<DecodeQ5_1>);
+  set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4);
 }
 
 }  // namespace deltafin::kern

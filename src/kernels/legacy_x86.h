@@ -6,6 +6,8 @@
 // Q5_1 decode to unsigned codes and take Q8_1 activations: per block d_w * d_x times
 // the integer dot, plus m_w * s_x (dot_q32m below, in the order of ggml's sum:
 // the scaled dots in one float sum, the m * s terms in another, added at the end).
+// IQ4_XS against Q8_K sums each super-block exactly in int32 (the sub-block dots times
+// their 6-bit scales), then one FMA by d_w * d_x.
 #pragma once
 #include "kernels/blocks_legacy.h"
 #include "kernels/x86_common.h"
@@ -203,7 +205,92 @@ inline void quantize_q8_1_x86(const float* x, void* dst, int64_t n) {
   }
 }
 
-// Fills the rows of Q4_1, Q5_0, Q5_1, IQ4_NL and Q8_1's quantizer in `t`, marking
+// ---- IQ4_XS ------------------------------------------------------------------------
+
+// Eight int32 that sum to s * dot(a, b) over 32 signed bytes (a != -128; |s| <= 32).
+inline __m256i dot_i8_scaled(__m256i a, __m256i b, int s) {
+  __m256i ua = _mm256_sign_epi8(a, a), sb = _mm256_sign_epi8(b, a);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ua, sb), _mm256_set1_epi32(s));
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ua, sb), _mm256_set1_epi16(int16_t(s)));
+#endif
+}
+
+// Sub-block j's 32 values as signed bytes (IQ4_NL levels).
+inline __m256i iq4xs_sub(const BlockIQ4_XS& b, int j) {
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs + 16 * j));
+}
+
+template <int NT>
+void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const BlockIQ4_XS*>(w);
+  const BlockQ8_K* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+  __m256 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m256i sumi[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    DF_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const __m256i q = iq4xs_sub(a[i], j);
+      const int ls = iq4xs_scale(a[i], j);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) sumi[t] = _mm256_add_epi32(sumi[t], dot_i8_scaled(q, loadu256(b[t][i].qs + 32 * j), ls));
+    }
+    const float d = h2f(a[i].d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * b[t][i].d), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+}
+
+void dot_iq4_xs_1(int64_t n, float* out, const void* w, const void* x) { dot_iq4_xs<1>(n, out, w, &x); }
+void dot_iq4_xs_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<4>(n, out, w, xp); }
+
+// NR weight rows against one Q8_K row (decode): per row the operations of
+// dot_iq4_xs<1> in the same order; the activation is loaded once per sub-block and
+// the next rows' super-blocks are prefetched.
+template <int NR>
+void dot_iq4_xs_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  const BlockIQ4_XS* a[NR];
+  row_ptrs<BlockIQ4_XS, NR>(w, w_stride, a);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  __m256 acc[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  const size_t ahead = NR * w_stride;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m256i sumi[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      for (size_t o = 0; o < sizeof(BlockIQ4_XS); o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + sizeof(BlockIQ4_XS) - 1);
+      sumi[r] = _mm256_setzero_si256();
+    }
+    DF_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const __m256i y = loadu256(b[i].qs + 32 * j);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r)
+        sumi[r] = _mm256_add_epi32(sumi[r], dot_i8_scaled(iq4xs_sub(a[r][i], j), y, iq4xs_scale(a[r][i], j)));
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[r][i].d) * b[i].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(acc[r]);
+}
+
+// Fills the rows of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and Q8_1's quantizer in `t`, marking
 // them with `isa`.
 inline void install_legacy_x86(TypeTraits* t, Isa isa) {
   auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4) {
@@ -217,6 +304,7 @@ inline void install_legacy_x86(TypeTraits* t, Isa isa) {
   set(DType::IQ4_NL, dot_q32_1<DecodeIQ4_NL>, dot_q32_4<DecodeIQ4_NL>, dot_q32_rows<DecodeIQ4_NL, 4>);
   set(DType::Q4_1, dot_q32m_1<DecodeQ4_1>, dot_q32m_4<DecodeQ4_1>, dot_q32m_rows<DecodeQ4_1, 4>);
   set(DType::Q5_1, dot_q32m_1<DecodeQ5_1>, dot_q32m_4<DecodeQ5_1>, dot_q32m_rows<DecodeQ5_1, 4>);
+  set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4, dot_iq4_xs_rows<4>);
   t[uint32_t(DType::Q8_1)].from_float = quantize_q8_1_x86;
 }
 

@@ -266,6 +266,23 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::IQ4_XS: {  // |ls - 32| in 16..31 with a random sign (E = 573.5)
+      const float d = fp16_to_f32(scale_fp16(sd / (23.948f * kRmsIq4nl)));
+      BlockIQ4_XS b;
+      b.d = f32_to_fp16(d);
+      for (int64_t i = 0; i < nb; ++i) {
+        b.scales_h = 0;
+        std::memset(b.scales_l, 0, 4);
+        for (int j = 0; j < 8; ++j) {
+          const int m = r.range(16, 31), u = r.sign() > 0 ? 32 + m : 32 - m;
+          b.scales_l[j / 2] |= uint8_t((u & 15) << 4 * (j % 2));
+          b.scales_h |= uint16_t((u >> 4) << 2 * j);
+        }
+        r.bytes(b.qs, sizeof b.qs);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
     default:
       for (int64_t i = 0; i < nb; ++i) fill_kquant_block(t, r, sd, out + i * block_geometry(t).block_bytes);
       break;

@@ -1,5 +1,5 @@
-// Scalar reference kernels of the other 32-value block types (blocks_legacy.h): Q4_1
-// and Q5_1 against Q8_1 activations, Q5_0 and IQ4_NL against Q8_0, and Q8_1 itself.
+// Scalar reference kernels of the types in blocks_legacy.h: Q4_1 and Q5_1 against Q8_1
+// activations, Q5_0 and IQ4_NL against Q8_0, IQ4_XS against Q8_K, and Q8_1 itself.
 // As ggml does, each block's dot is an exact integer sum scaled by the product of the
 // two block scales; the offset types add m * s, s being the activation block's stored
 // (fp16) d * sum(qs).
@@ -42,7 +42,7 @@ inline void quantize_offset(const float* x, int levels, float* d_out, float* m_o
   *m_out = lo;
 }
 
-// Index of the IQ4_NL level nearest v (in units of the block scale).
+// Index of the IQ4_NL level nearest v (in units of the block scale); levels as below.
 inline int iq4nl_code(float v) {
   int best = 0;
   float err = std::fabs(v - kIq4nlValues[0]);
@@ -257,6 +257,76 @@ void vec_dot_iq4_nl_ref(int64_t n, float* out, const void* w, const void* x) {
     for (int e = 0; e < 16; ++e)
       isum += kIq4nlValues[a[i].qs[e] & 15] * b[i].qs[e] + kIq4nlValues[a[i].qs[e] >> 4] * b[i].qs[e + 16];
     sum += float(isum) * (fp16_to_f32(a[i].d) * fp16_to_f32(b[i].d));
+  }
+  *out = sum;
+}
+
+// ---- IQ4_XS ------------------------------------------------------------------------
+
+void to_float_iq4_xs_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockIQ4_XS*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int j = 0; j < 8; ++j, dst += kQ32) {
+      const float dl = d * float(iq4xs_scale(b[i], j));
+      const uint8_t* qs = b[i].qs + 16 * j;
+      for (int e = 0; e < 16; ++e) {
+        dst[e] = dl * kIq4nlValues[qs[e] & 15];
+        dst[e + 16] = dl * kIq4nlValues[qs[e] >> 4];
+      }
+    }
+  }
+}
+
+// Each sub-block's own scale as IQ4_NL chooses it (largest magnitude at -127); the
+// super-block scale d maps the largest of those to -32, the others round to the
+// nearest multiple of d, and the codes are chosen again for the scale d * (ls - 32).
+void from_float_iq4_xs_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ4_XS*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float sub[8], dmax = 0, dsel = 0;
+    for (int j = 0; j < 8; ++j) {
+      float amax = 0, vmax = 0;
+      for (int e = 0; e < kQ32; ++e)
+        if (std::fabs(x[kQ32 * j + e]) > amax) amax = std::fabs(x[kQ32 * j + e]), vmax = x[kQ32 * j + e];
+      sub[j] = vmax / float(kIq4nlValues[0]);
+      if (std::fabs(sub[j]) > dmax) dmax = std::fabs(sub[j]), dsel = sub[j];
+    }
+    const float d = fp16_to_f32(f32_to_fp16(dsel / -32.0f));
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    std::memset(&b[i], 0, sizeof(BlockIQ4_XS));
+    b[i].d = f32_to_fp16(d);
+    for (int j = 0; j < 8; ++j) {
+      const int l = int(std::clamp(std::nearbyint(sub[j] * id), -32.0f, 31.0f));
+      const int u = l + 32;
+      b[i].scales_l[j / 2] |= uint8_t((u & 15) << 4 * (j % 2));
+      b[i].scales_h |= uint16_t((u >> 4) << 2 * j);
+      const float dl = d * float(l);
+      for (int e = 0; e < 16; ++e) {
+        const int lo = dl != 0.0f ? iq4nl_code(x[kQ32 * j + e] / dl) : 8;
+        const int hi = dl != 0.0f ? iq4nl_code(x[kQ32 * j + e + 16] / dl) : 8;
+        b[i].qs[16 * j + e] = uint8_t(lo | (hi << 4));
+      }
+    }
+  }
+}
+
+// Per super-block the exact integer sum over its sub-blocks of (ls - 32) times the
+// sub-block's integer dot, scaled by d_w * d_x (ggml's x86 order of operations).
+void vec_dot_iq4_xs_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockIQ4_XS*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int isum = 0;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* qs = a[i].qs + 16 * j;
+      const int8_t* y = b[i].qs + kQ32 * j;
+      int s = 0;
+      for (int e = 0; e < 16; ++e) s += kIq4nlValues[qs[e] & 15] * y[e] + kIq4nlValues[qs[e] >> 4] * y[e + 16];
+      isum += iq4xs_scale(a[i], j) * s;
+    }
+    sum += float(isum) * (fp16_to_f32(a[i].d) * b[i].d);
   }
   *out = sum;
 }

@@ -24,10 +24,10 @@ namespace {
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
                               DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
+                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
                            DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                           DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
+                           DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -103,6 +103,7 @@ TEST(KernelLayout, TableMatchesGeometry) {
   EXPECT_EQ(type_traits(DType::IQ4_NL)->vec_dot_type, DType::Q8_0);
   EXPECT_EQ(type_traits(DType::Q4_1)->vec_dot_type, DType::Q8_1);
   EXPECT_EQ(type_traits(DType::Q5_1)->vec_dot_type, DType::Q8_1);
+  EXPECT_EQ(type_traits(DType::IQ4_XS)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::F16)->vec_dot_type, DType::F16);
   EXPECT_EQ(type_traits(DType::BF16)->vec_dot_type, DType::BF16);
 }
@@ -217,6 +218,28 @@ TEST(KernelLayout, IQ4_NLHandBuilt) {
   for (int j = 0; j < 16; ++j) {
     EXPECT_EQ(y[j], 0.25f * kIq4nlValues[j]);
     EXPECT_EQ(y[j + 16], 0.25f * kIq4nlValues[15 - j]);
+  }
+}
+
+// IQ4_XS: sub-block j's scale is (low nibble j % 2 of scales_l[j / 2]) | (bits 2j..2j+1
+// of scales_h) << 4, minus 32; its codes are the nibbles of qs[16j..16j+15].
+TEST(KernelLayout, IQ4_XSHandBuilt) {
+  BlockIQ4_XS b;
+  b.d = f32_to_fp16(0.5f);
+  const int ls[8] = {0, 63, 31, 32, 1, 47, 16, 62};  // stored values, all bit patterns of the top bits
+  b.scales_h = 0;
+  std::memset(b.scales_l, 0, 4);
+  for (int j = 0; j < 8; ++j) {
+    b.scales_l[j / 2] |= uint8_t((ls[j] & 15) << 4 * (j % 2));
+    b.scales_h |= uint16_t((ls[j] >> 4) << 2 * j);
+  }
+  for (int k = 0; k < 128; ++k) b.qs[k] = uint8_t((k % 16) | ((15 - k % 16) << 4));
+  auto y = dequantize(DType::IQ4_XS, &b, 256);
+  for (int j = 0; j < 8; ++j) {
+    for (int e = 0; e < 16; ++e) {
+      EXPECT_EQ(y[32 * j + e], 0.5f * (ls[j] - 32) * kIq4nlValues[e]) << j << " " << e;
+      EXPECT_EQ(y[32 * j + 16 + e], 0.5f * (ls[j] - 32) * kIq4nlValues[15 - e]) << j << " " << e;
+    }
   }
 }
 
@@ -370,7 +393,7 @@ TEST(KernelQuant, RoundTripError) {
                           {DType::Q5_K, 0.045},    {DType::Q4_K, 0.09},    {DType::Q4_0, 0.12},
                           {DType::MXFP4, 0.15},    {DType::Q3_K, 0.2},     {DType::Q2_K, 0.4},
                           {DType::Q8_1, 0.0085},   {DType::Q5_1, 0.05},    {DType::Q5_0, 0.06},
-                          {DType::Q4_1, 0.1},      {DType::IQ4_NL, 0.1}};
+                          {DType::Q4_1, 0.1},      {DType::IQ4_NL, 0.1},   {DType::IQ4_XS, 0.1}};
   const int n = 256 * 64;
   auto x = gaussian(n, 1);
   for (const Bound& b : bounds) {
@@ -528,14 +551,15 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
     }
   }
   if (isa_supported(Isa::AVX2)) {
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                    DType::IQ4_XS})
       EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_r4, nullptr);
   }
   if (isa_supported(Isa::AVX512)) {
     EXPECT_NE(type_traits_isa(DType::Q8_0, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q4_K, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q6_K, Isa::AVX512)->vec_dot_r4, nullptr);
-    for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
+    for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS})
       EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_r4, nullptr);
   }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
@@ -596,7 +620,7 @@ TEST(KernelDot, DispatchPicksBestIsa) {
   }
   if (isa_supported(Isa::AVX512)) {
     for (DType t : {DType::Q8_0, DType::Q4_K, DType::MXFP4, DType::Q6_K, DType::F32, DType::F16, DType::BF16,
-                    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
+                    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS})
       EXPECT_EQ(type_traits(t)->isa, Isa::AVX512) << name(t);
   }
 }
