@@ -1,7 +1,7 @@
 // Block layouts of the other 32-value types, byte-for-byte as GGUF stores them: the
 // offset types Q4_1 and Q5_1 with their activation type Q8_1, the 5-bit Q5_0, the
-// non-linear IQ4_NL, and IQ4_XS (IQ4_NL's levels in 256-value super-blocks).
-// Internal to src/kernels, like blocks.h.
+// non-linear IQ4_NL, IQ4_XS (IQ4_NL's levels in 256-value super-blocks), and the
+// ternary TQ2_0. Internal to src/kernels, like blocks.h.
 #pragma once
 #include <cstdint>
 
@@ -47,7 +47,15 @@ struct BlockIQ4_XS {
   uint8_t qs[128];
 };
 
+// Ternary, 2 bits a value: x = d * (q - 1), q in 0..2 (3 decodes to 2d). As Q2_K,
+// element 128h + 32l + k (h < 2, l < 4, k < 32) is bits 2l..2l+1 of qs[32h + k].
+struct BlockTQ2_0 {
+  uint8_t qs[64];
+  uint16_t d;  // fp16
+};
+
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockTQ2_0) == 66);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);

@@ -31,6 +31,7 @@ DF_DECLARE_REF(q5_0)
 DF_DECLARE_REF(q5_1)
 DF_DECLARE_REF(iq4_nl)
 DF_DECLARE_REF(iq4_xs)
+DF_DECLARE_REF(tq2_0)
 #undef DF_DECLARE_REF
 
 // A table indexed by DType id (kDTypeCount rows; rows with block_elems == 0 unused).
@@ -41,8 +42,8 @@ void install_neon(TypeTraits* table);
 // The K-quant halves of install_avx2 / install_avx512 (kquants_avx*.cpp).
 void install_kquants_avx2(TypeTraits* table);
 void install_kquants_avx512(TypeTraits* table);
-// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (legacy_avx2.cpp / legacy_avx512.cpp / legacy_neon.cpp),
-// called by types.cpp after the set's main installer.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, TQ2_0 (legacy_avx2.cpp / legacy_avx512.cpp /
+// legacy_neon.cpp), called by types.cpp after the set's main installer.
 void install_legacy_avx2(TypeTraits* table);
 void install_legacy_avx512(TypeTraits* table);
 void install_legacy_neon(TypeTraits* table);

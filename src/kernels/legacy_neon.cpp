@@ -1,8 +1,9 @@
-// AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS
+// AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and TQ2_0
 // (blocks_legacy.h): each 32-value (sub-)block decoded to two vectors of 16 bytes and
 // dotted with the activation block (SDOT where the target has it), in the order of
 // kernels_neon.cpp's Q8_0 dot: one float accumulator per row, plus a scalar sum of
-// m * s for the offset types. IQ4_XS sums each super-block exactly in integers first.
+// m * s for the offset types. IQ4_XS and TQ2_0 sum each super-block exactly in
+// integers first.
 #include <arm_neon.h>
 
 #include <cstring>
@@ -154,6 +155,36 @@ void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
 void dot_iq4_xs_1(int64_t n, float* out, const void* w, const void* x) { dot_iq4_xs<1>(n, out, w, &x); }
 void dot_iq4_xs_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<4>(n, out, w, xp); }
 
+template <int NT>
+void dot_tq2_0(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const BlockTQ2_0*>(w);
+  const BlockQ8_K* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+  float acc[NT] = {};
+  const uint8x16_t three = vdupq_n_u8(3);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int32x4_t sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = vdupq_n_s32(0);
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t r0 = vld1q_u8(a[i].qs + 32 * h), r1 = vld1q_u8(a[i].qs + 32 * h + 16);
+      for (int l = 0; l < 4; ++l) {
+        const int8x16_t q0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(r0, vdupq_n_s8(int8_t(-2 * l))), three)), vdupq_n_s8(1));
+        const int8x16_t q1 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(r1, vdupq_n_s8(int8_t(-2 * l))), three)), vdupq_n_s8(1));
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* y = b[t][i].qs + 128 * h + 32 * l;
+          sumi[t] = dot_i8(dot_i8(sumi[t], q0, vld1q_s8(y)), q1, vld1q_s8(y + 16));
+        }
+      }
+    }
+    const float d = fp16_to_f32(a[i].d);
+    for (int t = 0; t < NT; ++t) acc[t] += float(vaddvq_s32(sumi[t])) * (d * b[t][i].d);
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+void dot_tq2_0_1(int64_t n, float* out, const void* w, const void* x) { dot_tq2_0<1>(n, out, w, &x); }
+void dot_tq2_0_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_tq2_0<4>(n, out, w, xp); }
+
 }  // namespace
 
 void install_legacy_neon(TypeTraits* t) {
@@ -169,6 +200,7 @@ void install_legacy_neon(TypeTraits* t) {
   set(DType::Q4_1, dot_legacy_1<DecodeQ4_1>, dot_legacy_4<DecodeQ4_1>);
   set(DType::Q5_1, dot_legacy_1<DecodeQ5_1>, dot_legacy_4<DecodeQ5_1>);
   set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4);
+  set(DType::TQ2_0, dot_tq2_0_1, dot_tq2_0_4);
 }
 
 }  // namespace deltafin::kern

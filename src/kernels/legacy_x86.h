@@ -6,8 +6,9 @@
 // Q5_1 decode to unsigned codes and take Q8_1 activations: per block d_w * d_x times
 // the integer dot, plus m_w * s_x (dot_q32m below, in the order of ggml's sum:
 // the scaled dots in one float sum, the m * s terms in another, added at the end).
-// IQ4_XS against Q8_K sums each super-block exactly in int32 (the sub-block dots times
-// their 6-bit scales), then one FMA by d_w * d_x.
+// IQ4_XS and TQ2_0 against Q8_K sum each super-block exactly in int32 (IQ4_XS: the
+// sub-block dots times their 6-bit scales; TQ2_0: codes 0..2 times the activations,
+// less the activations' sum from bsums), then one FMA by d_w * d_x.
 #pragma once
 #include "kernels/blocks_legacy.h"
 #include "kernels/x86_common.h"
@@ -290,7 +291,82 @@ void dot_iq4_xs_rows(int64_t n, float* out, const void* w, size_t w_stride, cons
   for (int r = 0; r < NR; ++r) out[r] = hsum8(acc[r]);
 }
 
-// Fills the rows of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and Q8_1's quantizer in `t`, marking
+// ---- TQ2_0 -------------------------------------------------------------------------
+
+// Eight int32 that sum to dot(u, b) over 32 unsigned bytes u (< 64) and signed bytes b.
+inline __m256i dot_u8i8(__m256i u, __m256i b) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, b);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, b), _mm256_set1_epi16(1));
+#endif
+}
+
+// The super-block's exact sum of (q - 1) * y as eight int32 lanes: codes times the
+// activations, less the activations' sum (the sixteen bsums).
+inline __m256i tq2_0_block(const BlockTQ2_0& a, const BlockQ8_K& b) {
+  const __m256i three = _mm256_set1_epi8(3);
+  __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums)), _mm256_set1_epi16(-1));
+  DF_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const __m256i raw = loadu256(a.qs + 32 * h);
+    DF_UNROLL
+    for (int l = 0; l < 4; ++l) {
+      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * l), three);
+      s = _mm256_add_epi32(s, dot_u8i8(q, loadu256(b.qs + 128 * h + 32 * l)));
+    }
+  }
+  return s;
+}
+
+template <int NT>
+void dot_tq2_0(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const BlockTQ2_0*>(w);
+  const BlockQ8_K* b[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+  __m256 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    const float d = h2f(a[i].d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d * b[t][i].d), _mm256_cvtepi32_ps(tq2_0_block(a[i], b[t][i])), acc[t]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]);
+}
+
+void dot_tq2_0_1(int64_t n, float* out, const void* w, const void* x) { dot_tq2_0<1>(n, out, w, &x); }
+void dot_tq2_0_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_tq2_0<4>(n, out, w, xp); }
+
+// NR weight rows against one Q8_K row (decode): per row the operations of
+// dot_tq2_0<1> in the same order, four independent chains, next rows prefetched.
+template <int NR>
+void dot_tq2_0_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  const BlockTQ2_0* a[NR];
+  row_ptrs<BlockTQ2_0, NR>(w, w_stride, a);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  __m256 acc[NR];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  const size_t ahead = NR * w_stride;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      prefetch_l1(p);
+      prefetch_l1(p + sizeof(BlockTQ2_0) - 1);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(a[r][i].d) * b[i].d), _mm256_cvtepi32_ps(tq2_0_block(a[r][i], b[i])),
+                               acc[r]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(acc[r]);
+}
+
+// Fills the rows of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, TQ2_0 and Q8_1's quantizer in `t`, marking
 // them with `isa`.
 inline void install_legacy_x86(TypeTraits* t, Isa isa) {
   auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4) {
@@ -305,6 +381,7 @@ inline void install_legacy_x86(TypeTraits* t, Isa isa) {
   set(DType::Q4_1, dot_q32m_1<DecodeQ4_1>, dot_q32m_4<DecodeQ4_1>, dot_q32m_rows<DecodeQ4_1, 4>);
   set(DType::Q5_1, dot_q32m_1<DecodeQ5_1>, dot_q32m_4<DecodeQ5_1>, dot_q32m_rows<DecodeQ5_1, 4>);
   set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4, dot_iq4_xs_rows<4>);
+  set(DType::TQ2_0, dot_tq2_0_1, dot_tq2_0_4, dot_tq2_0_rows<4>);
   t[uint32_t(DType::Q8_1)].from_float = quantize_q8_1_x86;
 }
 

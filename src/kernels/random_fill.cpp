@@ -283,6 +283,19 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::TQ2_0: {  // codes 0..2 uniform (code 3, which decodes to 2, never written)
+      BlockTQ2_0 b;
+      b.d = scale_fp16(sd * 1.2247449f);  // E[(q - 1)^2] = 2/3
+      for (int64_t i = 0; i < nb; ++i) {
+        for (int k = 0; k < 64; ++k) {
+          uint8_t v = 0;
+          for (int l = 0; l < 4; ++l) v = uint8_t(v | r.range(0, 2) << 2 * l);
+          b.qs[k] = v;
+        }
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
     default:
       for (int64_t i = 0; i < nb; ++i) fill_kquant_block(t, r, sd, out + i * block_geometry(t).block_bytes);
       break;

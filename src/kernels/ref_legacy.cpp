@@ -1,5 +1,5 @@
 // Scalar reference kernels of the types in blocks_legacy.h: Q4_1 and Q5_1 against Q8_1
-// activations, Q5_0 and IQ4_NL against Q8_0, IQ4_XS against Q8_K, and Q8_1 itself.
+// activations, Q5_0 and IQ4_NL against Q8_0, IQ4_XS and TQ2_0 against Q8_K, and Q8_1.
 // As ggml does, each block's dot is an exact integer sum scaled by the product of the
 // two block scales; the offset types add m * s, s being the activation block's stored
 // (fp16) d * sum(qs).
@@ -326,6 +326,50 @@ void vec_dot_iq4_xs_ref(int64_t n, float* out, const void* w, const void* x) {
       for (int e = 0; e < 16; ++e) s += kIq4nlValues[qs[e] & 15] * y[e] + kIq4nlValues[qs[e] >> 4] * y[e + 16];
       isum += iq4xs_scale(a[i], j) * s;
     }
+    sum += float(isum) * (fp16_to_f32(a[i].d) * b[i].d);
+  }
+  *out = sum;
+}
+
+// ---- TQ2_0 -------------------------------------------------------------------------
+
+void to_float_tq2_0_ref(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockTQ2_0*>(src);
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 4; ++l)
+        for (int k = 0; k < 32; ++k) dst[128 * h + 32 * l + k] = d * float(((b[i].qs[32 * h + k] >> 2 * l) & 3) - 1);
+  }
+}
+
+// d = max|x|, q = round(x / d) + 1 (as llama.cpp's TQ2_0 quantizer).
+void from_float_tq2_0_ref(const float* x, void* dst, int64_t n) {
+  auto* b = static_cast<BlockTQ2_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float amax = 0;
+    for (int e = 0; e < kQK; ++e) amax = std::max(amax, std::fabs(x[e]));
+    const float id = amax != 0.0f ? 1.0f / amax : 0.0f;
+    b[i].d = f32_to_fp16(amax);
+    std::memset(b[i].qs, 0, sizeof b[i].qs);
+    for (int e = 0; e < kQK; ++e) {
+      const int q = int(std::lround(x[e] * id)) + 1;
+      b[i].qs[32 * (e / 128) + e % 32] |= uint8_t((q & 3) << 2 * ((e % 128) / 32));
+    }
+  }
+}
+
+// Per super-block the exact integer sum of (q - 1) * y, scaled by d_w * d_x.
+void vec_dot_tq2_0_ref(int64_t n, float* out, const void* w, const void* x) {
+  const auto* a = static_cast<const BlockTQ2_0*>(w);
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int isum = 0;
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 4; ++l)
+        for (int k = 0; k < 32; ++k)
+          isum += (((a[i].qs[32 * h + k] >> 2 * l) & 3) - 1) * b[i].qs[128 * h + 32 * l + k];
     sum += float(isum) * (fp16_to_f32(a[i].d) * b[i].d);
   }
   *out = sum;

@@ -47,6 +47,7 @@ Table make_ref_table() {
   DF_REF_ROW(Q5_1, q5_1, Q8_1)
   DF_REF_ROW(IQ4_NL, iq4_nl, Q8_0)
   DF_REF_ROW(IQ4_XS, iq4_xs, Q8_K)
+  DF_REF_ROW(TQ2_0, tq2_0, Q8_K)
   return t;
 }
 #undef DF_REF_ROW

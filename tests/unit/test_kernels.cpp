@@ -24,10 +24,12 @@ namespace {
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
                               DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
+                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                              DType::TQ2_0};
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
                            DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                           DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS};
+                           DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                           DType::TQ2_0};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -104,6 +106,7 @@ TEST(KernelLayout, TableMatchesGeometry) {
   EXPECT_EQ(type_traits(DType::Q4_1)->vec_dot_type, DType::Q8_1);
   EXPECT_EQ(type_traits(DType::Q5_1)->vec_dot_type, DType::Q8_1);
   EXPECT_EQ(type_traits(DType::IQ4_XS)->vec_dot_type, DType::Q8_K);
+  EXPECT_EQ(type_traits(DType::TQ2_0)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::F16)->vec_dot_type, DType::F16);
   EXPECT_EQ(type_traits(DType::BF16)->vec_dot_type, DType::BF16);
 }
@@ -241,6 +244,20 @@ TEST(KernelLayout, IQ4_XSHandBuilt) {
       EXPECT_EQ(y[32 * j + 16 + e], 0.5f * (ls[j] - 32) * kIq4nlValues[15 - e]) << j << " " << e;
     }
   }
+}
+
+// TQ2_0: element 128h + 32l + k is bits 2l..2l+1 of qs[32h + k], x = d * (code - 1).
+TEST(KernelLayout, TQ2_0HandBuilt) {
+  BlockTQ2_0 b;
+  b.d = f32_to_fp16(0.5f);
+  for (int k = 0; k < 64; ++k) b.qs[k] = uint8_t(k * 37 + 11);
+  auto y = dequantize(DType::TQ2_0, &b, 256);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 4; ++l)
+      for (int k = 0; k < 32; ++k) {
+        const int code = (uint8_t(k * 37 + 11 + h * 32 * 37) >> 2 * l) & 3;
+        EXPECT_EQ(y[128 * h + 32 * l + k], 0.5f * (code - 1)) << h << " " << l << " " << k;
+      }
 }
 
 TEST(KernelLayout, MXFP4HandBuilt) {
@@ -388,12 +405,15 @@ TEST(KernelQuant, RoundTripError) {
     DType t;
     double rel_rms;
   };
+  // TQ2_0 is ternary with d = max|x| (llama.cpp's rule), made for ternary-trained
+  // weights: most of a Gaussian rounds to 0.
   const Bound bounds[] = {{DType::F32, 0},         {DType::F16, 4e-4},     {DType::BF16, 3e-3},
                           {DType::Q8_0, 0.0085},   {DType::Q8_K, 0.0085},  {DType::Q6_K, 0.025},
                           {DType::Q5_K, 0.045},    {DType::Q4_K, 0.09},    {DType::Q4_0, 0.12},
                           {DType::MXFP4, 0.15},    {DType::Q3_K, 0.2},     {DType::Q2_K, 0.4},
                           {DType::Q8_1, 0.0085},   {DType::Q5_1, 0.05},    {DType::Q5_0, 0.06},
-                          {DType::Q4_1, 0.1},      {DType::IQ4_NL, 0.1},   {DType::IQ4_XS, 0.1}};
+                          {DType::Q4_1, 0.1},      {DType::IQ4_NL, 0.1},   {DType::IQ4_XS, 0.1},
+                          {DType::TQ2_0, 0.9}};
   const int n = 256 * 64;
   auto x = gaussian(n, 1);
   for (const Bound& b : bounds) {
@@ -552,14 +572,14 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
   }
   if (isa_supported(Isa::AVX2)) {
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
-                    DType::IQ4_XS})
+                    DType::IQ4_XS, DType::TQ2_0})
       EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_r4, nullptr);
   }
   if (isa_supported(Isa::AVX512)) {
     EXPECT_NE(type_traits_isa(DType::Q8_0, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q4_K, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q6_K, Isa::AVX512)->vec_dot_r4, nullptr);
-    for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS})
+    for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0})
       EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_r4, nullptr);
   }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
@@ -620,7 +640,7 @@ TEST(KernelDot, DispatchPicksBestIsa) {
   }
   if (isa_supported(Isa::AVX512)) {
     for (DType t : {DType::Q8_0, DType::Q4_K, DType::MXFP4, DType::Q6_K, DType::F32, DType::F16, DType::BF16,
-                    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS})
+                    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0})
       EXPECT_EQ(type_traits(t)->isa, Isa::AVX512) << name(t);
   }
 }
