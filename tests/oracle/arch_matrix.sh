@@ -65,7 +65,8 @@ declare -A ARCH_MAX_OVER=([kimi-k3]=0.40 [deepseek2]=0.10)
 declare -A SHAPE=([kimi-k3@A]="--layers 7 --heads 2 --kda-period 3 --attn-res-block 3"
   [kimi-k3@B]="--layers 6 --heads 8 --kda-head-dim 32 --kda-period 2 --attn-res-block 4")
 declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
-# Extra synth flags per cell. deepseek2 is written in the absorbed MLA form (3-D
+# Extra synth flags per cell. kimi-k3's tiny experts run at a latent width of 128,
+# which 256-value blocks cannot cut: its IQ4_XS/TQ2_0 cells widen it to 256. deepseek2 is written in the absorbed MLA form (3-D
 # attn_k_b/attn_v_b, as current DeepSeek-V3/Kimi K2 GGUFs) except where the oracle
 # cannot run it: on a CPU with AMX, node-llama-cpp's prebuilt library puts 3-D F16,
 # Q8_0, Q4_0 and K-quant (Q4..Q6) weights in the AMX buffer, which has no batched
@@ -74,7 +75,8 @@ declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
 # BF16 cells carry an MTP (nextn) block after the trunk, which both sides skip.
 declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1" [deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
-  [deepseek2-Q6_K]="--mla joined")
+  [deepseek2-Q6_K]="--mla joined"
+  [kimi-k3-IQ4_XS]="--moe-latent 256" [kimi-k3-TQ2_0]="--moe-latent 256")
 
 # Types that run as routed experts only, under an F32 core (so a cell measures the
 # experts' kernels, and float-core cells never take the stated bounds below), on the
