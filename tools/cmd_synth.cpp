@@ -17,8 +17,8 @@ Command add_synth(CLI::App& app) {
   struct Opts {
     std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
-    int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0, moe_latent = 0;
-    int64_t expert_width = 0, embd = 0;
+    int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
+    int64_t expert_width = 0, embd = 0, moe_latent = -1;
     uint64_t seed = 1;
     float skew = -1;
     bool force = false;
@@ -49,10 +49,10 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--experts-used", o->used, "Experts chosen per token");
   sub->add_option("--expert-width", o->expert_width, "Expert FFN width");
   sub->add_option("--embd", o->embd, "Hidden size");
+  sub->add_option("--moe-latent", o->moe_latent, "kimi-k3: width of the latent the routed experts run at (0: none)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   sub->add_option("--heads", o->heads, "Attention heads")->check(CLI::Range(1, 1024));
   sub->add_option("--kda-head-dim", o->kda_head_dim, "kimi-k3: KDA head size")->check(CLI::Range(1, 4096));
-  sub->add_option("--moe-latent", o->moe_latent, "kimi-k3: width of the latent the routed experts work in")
-      ->check(CLI::Range(1, 65536));
   sub->add_option("--kda-period", o->kda_period,
                   "kimi-k3: every Nth layer (1-based) is gated MLA, the others KDA (0: all KDA)")
       ->check(CLI::Range(0, 1024));
@@ -99,9 +99,9 @@ Command add_synth(CLI::App& app) {
             if (o->used) s.n_used = o->used;
             if (o->expert_width) s.n_ff_exp = o->expert_width;
             if (o->embd) s.n_embd = o->embd;
+            if (o->moe_latent >= 0) s.moe_latent = o->moe_latent;
             if (o->heads) s.n_head = o->heads;
             if (o->kda_head_dim) s.kda_head_dim = o->kda_head_dim;
-            if (o->moe_latent) s.moe_latent = o->moe_latent;
             if (o->kda_period >= 0) s.kda_period = o->kda_period;
             if (o->res_block >= 0) s.attn_res_block = o->res_block;
             if (o->skew >= 0) s.skew = o->skew;

@@ -25,6 +25,13 @@ DF_DECLARE_REF(q3_k)
 DF_DECLARE_REF(q4_k)
 DF_DECLARE_REF(q5_k)
 DF_DECLARE_REF(q6_k)
+DF_DECLARE_REF(q8_1)
+DF_DECLARE_REF(q4_1)
+DF_DECLARE_REF(q5_0)
+DF_DECLARE_REF(q5_1)
+DF_DECLARE_REF(iq4_nl)
+DF_DECLARE_REF(iq4_xs)
+DF_DECLARE_REF(tq2_0)
 #undef DF_DECLARE_REF
 
 // A table indexed by DType id (kDTypeCount rows; rows with block_elems == 0 unused).
@@ -35,6 +42,11 @@ void install_neon(TypeTraits* table);
 // The K-quant halves of install_avx2 / install_avx512 (kquants_avx*.cpp).
 void install_kquants_avx2(TypeTraits* table);
 void install_kquants_avx512(TypeTraits* table);
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, TQ2_0 (legacy_avx2.cpp / legacy_avx512.cpp /
+// legacy_neon.cpp), called by types.cpp after the set's main installer.
+void install_legacy_avx2(TypeTraits* table);
+void install_legacy_avx512(TypeTraits* table);
+void install_legacy_neon(TypeTraits* table);
 
 // Helper for rows without a dedicated x4 kernel.
 template <VecDotFn F>

@@ -1,4 +1,4 @@
-// AArch64 Advanced SIMD kernels: F32, F16, the 32-value block types (Q8_0, Q4_0,
+// AArch64 Advanced SIMD kernels: F32, F16, BF16, the 32-value block types (Q8_0, Q4_0,
 // MXFP4 against Q8_0) and the Q8_0 activation quantizer. Other rows keep the scalar
 // reference. Uses SDOT where the target has it (__ARM_FEATURE_DOTPROD), else widening
 // multiplies. Built only on aarch64 (CMake drops *_neon.cpp elsewhere).
@@ -113,6 +113,15 @@ inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
 inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 inline float scalar(float v) { return v; }
 inline float scalar(uint16_t v) { return fp16_to_f32(v); }
+// BF16 values: a type of their own so that dot_float picks their conversions.
+struct Bf16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Bf16) == 2);
+inline float32x4_t load4(const Bf16* p) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)), 16));
+}
+inline float scalar(Bf16 v) { return bf16_to_f32(v.bits); }
 
 template <class T, int NT>
 void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
@@ -163,6 +172,7 @@ void install_neon(TypeTraits* t) {
   };
   set(DType::F32, dot_float_1<float>, dot_float_4<float>);
   set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>);
+  set(DType::BF16, dot_float_1<Bf16>, dot_float_4<Bf16>);
   set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
   set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
   set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);

@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
+#include "kernels/blocks_legacy.h"
 #include "kernels/iq_grids.h"
 #include "kernels/types.h"
 
@@ -71,6 +72,7 @@ constexpr float kStdU6 = 18.473f;      // uniform over 64 codes
 constexpr float kStdU2 = 1.1180f;      // uniform over 4 codes
 constexpr float kStdU3 = 2.2913f;      // uniform over 8 codes
 constexpr float kRmsMxfp4 = 5.8523f;   // rms of kMxfp4Values over the 16 codes
+constexpr float kRmsIq4nl = 67.4389f;  // rms of kIq4nlValues over the 16 codes
 
 // One block of a 256-value type (Q8_K and the K-quants).
 void fill_kquant_block(DType t, Rng& r, float sd, uint8_t* out) {
@@ -250,6 +252,91 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
         r.bytes(v, sizeof v);
         std::memcpy(b.qs, v, sizeof b.qs);
         b.d = scale_fp16(float(sd / std::sqrt(341.0 / 16.0 * g2)));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q8_1: {
+      BlockQ8_1 b;
+      b.d = scale_fp16(sd / kStdI8);
+      for (int64_t i = 0; i < nb; ++i) {
+        random_i8(r, b.qs, 32);
+        int sum = 0;
+        for (int8_t q : b.qs) sum += q;
+        b.s = f32_to_fp16(fp16_to_f32(b.d) * float(sum));
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::Q4_1:
+    case DType::Q5_1: {  // m = -(levels - 1) / 2 * d: mean 0
+      const bool five = t == DType::Q5_1;
+      const float d = fp16_to_f32(scale_fp16(sd / (five ? kStdU5 : kStdU4)));
+      const uint16_t dh = f32_to_fp16(d), mh = f32_to_fp16(-(five ? 15.5f : 7.5f) * d);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        if (five) {
+          BlockQ5_1 b{dh, mh, {}, {}};
+          uint32_t h = uint32_t(r.next());
+          std::memcpy(b.qh, &h, 4);
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockQ4_1 b{dh, mh, {}};
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
+    case DType::Q5_0:
+    case DType::IQ4_NL: {  // random sign on d, as Q4_0
+      const bool five = t == DType::Q5_0;
+      const float d = fp16_to_f32(scale_fp16(sd / (five ? kStdU5 : kRmsIq4nl)));
+      const uint16_t pos = f32_to_fp16(d), neg = f32_to_fp16(-d);
+      for (int64_t i = 0; i < nb; ++i) {
+        uint64_t v[2] = {r.next(), r.next()};
+        const uint16_t dh = (v[0] & 1) ? neg : pos;
+        if (five) {
+          BlockQ5_0 b{dh, {}, {}};
+          uint32_t h = uint32_t(r.next());
+          std::memcpy(b.qh, &h, 4);
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockIQ4_NL b{dh, {}};
+          std::memcpy(b.qs, v, 16);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
+    case DType::IQ4_XS: {  // |ls - 32| in 16..31 with a random sign (E = 573.5)
+      const float d = fp16_to_f32(scale_fp16(sd / (23.948f * kRmsIq4nl)));
+      BlockIQ4_XS b;
+      b.d = f32_to_fp16(d);
+      for (int64_t i = 0; i < nb; ++i) {
+        b.scales_h = 0;
+        std::memset(b.scales_l, 0, 4);
+        for (int j = 0; j < 8; ++j) {
+          const int m = r.range(16, 31), u = r.sign() > 0 ? 32 + m : 32 - m;
+          b.scales_l[j / 2] |= uint8_t((u & 15) << 4 * (j % 2));
+          b.scales_h |= uint16_t((u >> 4) << 2 * j);
+        }
+        r.bytes(b.qs, sizeof b.qs);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::TQ2_0: {  // codes 0..2 uniform (code 3, which decodes to 2, never written)
+      BlockTQ2_0 b;
+      b.d = scale_fp16(sd * 1.2247449f);  // E[(q - 1)^2] = 2/3
+      for (int64_t i = 0; i < nb; ++i) {
+        for (int k = 0; k < 64; ++k) {
+          uint8_t v = 0;
+          for (int l = 0; l < 4; ++l) v = uint8_t(v | r.range(0, 2) << 2 * l);
+          b.qs[k] = v;
+        }
         std::memcpy(out + i * sizeof b, &b, sizeof b);
       }
       break;

@@ -3,9 +3,10 @@
 //
 // vec_dot(n, out, w, x): *out = dot(w, x) over n values, where w is a row of `type`
 // and x a row of `vec_dot_type` (the type activations are quantized to before a
-// matmul, as ggml's CPU backend does: Q8_0 for Q4_0/Q8_0/MXFP4, Q8_K for the
-// K-quants, F16 for F16, BF16 for BF16, F32 for F32). n must be a multiple of the
-// block size of both types. Results match ggml's up to float summation order.
+// matmul, as ggml's CPU backend does: Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/IQ4_NL, Q8_1
+// for Q4_1/Q5_1, Q8_K for the K-quants, IQ4_XS and TQ2_0, F16 for F16, BF16 for
+// BF16, F32 for F32). n must be a multiple of the block size of both types. Results
+// match ggml's up to float summation order.
 //
 // vec_dot_x4(n, out, w, x): out[k] = dot(w, x[k]) for k < 4, one weight row against
 // four activation rows anywhere in memory (the batched matmul's inner kernel; the

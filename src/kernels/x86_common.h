@@ -3,8 +3,9 @@
 // two builds (different -m flags) never merge into one symbol.
 //
 // Contents: helpers, the 32-value block dots (Q8_0, Q4_0, MXFP4 against Q8_0) for 1
-// or 4 activation rows, and the activation quantizers to Q8_0 and Q8_K. Built with
-// AVX512-VNNI the signed 8-bit dot uses vpdpbusd, otherwise maddubs + madd.
+// or 4 activation rows and for 4 weight rows (decode), and the activation quantizers
+// to Q8_0 and Q8_K. Built with AVX512-VNNI the signed 8-bit dot uses vpdpbusd,
+// otherwise maddubs + madd.
 #pragma once
 #include <immintrin.h>
 
@@ -188,6 +189,57 @@ void dot_q32_1(int64_t n, float* out, const void* w, const void* x) {
 template <class Dec>
 void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_q32<Dec, 4>(n, out, w, xp);
+}
+
+// out[r] = dot(w row r, x) for NR rows of a 32-value block type, `w_stride` bytes
+// apart, against one Q8_0 row: the decode matvec's kernel. Per row the operations of
+// dot_q32<Dec, 1> in the same order (each result bit-identical to vec_dot); the
+// activation's quants and scales are loaded once for all rows, the rows' chains
+// overlap, and the next rows' blocks are prefetched (decode streams weights from DRAM).
+template <class Dec, int NR>
+void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  using Block = typename Dec::Block;
+  const Block* a[NR];
+  row_ptrs<Block, NR>(w, w_stride, a);
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / kQ32;
+  __m256 acc[NR][2];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const size_t ahead = NR * w_stride;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+      for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(p + o);
+      prefetch_l1(p + 8 * sizeof(Block) - 1);
+    }
+    const __m256 db = fp16_scales8(b + i);
+    alignas(32) float d[NR][8];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) _mm256_store_ps(d[r], _mm256_mul_ps(Dec::d8(a[r] + i), db));
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const __m256i y = loadu256(b[i + k].qs);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __m256i p = dot_i8(Dec::q(a[r][i + k]), y);
+        acc[r][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(p), acc[r][k & 1]);
+      }
+    }
+  }
+  for (; i < nb; ++i) {
+    const __m256i y = loadu256(b[i].qs);
+    const float dy = h2f(b[i].d);
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      __m256i p = dot_i8(Dec::q(a[r][i]), y);
+      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::d(a[r][i]) * dy), _mm256_cvtepi32_ps(p), acc[r][0]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
 }
 
 // Four vectors of eight int32 (32 values) -> 32 saturated int8 in element order.

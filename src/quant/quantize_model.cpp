@@ -48,12 +48,13 @@ constexpr Mix kMixes[] = {{"Q2_K_S", DType::Q2_K, 21}, {"Q3_K_S", DType::Q3_K, 1
                           {"Q3_K_L", DType::Q3_K, 13}, {"Q4_K_S", DType::Q4_K, 14}, {"Q4_K_M", DType::Q4_K, 15},
                           {"Q5_K_S", DType::Q5_K, 16}, {"Q5_K_M", DType::Q5_K, 17}, {"MXFP4_MOE", DType::Q8_0, 38}};
 
-// Types a target may name directly: those deltafin computes and can quantize to.
+// Types a target may name directly: those deltafin computes and can quantize to
+// (not the activation-only types Q8_K and Q8_1, which llama.cpp cannot load as weights).
 std::vector<DType> direct_types() {
   std::vector<DType> v;
   for (uint32_t i = 0; i < kDTypeCount; ++i) {
     const TypeTraits* tt = type_traits_ref(DType(i));
-    if (tt && tt->from_float && DType(i) != DType::Q8_K) v.push_back(DType(i));
+    if (tt && tt->from_float && DType(i) != DType::Q8_K && DType(i) != DType::Q8_1) v.push_back(DType(i));
   }
   return v;
 }

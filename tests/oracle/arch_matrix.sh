@@ -27,8 +27,8 @@ set -u
 # near-ties (rare) move a position by 0.1 or more; max_over leaves room for a few.
 declare -A MIN_TOP1=([F32]=0.99 [F16]=0.99 [BF16]=0.99)
 declare -A TOL=([F32]=1e-3 [F16]=2e-3 [BF16]=2e-2 [Q8_0]=2e-2 [Q4_0]=2e-2 [Q4_K]=2e-2 [Q5_K]=2e-2
-                [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [IQ2_XXS]=3e-2
-                [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2)
+                [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [Q4_1]=2e-2 [Q5_0]=2e-2 [Q5_1]=2e-2
+                [IQ4_NL]=2e-2 [IQ4_XS]=2e-2 [TQ2_0]=2e-2 [IQ2_XXS]=3e-2 [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2)
 # Q3_K: on deepseek2 llama.cpp's own batch and single logits differ by a median
 # 1.1e-2 of the logit range (measured), so 2e-2 sits inside its own spread.
 declare -A MAX_OVER=([F32]=0.01 [F16]=0.01)
@@ -37,11 +37,6 @@ DEF_MAX_OVER=0.05
 # Experts' type when it is not the cell's type (kimi-k3's experts are MXFP4, as in
 # the real model); every type still runs as experts in the other architectures.
 declare -A EXPERT_TYPE=([kimi-k3]=MXFP4)
-# Types that run only as routed-expert type (as published dynamic quants use them),
-# with a Q8_0 core, on the architectures listed (CI time: every i-quant on qwen3moe
-# and kimi-k3). Their bounds are those of the K-quant nearest in bits.
-declare -A EXPERT_ONLY=([IQ2_XXS]="qwen3moe kimi-k3" [IQ2_XS]="qwen3moe kimi-k3" [IQ3_XXS]="qwen3moe kimi-k3")
-EXPERT_ONLY_CORE=Q8_0
 # kimi-k3's tiny random model is chaotic beyond what the per-type bounds allow when
 # its core is quantized, while every single part of it matches llama.cpp: with
 # F32 core and F32 experts the largest logit difference is 5e-5; quantizing one
@@ -70,7 +65,8 @@ declare -A ARCH_MAX_OVER=([kimi-k3]=0.40 [deepseek2]=0.10)
 declare -A SHAPE=([kimi-k3@A]="--layers 7 --heads 2 --kda-period 3 --attn-res-block 3"
   [kimi-k3@B]="--layers 6 --heads 8 --kda-head-dim 32 --kda-period 2 --attn-res-block 4")
 declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
-# Extra synth flags per cell. deepseek2 is written in the absorbed MLA form (3-D
+# Extra synth flags per cell. kimi-k3's tiny experts run at a latent width of 128,
+# which 256-value blocks cannot cut: its IQ4_XS/TQ2_0 cells widen it to 256. deepseek2 is written in the absorbed MLA form (3-D
 # attn_k_b/attn_v_b, as current DeepSeek-V3/Kimi K2 GGUFs) except where the oracle
 # cannot run it: on a CPU with AMX, node-llama-cpp's prebuilt library puts 3-D F16,
 # Q8_0, Q4_0 and K-quant (Q4..Q6) weights in the AMX buffer, which has no batched
@@ -79,11 +75,20 @@ declare -A SHAPE_TYPES=([kimi-k3@A]="F16 BF16" [kimi-k3@B]="F16 BF16")
 # BF16 cells carry an MTP (nextn) block after the trunk, which both sides skip.
 declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1" [deepseek2-F16]="--mla joined" [deepseek2-Q8_0]="--mla joined"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
-  [deepseek2-Q6_K]="--mla joined" [kimi-k3-IQ2_XXS]="--moe-latent 256"
+  [deepseek2-Q6_K]="--mla joined"
+  [kimi-k3-IQ4_XS]="--moe-latent 256" [kimi-k3-TQ2_0]="--moe-latent 256" [kimi-k3-IQ2_XXS]="--moe-latent 256"
   [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256")
 # (kimi-k3's tiny experts work in a 128-wide latent; 256-value block types need 256.)
 
-ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 IQ2_XXS IQ2_XS IQ3_XXS"
+# Types that run as routed experts only, under an F32 core (so a cell measures the
+# experts' kernels, and float-core cells never take the stated bounds below), on the
+# architectures listed for each (default: qwen3moe and kimi-k3, the MoE architectures
+# whose published quants use them; deepseek2 samples one type per activation type,
+# Q8_0 and Q8_1; Q8_K is sampled by the K-quant cells). Other architectures show "-".
+EXPERT_ONLY="Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS TQ2_0 IQ2_XXS IQ2_XS IQ3_XXS"
+declare -A EXPERT_ONLY_ARCHS=([Q4_1]="qwen3moe kimi-k3 deepseek2" [Q5_0]="qwen3moe kimi-k3 deepseek2")
+
+ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 $EXPERT_ONLY"
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)
 SHAPE_N_TOK=${SHAPE_N_TOK:-128}  # the same for the extra shapes (SHAPE)
@@ -245,20 +250,22 @@ for a in $ARCHS; do
     if [ -n "${SHAPE[$a]:-}" ]; then
       case " ${SHAPE_TYPES[$a]} " in *" $t "*) ;; *) RESULT[$cell]="-"; continue ;; esac
     fi
-    ct=$t  # the core's type
-    if [ -n "${EXPERT_ONLY[$t]:-}" ]; then
-      case " ${EXPERT_ONLY[$t]} " in *" $a "*) ;; *) RESULT[$cell]="-"; continue ;; esac
-      ct=$EXPERT_ONLY_CORE
-    fi
-    echo "=== $cell" >>"$log"
+    core=$t
     et=${EXPERT_TYPE[$a]:-$t}
     [ -n "${SHAPE[$a]:-}" ] && et=$t
-    [ -n "${EXPERT_ONLY[$t]:-}" ] && et=$t
+    case " $EXPERT_ONLY " in
+      *" $t "*)
+        case " ${EXPERT_ONLY_ARCHS[$t]:-qwen3moe kimi-k3} " in
+          *" $a "*) core=F32; et=$t ;;
+          *) RESULT[$cell]="-"; continue ;;
+        esac ;;
+    esac
+    echo "=== $cell" >>"$log"
     if [ -z "${TOL[$t]:-}" ]; then
       RESULT[$cell]="no-tol"; fail=1; continue
     fi
     # shellcheck disable=SC2086
-    if ! "$bin" synth --preset tiny --arch "${a%@*}" --type "$ct" --expert-type "$et" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
+    if ! "$bin" synth --preset tiny --arch "${a%@*}" --type "$core" --expert-type "$et" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
         --force -o "$m" >>"$log" 2>&1; then
       RESULT[$cell]="FAIL:synth"; fail=1; continue
     fi
@@ -281,7 +288,7 @@ for a in $ARCHS; do
         bad+=("deltafin-$mode"); continue
       fi
       other=single; [ $mode = single ] && other=batch
-      compare "$cell $mode" "$dir/$cell.$mode.ours" "$dir/$cell.$mode.ref" "$ct" "$et" "$dir/$cell.$other.ref" ||
+      compare "$cell $mode" "$dir/$cell.$mode.ours" "$dir/$cell.$mode.ref" "$core" "$et" "$dir/$cell.$other.ref" ||
         bad+=("$mode")
     done
     if [ "$t" = F32 ] && [ ${#bad[@]} -eq 0 ]; then

@@ -11,6 +11,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
+#include "kernels/blocks_legacy.h"
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
@@ -22,9 +23,13 @@ using namespace deltafin::kern;
 namespace {
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
-                              DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                              DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                              DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                              DType::TQ2_0};
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
-                           DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                           DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                           DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                           DType::TQ2_0};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -62,6 +67,22 @@ int64_t unit(DType t) {
   return std::max(tt->block_elems, type_traits_ref(tt->vec_dot_type)->block_elems);
 }
 
+// Q8_1 stores each block's d * sum(q) rounded to fp16 (ggml's format), which the
+// offset types' (Q4_1, Q5_1) m multiplies: the bound that rounding (2^-11 relative)
+// adds to a dot against dequantized values; 0 for other types.
+double q8_1_sum_rounding(DType t, const void* w, const void* x, int64_t n) {
+  if (t != DType::Q4_1 && t != DType::Q5_1) return 0;
+  const uint32_t wb = type_traits_ref(t)->block_bytes;
+  double bound = 0;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    uint16_t m, s;
+    std::memcpy(&m, static_cast<const uint8_t*>(w) + i * wb + 2, 2);  // d, m
+    std::memcpy(&s, static_cast<const uint8_t*>(x) + i * sizeof(BlockQ8_1) + 2, 2);  // d, s
+    bound += std::fabs(double(fp16_to_f32(m)) * fp16_to_f32(s)) * 0x1p-11;
+  }
+  return bound;
+}
+
 }  // namespace
 
 // ---- layouts -------------------------------------------------------------------------
@@ -80,6 +101,12 @@ TEST(KernelLayout, TableMatchesGeometry) {
   EXPECT_EQ(type_traits(DType::Q2_K)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::MXFP4)->vec_dot_type, DType::Q8_0);
   EXPECT_EQ(type_traits(DType::Q4_0)->vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(type_traits(DType::Q5_0)->vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(type_traits(DType::IQ4_NL)->vec_dot_type, DType::Q8_0);
+  EXPECT_EQ(type_traits(DType::Q4_1)->vec_dot_type, DType::Q8_1);
+  EXPECT_EQ(type_traits(DType::Q5_1)->vec_dot_type, DType::Q8_1);
+  EXPECT_EQ(type_traits(DType::IQ4_XS)->vec_dot_type, DType::Q8_K);
+  EXPECT_EQ(type_traits(DType::TQ2_0)->vec_dot_type, DType::Q8_K);
   EXPECT_EQ(type_traits(DType::F16)->vec_dot_type, DType::F16);
   EXPECT_EQ(type_traits(DType::BF16)->vec_dot_type, DType::BF16);
 }
@@ -147,6 +174,90 @@ TEST(KernelLayout, Q4_0HandBuilt) {
     EXPECT_EQ(y[j], 2.0f * (j - 8));
     EXPECT_EQ(y[j + 16], 2.0f * (7 - j));
   }
+}
+
+TEST(KernelLayout, Q4_1HandBuilt) {
+  BlockQ4_1 b;
+  b.d = f32_to_fp16(2.0f);
+  b.m = f32_to_fp16(-3.0f);
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | ((15 - j) << 4));
+  auto y = dequantize(DType::Q4_1, &b, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 2.0f * j - 3.0f);
+    EXPECT_EQ(y[j + 16], 2.0f * (15 - j) - 3.0f);
+  }
+}
+
+// Q5_0 / Q5_1: element e's fifth bit is bit e of qh (little-endian), for e < 32.
+TEST(KernelLayout, Q5HandBuilt) {
+  BlockQ5_0 b;
+  BlockQ5_1 c;
+  b.d = c.d = f32_to_fp16(0.5f);
+  c.m = f32_to_fp16(1.0f);
+  const uint32_t h = 0xa5c3f00fu;
+  std::memcpy(b.qh, &h, 4);
+  std::memcpy(c.qh, &h, 4);
+  for (int j = 0; j < 16; ++j) b.qs[j] = c.qs[j] = uint8_t(j | ((15 - j) << 4));
+  auto y = dequantize(DType::Q5_0, &b, 32), z = dequantize(DType::Q5_1, &c, 32);
+  for (int e = 0; e < 32; ++e) {
+    const int code = (e < 16 ? e : 31 - e) | int((h >> e) & 1) << 4;
+    EXPECT_EQ(y[e], 0.5f * (code - 16)) << e;
+    EXPECT_EQ(z[e], 0.5f * code + 1.0f) << e;
+  }
+}
+
+// The IQ4_NL levels: 16 distinct, increasing, from -127 to 113, and a nibble selects one.
+TEST(KernelLayout, IQ4_NLHandBuilt) {
+  for (int c = 1; c < 16; ++c) EXPECT_LT(kIq4nlValues[c - 1], kIq4nlValues[c]);
+  EXPECT_EQ(kIq4nlValues[0], -127);
+  EXPECT_EQ(kIq4nlValues[15], 113);
+  int sum = 0;
+  for (int8_t v : kIq4nlValues) sum += v;
+  EXPECT_EQ(sum, -94);
+  BlockIQ4_NL b;
+  b.d = f32_to_fp16(0.25f);
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | ((15 - j) << 4));
+  auto y = dequantize(DType::IQ4_NL, &b, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.25f * kIq4nlValues[j]);
+    EXPECT_EQ(y[j + 16], 0.25f * kIq4nlValues[15 - j]);
+  }
+}
+
+// IQ4_XS: sub-block j's scale is (low nibble j % 2 of scales_l[j / 2]) | (bits 2j..2j+1
+// of scales_h) << 4, minus 32; its codes are the nibbles of qs[16j..16j+15].
+TEST(KernelLayout, IQ4_XSHandBuilt) {
+  BlockIQ4_XS b;
+  b.d = f32_to_fp16(0.5f);
+  const int ls[8] = {0, 63, 31, 32, 1, 47, 16, 62};  // stored values, all bit patterns of the top bits
+  b.scales_h = 0;
+  std::memset(b.scales_l, 0, 4);
+  for (int j = 0; j < 8; ++j) {
+    b.scales_l[j / 2] |= uint8_t((ls[j] & 15) << 4 * (j % 2));
+    b.scales_h |= uint16_t((ls[j] >> 4) << 2 * j);
+  }
+  for (int k = 0; k < 128; ++k) b.qs[k] = uint8_t((k % 16) | ((15 - k % 16) << 4));
+  auto y = dequantize(DType::IQ4_XS, &b, 256);
+  for (int j = 0; j < 8; ++j) {
+    for (int e = 0; e < 16; ++e) {
+      EXPECT_EQ(y[32 * j + e], 0.5f * (ls[j] - 32) * kIq4nlValues[e]) << j << " " << e;
+      EXPECT_EQ(y[32 * j + 16 + e], 0.5f * (ls[j] - 32) * kIq4nlValues[15 - e]) << j << " " << e;
+    }
+  }
+}
+
+// TQ2_0: element 128h + 32l + k is bits 2l..2l+1 of qs[32h + k], x = d * (code - 1).
+TEST(KernelLayout, TQ2_0HandBuilt) {
+  BlockTQ2_0 b;
+  b.d = f32_to_fp16(0.5f);
+  for (int k = 0; k < 64; ++k) b.qs[k] = uint8_t(k * 37 + 11);
+  auto y = dequantize(DType::TQ2_0, &b, 256);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 4; ++l)
+      for (int k = 0; k < 32; ++k) {
+        const int code = (uint8_t(k * 37 + 11 + h * 32 * 37) >> 2 * l) & 3;
+        EXPECT_EQ(y[128 * h + 32 * l + k], 0.5f * (code - 1)) << h << " " << l << " " << k;
+      }
 }
 
 TEST(KernelLayout, MXFP4HandBuilt) {
@@ -294,10 +405,15 @@ TEST(KernelQuant, RoundTripError) {
     DType t;
     double rel_rms;
   };
+  // TQ2_0 is ternary with d = max|x| (llama.cpp's rule), made for ternary-trained
+  // weights: most of a Gaussian rounds to 0.
   const Bound bounds[] = {{DType::F32, 0},         {DType::F16, 4e-4},     {DType::BF16, 3e-3},
                           {DType::Q8_0, 0.0085},   {DType::Q8_K, 0.0085},  {DType::Q6_K, 0.025},
                           {DType::Q5_K, 0.045},    {DType::Q4_K, 0.09},    {DType::Q4_0, 0.12},
-                          {DType::MXFP4, 0.15},    {DType::Q3_K, 0.2},     {DType::Q2_K, 0.4}};
+                          {DType::MXFP4, 0.15},    {DType::Q3_K, 0.2},     {DType::Q2_K, 0.4},
+                          {DType::Q8_1, 0.0085},   {DType::Q5_1, 0.05},    {DType::Q5_0, 0.06},
+                          {DType::Q4_1, 0.1},      {DType::IQ4_NL, 0.1},   {DType::IQ4_XS, 0.1},
+                          {DType::TQ2_0, 0.9}};
   const int n = 256 * 64;
   auto x = gaussian(n, 1);
   for (const Bound& b : bounds) {
@@ -342,7 +458,7 @@ TEST(KernelQuant, SimdQuantizersMatchReferenceBytes) {
   auto x = gaussian(256 * 9 + 0, 5, 3.0f);
   x[3] = 0;
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // an all-zero block
-  for (DType t : {DType::Q8_0, DType::Q8_K, DType::F16, DType::BF16}) {
+  for (DType t : {DType::Q8_0, DType::Q8_K, DType::Q8_1, DType::F16, DType::BF16}) {
     auto want = quantize(type_traits_ref(t), x);
     for (Isa isa : simd_isas()) {
       auto got = quantize(type_traits_isa(t, isa), x);
@@ -455,12 +571,16 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
     }
   }
   if (isa_supported(Isa::AVX2)) {
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4}) EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_r4, nullptr);
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                    DType::IQ4_XS, DType::TQ2_0})
+      EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_r4, nullptr);
   }
   if (isa_supported(Isa::AVX512)) {
     EXPECT_NE(type_traits_isa(DType::Q8_0, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q4_K, Isa::AVX512)->vec_dot_r4, nullptr);
     EXPECT_NE(type_traits_isa(DType::Q6_K, Isa::AVX512)->vec_dot_r4, nullptr);
+    for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0})
+      EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_r4, nullptr);
   }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
 }
@@ -473,9 +593,10 @@ TEST(KernelDot, ReferenceEqualsDequantizedDot) {
       auto wd = dequantize(t, c.w.data(), n), xd = dequantize(tt->vec_dot_type, c.x.data(), n);
       double want = 0;
       for (int64_t i = 0; i < n; ++i) want += double(wd[i]) * xd[i];
+      const double s_round = q8_1_sum_rounding(t, c.w.data(), c.x.data(), n);
       float got;
       tt->vec_dot(n, &got, c.w.data(), c.x.data());
-      EXPECT_NEAR(got, want, 2e-6 * c.abs_sum + 1e-30) << name(t) << " n=" << n;
+      EXPECT_NEAR(got, want, 2e-6 * c.abs_sum + s_round + 1e-30) << name(t) << " n=" << n;
     }
   }
 }
@@ -518,7 +639,8 @@ TEST(KernelDot, DispatchPicksBestIsa) {
     EXPECT_EQ(tt, type_traits_isa(t, best_isa())) << name(t);
   }
   if (isa_supported(Isa::AVX512)) {
-    for (DType t : {DType::Q8_0, DType::Q4_K, DType::MXFP4, DType::Q6_K, DType::F32, DType::F16, DType::BF16})
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::MXFP4, DType::Q6_K, DType::F32, DType::F16, DType::BF16,
+                    DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0})
       EXPECT_EQ(type_traits(t)->isa, Isa::AVX512) << name(t);
   }
 }
@@ -687,7 +809,8 @@ TEST(KernelMatmul, ThreadedEqualsSerialAndReference) {
           }
           float got = y1[size_t(tk * y_stride + r)];
           // Against the dequantized activations: summation order only.
-          ASSERT_NEAR(got, exact, 1e-5 * abs_sum + 1e-30) << name(t) << " r=" << r << " t=" << tk;
+          const double s_round = q8_1_sum_rounding(t, w.data() + r * dtype_row_bytes(t, cols), acts.row(tk), cols);
+          ASSERT_NEAR(got, exact, 1e-5 * abs_sum + s_round + 1e-30) << name(t) << " r=" << r << " t=" << tk;
           // Against float activations: activation quantization error (8-bit: <1% of |w||x|).
           ASSERT_NEAR(got, exact_f, 0.01 * std::sqrt(norm * cols)) << name(t) << " r=" << r << " t=" << tk;
         }

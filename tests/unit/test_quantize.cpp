@@ -126,7 +126,9 @@ TEST(Quantize, LlamaQuantizeNames) {
   EXPECT_NE(iq.error().message.find("cannot compute with F64"), std::string::npos) << iq.error().message;
   ASSERT_TRUE(parse_quantize_target("iq2_xxs", &o).ok());  // an i-quant with a quantizer
   EXPECT_EQ(o.type, DType::IQ2_XXS);
-  EXPECT_FALSE(parse_quantize_target("Q5_0", &o).ok());  // llama.cpp has it; deltafin does not compute it
+  ASSERT_TRUE(parse_quantize_target("Q5_0", &o).ok());  // the legacy 32-value types quantize too
+  EXPECT_EQ(o.type, DType::Q5_0);
+  EXPECT_FALSE(parse_quantize_target("Q8_1", &o).ok());  // an activation type, never a weight's
 }
 
 // Q4_K_M as llama.cpp picks it: output Q6_K, attn_v and ffn_down Q6_K in the layers

@@ -1,0 +1,11 @@
+// AVX-512 kernels of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, TQ2_0 and the Q8_1 quantizer: legacy_x86.h's
+// 256-bit kernels built with AVX512-VNNI/BW/VL (vpdpbusd for the byte dots, a mask
+// move for the fifth bit of Q5_0/Q5_1).
+#include "kernels/kernels_impl.h"
+#include "kernels/legacy_x86.h"
+
+namespace deltafin::kern {
+
+void install_legacy_avx512(TypeTraits* t) { install_legacy_x86(t, Isa::AVX512); }
+
+}  // namespace deltafin::kern
