@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks `deltafin plan`'s decode prediction against measured runs: for each memory
 # budget, `plan --mem X --json` (the disk measured once, then given with --disk-read so
-# that every row uses the same rate) next to `bench -p 0 -n N --mem X --json`, and a
+# that every row uses the same rate, and the CPU's likewise with --compute) next to `bench -p 0 -n N --mem X --json`, and a
 # table of predicted vs measured tokens/s and hit rates (target: within +-25%).
 #
 # usage: bench/plan_check.sh [--bin build/deltafin] [--model M.gguf] [--mem "1G 1500M 2G"] [-n 16] [-r 3]
@@ -26,17 +26,20 @@ if [ -z "$model" ]; then
   [ -f "$model" ] || "$bin" synth --preset kimi-k2-mini --type Q8_0 --experts 256 -o "$model" >&2
 fi
 # The routing of this model's random tokens is far from uniform: record a usage
-# profile once (one bench run at the smallest budget), and let plan read it.
+# profile once (one bench run of 96 tokens at the smallest budget), and let plan read it.
 profile=$out/usage.profile
-[ -f "$profile" ] || "$bin" bench -m "$model" -p 0 -n "$n" -r 1 --mem "${mems%% *}" --profile "$profile" --seed 99 >/dev/null 2>&1
-disk=$("$bin" plan -m "$model" --mem "${mems%% *}" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["disk_read_bytes_per_second"] / 1e9)')
-echo "disk (measured by plan): $disk GB/s; bench -p 0 -n $n -r $reps, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -f "$profile" ] || "$bin" bench -m "$model" -p 0 -n 32 -r 2 --mem "${mems%% *}" --profile "$profile" --seed 99 >/dev/null 2>&1
+# The disk and the CPU measured once (plan's probes), then given to every row.
+"$bin" plan -m "$model" --mem "${mems%% *}" --json >"$out/probe.json"
+disk=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["disk_read_bytes_per_second"] / 1e9)' "$out/probe.json")
+cpu=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["compute_weight_bytes_per_second"]["experts"] / 1e9)' "$out/probe.json")
+echo "disk (measured by plan): $disk GB/s; CPU: $cpu GB/s of expert weights; bench -p 0 -n $n -r $reps (the profile warms its cache), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| --mem | experts cached | hit % predicted / measured | MB read per token predicted / measured | predicted t/s (reads+compute) | best case t/s | measured t/s | measured / predicted |"
 echo "|---|---|---|---|---|---|---|---|"
 for mem in $mems; do
-  "$bin" plan -m "$model" --mem "$mem" --disk-read "$disk" --profile "$profile" --json >"$out/plan-$mem.json"
-  "$bin" bench -m "$model" -p 0 -n "$n" -r "$reps" --mem "$mem" --json >"$out/bench-$mem.json" 2>"$out/bench-$mem.err"
+  "$bin" plan -m "$model" --mem "$mem" --disk-read "$disk" --compute "$cpu" --profile "$profile" --json >"$out/plan-$mem.json"
+  "$bin" bench -m "$model" -p 0 -n "$n" -r "$reps" --mem "$mem" --profile "$profile" --json >"$out/bench-$mem.json" 2>"$out/bench-$mem.err"
   python3 - "$mem" "$out/plan-$mem.json" "$out/bench-$mem.json" <<'PY'
 import json, sys
 mem, p, b = sys.argv[1], json.load(open(sys.argv[2])), json.loads(open(sys.argv[3]).read().splitlines()[-1])

@@ -78,7 +78,7 @@ std::string largest_file(const std::string& dir) {
 
 Command add_plan(CLI::App& app) {
   struct Opts {
-    std::string model, mem, reserve, disk_read, link, profile;
+    std::string model, mem, reserve, disk_read, link, profile, compute;
     int ctx = 4096, prefill = 512, threads = 0;
     double spec_accept = 0.6, probe_s = 3.0;
     bool json = false;
@@ -96,6 +96,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--link", o->link,
                   fmt::format("Network rate in MB/s for a remote model (default: {:.0f}, an assumption)",
                               kAssumedLinkMBps));
+  sub->add_option("--compute", o->compute,
+                  "CPU weight rate in GB/s of one-token matrix products (default: measured for 0.3 s per type)");
   sub->add_option("-c,--ctx,--ctx-size", o->ctx, "Context size of the planned sequence")
       ->check(CLI::Range(1, kMaxCtxSize))
       ->capture_default_str();
@@ -137,6 +139,12 @@ Command add_plan(CLI::App& app) {
               link_bps = v * kMB;
             }
 
+            double compute_bps = 0;
+            if (!o->compute.empty()) {
+              DF_ASSIGN_OR_EXIT(double v, parse_rate(o->compute, "--compute", "GB/s"));
+              compute_bps = v * kGB;
+            }
+
             OpenedRemote remote;
             std::unique_ptr<ModelFile> mf;
             if (is_remote_location(o->model)) {
@@ -162,7 +170,7 @@ Command add_plan(CLI::App& app) {
             PredictInput in;
             in.moe_layers = int(layers.size());
             in.experts_used = int(meta.int_or(arch + ".expert_used_count", 0));
-            std::map<DType, uint64_t> core_types;
+            std::map<DType, uint64_t> core_types, core_type_matrices;
             DType expert_type = DType::F32;
             for (auto& l : layers) {
               uint64_t per = 0;
@@ -183,12 +191,16 @@ Command add_plan(CLI::App& app) {
               for (auto& l : layers)
                 for (auto* n : {&l.gate_name, &l.up_name, &l.down_name}) expert_names.insert(*n);
               for (const auto& [name, ref] : mf->tensors())
-                if (!expert_names.count(name) && name != "token_embd.weight") core_types[ref.info->type] += ref.info->bytes;
+                if (!expert_names.count(name) && name != "token_embd.weight") {
+                  core_types[ref.info->type] += ref.info->bytes;
+                  core_type_matrices[ref.info->type] += 1;
+                }
             }
             DType core_type = DType::F32;
             uint64_t most = 0;
             for (auto& [t, b] : core_types)
               if (b > most) most = b, core_type = t;
+            const uint64_t core_matrices = core_type_matrices[core_type];
             in.streaming = plan.streaming;
             in.expert_bytes = plan.slot_bytes ? plan.slot_bytes : in.expert_compute_bytes;
             in.core_paged = plan.core_paged;
@@ -247,9 +259,13 @@ Command add_plan(CLI::App& app) {
             in.disk_bps = disk_bps;
             in.link_bps = link_bps;
             const int threads = o->threads > 0 ? o->threads : default_thread_count();
-            in.expert_bps = measure_weight_rate(expert_type, 1, threads, 0.3);
-            in.core_bps = core_type == expert_type ? in.expert_bps : measure_weight_rate(core_type, 1, threads, 0.3);
-            in.batch_bps = measure_weight_rate(core_type, 32, threads, 0.3);
+            // At the model's matrix sizes: one expert's projection, the core's average matrix.
+            const uint64_t expert_matrix = in.expert_compute_bytes / 3;
+            const uint64_t core_matrix = core_matrices ? most / core_matrices : expert_matrix;
+            in.expert_bps =
+                compute_bps > 0 ? compute_bps : measure_weight_rate(expert_type, 1, threads, 0.3, expert_matrix);
+            in.core_bps = compute_bps > 0 ? compute_bps : measure_weight_rate(core_type, 1, threads, 0.3, core_matrix);
+            in.batch_bps = measure_weight_rate(core_type, 32, threads, 0.3, core_matrix);
             if (in.core_bps <= 0) in.core_bps = in.expert_bps;
             in.prefill_tokens = o->prefill;
             in.spec_accept = o->spec_accept;
@@ -282,6 +298,7 @@ Command add_plan(CLI::App& app) {
               j["link_bytes_per_second"] = link_bps;
               j["compute_weight_bytes_per_second"] = {{"experts", in.expert_bps}, {"core", in.core_bps},
                                                       {"batched", in.batch_bps}};
+              j["compute_source"] = compute_bps > 0 ? "--compute" : "measured";
               j["expert_reads_per_token"] = pr.misses_per_token;
               j["read_bytes_per_token"] = pr.read_bytes_per_token;
               j["decode_io_seconds_per_token"] = pr.io_s;
@@ -315,9 +332,10 @@ Command add_plan(CLI::App& app) {
               fmt::print("  link:          {:.0f} MB/s ({}); {:.1f}% of the experts already in the disk cache\n",
                          link_bps / kMB, o->link.empty() ? "assumed; give --link" : "--link", in.on_disk * 100);
             fmt::print("  compute:       {:.2f} GB/s of {} weights, {:.2f} GB/s of {} (one token, {} threads), "
-                       "{:.2f} GB/s batched (measured for 0.3 s each)\n",
+                       "{:.2f} GB/s batched ({})\n",
                        in.expert_bps / kGB, dtype_name(expert_type), in.core_bps / kGB, dtype_name(core_type),
-                       threads, in.batch_bps / kGB);
+                       threads, in.batch_bps / kGB,
+                       compute_bps > 0 ? "--compute; batched measured for 0.3 s" : "measured for 0.3 s each");
             fmt::print("\ndecode, per token:\n");
             fmt::print("  reads:         {:.1f} experts, {} ({}){}\n", pr.misses_per_token,
                        human_bytes(uint64_t(pr.read_bytes_per_token)), secs(pr.io_s),

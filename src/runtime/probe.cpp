@@ -58,25 +58,33 @@ Result<DiskProbe> measure_disk_read(const std::string& path, uint64_t block, dou
   return p;
 }
 
-double measure_weight_rate(DType t, int tokens, int threads, double seconds) {
+double measure_weight_rate(DType t, int tokens, int threads, double seconds, uint64_t matrix_bytes) {
   const BlockGeometry g = block_geometry(t);
   if (!type_traits(t) || g.block_elems == 0) return 0.0;
   const int64_t cols = std::max<int64_t>(g.block_elems, 4096 / g.block_elems * g.block_elems);
   const uint64_t row_bytes = dtype_row_bytes(t, uint64_t(cols));
-  // Larger than any cache, so that the weights come from memory as a model's do.
-  const int64_t rows = int64_t((uint64_t(96) << 20) / row_bytes);
+  // Matrices of the model's size, one product each as a forward pass does, 96 MiB of
+  // them in all: larger than any cache, so that the weights come from memory.
+  const uint64_t total = uint64_t(96) << 20;
+  const int64_t rows = std::max<int64_t>(1, int64_t(std::min(std::max(matrix_bytes, row_bytes), total) / row_bytes));
+  const int64_t n_mat = std::max<int64_t>(1, int64_t(total / (uint64_t(rows) * row_bytes)));
   ThreadPool pool(threads > 0 ? threads : default_thread_count());
-  std::vector<uint8_t> w(row_bytes * uint64_t(rows));
-  if (!fill_random(t, 1, rows * cols, 0.02f, w.data(), &pool)) return 0.0;
+  std::vector<uint8_t> w(row_bytes * uint64_t(rows) * uint64_t(n_mat));
+  if (!fill_random(t, 1, rows * n_mat * cols, 0.02f, w.data(), &pool)) return 0.0;
   tokens = std::max(1, tokens);
   std::vector<float> x(size_t(cols) * size_t(tokens), 0.01f), y(size_t(rows) * size_t(tokens));
   QuantizedActs acts;
   quantize_acts(&pool, t, x.data(), tokens, cols, cols, &acts);
-  matmul_q(&pool, t, w.data(), rows, cols, acts, y.data(), rows);  // warm-up
+  auto all = [&] {
+    for (int64_t m = 0; m < n_mat; ++m)
+      matmul_q(&pool, t, w.data() + size_t(m) * size_t(rows) * row_bytes, rows, cols, acts, y.data(), rows,
+               tokens > 1);
+  };
+  all();  // warm-up
   int n = 0;
   const auto t0 = Clock::now();
   do {
-    matmul_q(&pool, t, w.data(), rows, cols, acts, y.data(), rows, tokens > 1);
+    all();
     ++n;
   } while (since(t0) < seconds);
   return double(w.size()) * n * tokens / std::max(since(t0), 1e-9);

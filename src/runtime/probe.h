@@ -22,7 +22,9 @@ Result<DiskProbe> measure_disk_read(const std::string& path, uint64_t block, dou
 
 // Weight bytes per second of matrix products of type `t` over `tokens` activation rows
 // (bytes x tokens per second for tokens > 1) on `threads` threads (0: as the engine
-// runs), for about `seconds`; 0 when the type has no kernel.
-double measure_weight_rate(DType t, int tokens, int threads, double seconds);
+// runs), for about `seconds`, one product per matrix of about `matrix_bytes` (the
+// model's sizes: small matrices pay the threads' start and finish each); 0 when the
+// type has no kernel.
+double measure_weight_rate(DType t, int tokens, int threads, double seconds, uint64_t matrix_bytes);
 
 }  // namespace deltafin

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `deltafin plan`: its JSON parses and predicts a positive decode rate; its memory plan
 # is inspect's for the same --mem and -c; it measures the disk when --disk-read is not
-# given; bad --disk-read/--link/--mem values are clear errors; and a remote model over
+# given; inspect points to it and run prints it in one line; bad --disk-read/--link/--mem values are clear errors; and a remote model over
 # a real nginx on loopback is planned from its headers alone (nginx's log: the bytes
 # it sent are a small part of the model, none of the experts).
 # usage: plan_cli.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -48,6 +48,13 @@ check "text shows reads and compute apart, speculation, prefill, cold start, dis
 "$bin" plan -m "$m" --mem $mem --probe-seconds 0.3 --json >"$dir/measured.json" 2>"$dir/measured.err"
 check "disk measured when --disk-read is not given" \
   test "$(json "$dir/measured.json" "d['disk_read_source'].startswith('measured') and d['disk_read_bytes_per_second'] > 0")" = True
+
+# inspect points to plan; run prints the plan in one line when experts stream, not with -q.
+check "inspect points to plan" grep -q '`deltafin plan`' <("$bin" inspect -m "$m" --mem $mem)
+"$bin" run -m "$m" --mem $mem -p hi -n 2 --temp 0 2>"$dir/run.err" >/dev/null
+check "run prints the plan in one line" grep -q "^plan: .* $(json "$dir/p.json" "d['experts_cached']") of $(json "$dir/p.json" "d['experts_total']") experts cached" "$dir/run.err"
+"$bin" -q run -m "$m" --mem $mem -p hi -n 2 --temp 0 2>"$dir/runq.err" >/dev/null
+check "run -q does not" bash -c "! grep -q '^plan: ' '$dir/runq.err'"
 
 # Bad values: clear errors naming the option, nothing printed on stdout.
 bad() { # name pattern args...
