@@ -20,7 +20,7 @@ m=$dir/www/m.gguf
 mem=80M
 
 # JSON: one object, a positive decode rate, a hit rate of a cache smaller than the experts.
-"$bin" plan -m "$m" --mem $mem --disk-read 2 --json >"$dir/p.json" 2>"$dir/p.err"
+"$bin" plan -m "$m" --mem $mem --disk-read 2 --compute 1 --json >"$dir/p.json" 2>"$dir/p.err"
 rc=$?
 check "plan --json exits 0 ($(head -c 300 "$dir/p.err"))" test $rc = 0
 check "plan --json parses, decode_tokens_per_second > 0" \
@@ -33,7 +33,7 @@ check "uniform routing: hit rate = cached / total" \
 # The plan equals inspect's (the same formatter over the same numbers).
 keys='^  (budget|core|reserve|expert cache|sequences|experts kept|long prompts): '
 "$bin" inspect -m "$m" --mem $mem -c 4096 | grep -E "$keys" >"$dir/inspect.plan"
-"$bin" plan -m "$m" --mem $mem -c 4096 --disk-read 2 >"$dir/plan.txt" 2>&1
+"$bin" plan -m "$m" --mem $mem -c 4096 --disk-read 2 --compute 1 >"$dir/plan.txt" 2>&1
 grep -E "$keys" "$dir/plan.txt" >"$dir/plan.plan"
 check "plan's memory plan has the lines inspect prints" test "$(wc -l <"$dir/inspect.plan")" -ge 6
 check "plan's memory plan = inspect's" cmp -s "$dir/inspect.plan" "$dir/plan.plan"
@@ -75,7 +75,7 @@ bad "--mem too small" "too small" --mem 1M --disk-read 2
 # Remote: headers only.
 start_nginx "$dir/ng" "$dir/www"
 url=http://127.0.0.1:$NGINX_PORT/m.gguf
-"$bin" plan -m "$url" --cache-dir "$dir/cache" --mem $mem --disk-read 2 --link 50 --json >"$dir/r.json" 2>"$dir/r.err"
+"$bin" plan -m "$url" --cache-dir "$dir/cache" --mem $mem --disk-read 2 --compute 1 --link 50 --json >"$dir/r.json" 2>"$dir/r.err"
 rc=$?
 check "remote plan --json exits 0 ($(head -c 300 "$dir/r.err"))" test $rc = 0
 check "remote: decode rate > 0, remote, the link's rate used" \
