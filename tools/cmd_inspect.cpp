@@ -170,6 +170,8 @@ Command add_inspect(CLI::App& app) {
                 }
               }
             }
+            fmt::print("\nspeed: `deltafin plan` predicts decode, prefill and cold-start time and the disk needed on "
+                       "this machine\n");
             if (!loadable.ok()) {
               std::fflush(stdout);
               fmt::print(stderr, "error: {}\n", loadable.error().message);

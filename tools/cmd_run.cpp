@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "commands.h"
+#include "core/log.h"
 #include "runtime/engine.h"
+#include "runtime/predict.h"
 #include "runtime/generate.h"
 #include "store_options.h"
 #include "tool_common.h"
@@ -127,6 +129,8 @@ Command add_run(CLI::App& app) {
             std::vector<int32_t> ids = tok.encode(prompt, true, true);
             // The sequence's state comes out of --mem like everything else (memory_budget.h).
             DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = o->ctx, .n_states = 1}));
+            if (engine->memory_plan().streaming && log_level() >= LogLevel::Warn)
+              fmt::print(stderr, "{}\n", plan_line(engine->memory_plan()));
             auto state = engine->model().new_state(o->ctx);
             SpecOptions so;
             so.max_draft = o->spec_max;

@@ -17,6 +17,7 @@ struct Command {
 
 // Registration: each command file defines one of these.
 Command add_inspect(CLI::App& app);
+Command add_plan(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_chat(CLI::App& app);

@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Errors only");
 
   std::vector<Command> cmds = {add_run(app),   add_chat(app),    add_eval(app),     add_perplexity(app),
-                               add_synth(app), add_inspect(app), add_tokenize(app), add_bench(app),
+                               add_synth(app), add_inspect(app), add_plan(app), add_tokenize(app), add_bench(app),
                                add_serve(app), add_quantize(app), add_pull(app), add_cache(app)};
   for (auto& c : cmds)
     for (const char* name : {"run", "chat", "eval", "perplexity", "bench", "serve"})
