@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "environment.h"
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "model/model.h"
@@ -217,7 +218,7 @@ Command add_plan(CLI::App& app) {
             std::string hit_source = "assumed: uniform routing, hit rate = cached / total experts";
             in.hit_rate = plan.streaming ? uniform_hit_rate(plan.slots, plan.n_experts) : 1.0;
             const std::string profile_path =
-                o->profile == "none" ? std::string() : o->profile.empty() ? default_profile_path(*mf) : o->profile;
+                o->profile == "none" ? std::string() : o->profile.empty() ? default_profile_path(*mf, environment().profile_base) : o->profile;
             if (plan.streaming && !profile_path.empty()) {
               std::ifstream f(profile_path);
               if (f) {
