@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "cache/remote_model.h"
+#include "store/remote_model.h"
 #include "format/model_file.h"
 
 namespace deltafin::tools {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "cache/remote_model.h"
+#include "store/remote_model.h"
 #include "core/environment.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"

@@ -1,4 +1,4 @@
-#include "cache/remote_model.h"
+#include "store/remote_model.h"
 
 #include <unistd.h>
 #include <xxhash.h>
