@@ -114,7 +114,7 @@ class DeepSeek2 final : public ArchModel {
     return s;
   }
 
-  bool has_mtp() const override { return nextn_.eh_proj.valid(); }
+  bool has_mtp() const override { return has_mtp_; }
   void enable_mtp() override { record_ = has_mtp(); }
 
   Status mtp_draft(SeqState& state, const std::vector<int32_t>& seq, int max_n, std::vector<int32_t>* out) override {
@@ -438,11 +438,13 @@ class DeepSeek2 final : public ArchModel {
     layers_.assign(size_t(c_.n_layer), Layer{});
     mtp_layer_ = Layer{};
     nextn_ = Nextn{};
+    has_mtp_ = false;
     for (int il = 0; il < c_.n_layer; ++il) DF_TRY(load_layer(w, file, il, il < c_.n_dense, &layers_[size_t(il)]));
     // One MTP block (llama.cpp's graph_mtp supports one): loaded when the file has it.
     const int il = c_.n_layer;
     if (n_nextn_ == 1 && w.has(layer_name(il, "nextn.eh_proj.weight"))) {
       DF_TRY(load_layer(w, file, il, false, &mtp_layer_));
+      has_mtp_ = true;  // also when the model is only checked (bind_checked: no data)
       auto n = [&](const char* x) { return layer_name(il, x); };
       nextn_.eh_proj = w.require(n("nextn.eh_proj.weight"), {2 * E, E});
       nextn_.enorm = to_f32(w.require(n("nextn.enorm.weight"), {E}));
@@ -460,6 +462,7 @@ class DeepSeek2 final : public ArchModel {
   int n_nextn_ = 0;   // MTP blocks in the file (nextn_predict_layers)
   Layer mtp_layer_;   // the first one's layer, and its own tensors (when loaded)
   Nextn nextn_;
+  bool has_mtp_ = false;  // the MTP block is bound (its tensors may have no data when only checked)
   bool record_ = false;  // enable_mtp(): passes record the final hidden rows
 };
 

@@ -61,4 +61,16 @@ for n, ok in checks: print(("ok  " if ok else "FAIL") + " /metrics and inspect -
 sys.exit(1 if bad else 0)
 PY
 check "serve's start line counts the plan's states" grep -q 'sequence states 6.0 MiB' "$dir/serve.out"
+# A model with an MTP (nextn) block: its state holds one more layer's KV cache, and
+# inspect (which only checks the file, reading no weight) must plan it as run does.
+mtp=$dir/mtp.gguf
+"$bin" synth --preset tiny --arch deepseek2 --nextn 1 --experts 64 -o "$mtp" >/dev/null 2>"$dir/synth-mtp.err" ||
+  { echo "FAIL synth (nextn): $(cat "$dir/synth-mtp.err")"; exit 1; }
+"$bin" inspect "$mtp" --mem $mem --reserve 8M -c $ctx >"$dir/inspect-mtp" 2>&1
+"$bin" run -m "$mtp" -p "hello world" -n 2 --mem $mem --reserve 8M -c $ctx --profile none --stats \
+  >/dev/null 2>"$dir/run-mtp.err"
+plan_of "$dir/inspect-mtp" >"$dir/inspect-mtp.plan"
+plan_of "$dir/run-mtp.err" >"$dir/run-mtp.plan"
+check "with an MTP block, run --stats prints the plan inspect printed" \
+  sh -c "test -s '$dir/inspect-mtp.plan' && diff '$dir/inspect-mtp.plan' '$dir/run-mtp.plan'"
 exit $fail
