@@ -8,6 +8,7 @@
 #include <set>
 
 #include "commands.h"
+#include "core/units.h"
 #include "format/model_file.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -21,15 +22,7 @@
 namespace deltafin::tools {
 
 namespace {
-std::string human(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
-  }
-  return fmt::format("{:.2f} {}", b, u[i]);
-}
+std::string human(double b) { return format_bytes(b); }
 std::string count(double n) {
   if (n >= 1e12) return fmt::format("{:.2f} T", n / 1e12);
   if (n >= 1e9) return fmt::format("{:.2f} B", n / 1e9);
@@ -60,15 +53,9 @@ Command add_inspect(CLI::App& app) {
   return {sub, [o] {
             // A remote model's headers come through its disk cache (fetched once).
             OpenedRemote remote;
-            std::unique_ptr<ModelFile> mf;
-            if (is_remote_location(o->model)) {
-              RemoteOptions ro;
-              DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
-              DF_ASSIGN_OR_EXIT(remote, open_remote(o->model, ro));
-              mf = std::move(remote.file);
-            } else {
-              DF_ASSIGN_OR_EXIT(mf, ModelFile::open(o->model, local_file_opener()));
-            }
+            RemoteOptions ro;
+            if (is_remote_location(o->model)) DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
+            DF_ASSIGN_OR_EXIT(std::unique_ptr<ModelFile> mf, open_headers(o->model, ro, &remote));
             const GGUFFile& m = mf->meta();
             const std::string arch = m.string_or("general.architecture", "?");
             auto layers = find_expert_layers(*mf);

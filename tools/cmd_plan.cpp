@@ -147,15 +147,9 @@ Command add_plan(CLI::App& app) {
             }
 
             OpenedRemote remote;
-            std::unique_ptr<ModelFile> mf;
-            if (is_remote_location(o->model)) {
-              RemoteOptions ro;
-              DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
-              DF_ASSIGN_OR_EXIT(remote, open_remote(o->model, ro));
-              mf = std::move(remote.file);
-            } else {
-              DF_ASSIGN_OR_EXIT(mf, ModelFile::open(o->model, local_file_opener()));
-            }
+            RemoteOptions ro;
+            if (is_remote_location(o->model)) DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
+            DF_ASSIGN_OR_EXIT(std::unique_ptr<ModelFile> mf, open_headers(o->model, ro, &remote));
             const GGUFFile& meta = mf->meta();
             const std::string arch = meta.string_or("general.architecture", "?");
             DF_CHECK_OR_EXIT(check_model(*mf));

@@ -19,6 +19,13 @@ Result<OpenedRemote> open_remote(const std::string& location, const RemoteOption
   return r;
 }
 
+Result<std::unique_ptr<ModelFile>> open_headers(const std::string& location, const RemoteOptions& ro,
+                                                OpenedRemote* remote) {
+  if (!is_remote_location(location)) return ModelFile::open(location, local_file_opener());
+  DF_ASSIGN(*remote, open_remote(location, ro));
+  return std::move(remote->file);
+}
+
 std::string human_bytes(uint64_t n) {
   if (n >= (uint64_t(1) << 30)) return fmt::format("{:.2f} GiB", double(n) / double(uint64_t(1) << 30));
   if (n >= (uint64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(n) / double(uint64_t(1) << 20));

@@ -17,6 +17,11 @@ struct OpenedRemote {
 // experts to the disk cache.
 Result<OpenedRemote> open_remote(const std::string& location, const RemoteOptions& ro);
 
+// A model's headers without its weights (inspect, plan): a local GGUF, or a remote
+// model's through its disk cache (fetched once; *remote keeps it alive meanwhile).
+Result<std::unique_ptr<ModelFile>> open_headers(const std::string& location, const RemoteOptions& ro,
+                                                OpenedRemote* remote);
+
 // "1.23 GiB", "456.7 MiB", "12.0 KiB" (the units --mem and --disk-cache take).
 std::string human_bytes(uint64_t n);
 

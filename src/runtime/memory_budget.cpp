@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/log.h"
+#include "core/units.h"
 
 namespace deltafin {
 
@@ -18,15 +19,7 @@ constexpr double kReserveShare = 0.03;
 constexpr uint64_t kResidentPromptCache = uint64_t(1) << 30;
 constexpr double MiB = 1024.0 * 1024.0;
 
-std::string human(double b) {
-  const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int i = 0;
-  while (b >= 1024 && i < 4) {
-    b /= 1024;
-    ++i;
-  }
-  return fmt::format("{:.2f} {}", b, u[i]);
-}
+std::string human(double b) { return format_bytes(b); }
 
 std::string states_phrase(int n) {
   return n == 1 ? std::string("a sequence state") : fmt::format("{} sequence states", n);

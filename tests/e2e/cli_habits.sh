@@ -53,7 +53,8 @@ check "serve --prot: suggests --port" sh -c "test $rc -ne 0 && grep -q \"did you
 ref=$("$bin" eval -m "$m" --ids 1,2,3 --top 3 2>/dev/null)
 check "eval MODEL = eval -m MODEL" test "$("$bin" eval "$m" --ids 1,2,3 --top 3 2>/dev/null)" = "$ref"
 check "run MODEL = run -m MODEL" test "$("$bin" run "$m" -p hello -n 8 --temp 0 2>/dev/null)" = "$a"
-check "inspect -m MODEL = inspect MODEL" test "$("$bin" inspect -m "$m" 2>&1)" = "$("$bin" inspect "$m" 2>&1)"
+# (with --mem: without it the plan follows the RAM available at that moment)
+check "inspect -m MODEL = inspect MODEL" test "$("$bin" inspect -m "$m" --mem 1G 2>&1)" = "$("$bin" inspect "$m" --mem 1G 2>&1)"
 check "tokenize MODEL" test "$("$bin" tokenize "$m" -p "hello world" 2>/dev/null)" = "$("$bin" tokenize -m "$m" -p "hello world" 2>/dev/null)"
 check "bench MODEL" sh -c "'$bin' bench '$m' -p 8 -n 4 -r 1 --json 2>/dev/null | grep -q tokens_per_second"
 python3 -c "print(' '.join(['the cat sat on the mat'] * 60))" >"$dir/text.txt"
