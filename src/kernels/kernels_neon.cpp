@@ -8,21 +8,14 @@
 
 #include "kernels/blocks.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/neon_common.h"
 
 namespace deltafin::kern {
 namespace {
 
-// acc + four-way sums of products of signed bytes (lane i: a[4i..4i+3] . b[4i..4i+3]
-// with SDOT; pairwise-widened sums otherwise, which total the same).
-inline int32x4_t dot_i8(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#if defined(__ARM_FEATURE_DOTPROD)
-  return vdotq_s32(acc, a, b);
-#else
-  int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-  int16x8_t hi = vmull_high_s8(a, b);
-  return vpadalq_s16(vpadalq_s16(acc, lo), hi);
-#endif
-}
+using neon::dot_i8;
+using neon::dot_q32_1;
+using neon::dot_q32_4;
 
 // Decoders of a 32-value weight block: elements 0..15 in lo, 16..31 in hi.
 struct DecodeQ8_0 {
@@ -53,36 +46,6 @@ struct DecodeMXFP4 {
   }
   static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
 };
-
-template <class Dec, int NT>
-void dot_q32(int64_t n, float* out, const void* w, const void* const* xp) {
-  using Block = typename Dec::Block;
-  const auto* a = static_cast<const Block*>(w);
-  const BlockQ8_0* b[NT];
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_0*>(xp[t]);
-  float32x4_t acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = vdupq_n_f32(0.0f);
-  for (int64_t i = 0; i < n / kQ32; ++i) {
-    int8x16_t lo, hi;
-    Dec::q(a[i], &lo, &hi);
-    const float da = Dec::d(a[i]);
-    for (int t = 0; t < NT; ++t) {
-      int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs));
-      s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 16));
-      acc[t] = vfmaq_n_f32(acc[t], vcvtq_f32_s32(s), da * fp16_to_f32(b[t][i].d));
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = vaddvq_f32(acc[t]);
-}
-
-template <class Dec>
-void dot_q32_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_q32<Dec, 1>(n, out, w, &x);
-}
-template <class Dec>
-void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_q32<Dec, 4>(n, out, w, xp);
-}
 
 // Same float operations as from_float_q8_0_ref; vcvtnq rounds to nearest even as
 // nearbyint does, so the bytes match.

@@ -1,8 +1,7 @@
 // AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and TQ2_0
 // (blocks_legacy.h): each 32-value (sub-)block decoded to two vectors of 16 bytes and
-// dotted with the activation block (SDOT where the target has it), in the order of
-// kernels_neon.cpp's Q8_0 dot: one float accumulator per row, plus a scalar sum of
-// m * s for the offset types. IQ4_XS and TQ2_0 sum each super-block exactly in
+// dotted with the activation block (SDOT where the target has it) by neon_common.h's
+// dot_q32, the same dot as Q8_0's (plus a scalar sum of m * s for the offset types). IQ4_XS and TQ2_0 sum each super-block exactly in
 // integers first.
 #include <arm_neon.h>
 
@@ -11,19 +10,14 @@
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/neon_common.h"
 
 namespace deltafin::kern {
 namespace {
 
-inline int32x4_t dot_i8(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#if defined(__ARM_FEATURE_DOTPROD)
-  return vdotq_s32(acc, a, b);
-#else
-  int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-  int16x8_t hi = vmull_high_s8(a, b);
-  return vpadalq_s16(vpadalq_s16(acc, lo), hi);
-#endif
-}
+using neon::dot_i8;
+using neon::dot_q32_1;
+using neon::dot_q32_4;
 
 // 16 where bit e of qh is set, for elements 0..15 (lo) and 16..31 (hi).
 inline void q5_high_bits(const uint8_t* qh, uint8x16_t* lo, uint8x16_t* hi) {
@@ -43,6 +37,7 @@ inline void nibbles(const uint8_t* qs, uint8x16_t* lo, uint8x16_t* hi) {
 
 struct DecodeQ5_0 {
   using Block = BlockQ5_0;
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
   using Act = BlockQ8_0;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h, hl, hh;
@@ -54,6 +49,7 @@ struct DecodeQ5_0 {
 };
 struct DecodeIQ4_NL {
   using Block = BlockIQ4_NL;
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
   using Act = BlockQ8_0;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     const int8x16_t lut = vld1q_s8(kIq4nlValues);
@@ -65,6 +61,7 @@ struct DecodeIQ4_NL {
 };
 struct DecodeQ4_1 {
   using Block = BlockQ4_1;
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
   using Act = BlockQ8_1;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h;
@@ -75,6 +72,7 @@ struct DecodeQ4_1 {
 };
 struct DecodeQ5_1 {
   using Block = BlockQ5_1;
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
   using Act = BlockQ8_1;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h, hl, hh;
@@ -84,46 +82,6 @@ struct DecodeQ5_1 {
     *hi = vreinterpretq_s8_u8(vorrq_u8(h, hh));
   }
 };
-
-// m * s of an offset block against its Q8_1 activation block; 0 for the others.
-template <class Block, class Act>
-inline float offset_term(const Block& a, const Act& b) {
-  if constexpr (requires { a.m; }) return fp16_to_f32(a.m) * fp16_to_f32(b.s);
-  else return 0.0f;
-}
-
-template <class Dec, int NT>
-void dot_legacy(int64_t n, float* out, const void* w, const void* const* xp) {
-  using Block = typename Dec::Block;
-  using Act = typename Dec::Act;
-  const auto* a = static_cast<const Block*>(w);
-  const Act* b[NT];
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const Act*>(xp[t]);
-  float32x4_t acc[NT];
-  float accm[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = vdupq_n_f32(0.0f), accm[t] = 0.0f;
-  for (int64_t i = 0; i < n / kQ32; ++i) {
-    int8x16_t lo, hi;
-    Dec::q(a[i], &lo, &hi);
-    const float da = fp16_to_f32(a[i].d);
-    for (int t = 0; t < NT; ++t) {
-      int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs));
-      s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 16));
-      acc[t] = vfmaq_n_f32(acc[t], vcvtq_f32_s32(s), da * fp16_to_f32(b[t][i].d));
-      accm[t] += offset_term(a[i], b[t][i]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = vaddvq_f32(acc[t]) + accm[t];
-}
-
-template <class Dec>
-void dot_legacy_1(int64_t n, float* out, const void* w, const void* x) {
-  dot_legacy<Dec, 1>(n, out, w, &x);
-}
-template <class Dec>
-void dot_legacy_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_legacy<Dec, 4>(n, out, w, xp);
-}
 
 template <int NT>
 void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
@@ -195,10 +153,10 @@ void install_legacy_neon(TypeTraits* t) {
     r.vec_dot_r4 = nullptr;
     r.isa = Isa::NEON;
   };
-  set(DType::Q5_0, dot_legacy_1<DecodeQ5_0>, dot_legacy_4<DecodeQ5_0>);
-  set(DType::IQ4_NL, dot_legacy_1<DecodeIQ4_NL>, dot_legacy_4<DecodeIQ4_NL>);
-  set(DType::Q4_1, dot_legacy_1<DecodeQ4_1>, dot_legacy_4<DecodeQ4_1>);
-  set(DType::Q5_1, dot_legacy_1<DecodeQ5_1>, dot_legacy_4<DecodeQ5_1>);
+  set(DType::Q5_0, dot_q32_1<DecodeQ5_0>, dot_q32_4<DecodeQ5_0>);
+  set(DType::IQ4_NL, dot_q32_1<DecodeIQ4_NL>, dot_q32_4<DecodeIQ4_NL>);
+  set(DType::Q4_1, dot_q32_1<DecodeQ4_1>, dot_q32_4<DecodeQ4_1>);
+  set(DType::Q5_1, dot_q32_1<DecodeQ5_1>, dot_q32_4<DecodeQ5_1>);
   set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4);
   set(DType::TQ2_0, dot_tq2_0_1, dot_tq2_0_4);
 }
