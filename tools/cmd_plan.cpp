@@ -27,6 +27,7 @@
 #include "runtime/memory_budget.h"
 #include "runtime/predict.h"
 #include "runtime/probe.h"
+#include "store/usage_profile.h"
 #include "store/expert_index.h"
 #include "store/streaming_store.h"
 #include "store_options.h"
@@ -219,9 +220,7 @@ Command add_plan(CLI::App& app) {
                 std::stringstream ss;
                 ss << f.rdbuf();
                 DF_ASSIGN_OR_EXIT(ExpertIndex ix, ExpertIndex::build(*mf, layers));
-                const std::string id =
-                    fmt::format("model {} {} {}", ix.n_moe_layers(), ix.n_keys(), ix.expert_bytes());
-                auto h = profile_hit_rate(ss.str(), id, plan.slots);
+                auto h = profile_hit_rate(ss.str(), usage_profile_identity(ix), plan.slots);
                 if (h.ok()) {
                   in.hit_rate = *h;
                   hit_source = "from the usage profile " + profile_path;

@@ -82,7 +82,8 @@ double uniform_hit_rate(int slots, int total);
 // Hit rate from an expert usage profile (store/streaming_store.h's format): the share
 // of recorded uses that fall on the `slots` most used experts (what an LFU cache warmed
 // from the profile keeps). `identity` is the second line the store writes for this
-// model; an error when the text is not a profile of this model or records no use.
+// model (usage_profile_identity, store/usage_profile.h); an error when the text is not
+// a profile of this model or records no use.
 Result<double> profile_hit_rate(const std::string& text, const std::string& identity, int slots);
 
 // The plan in one line for run's start when experts stream: the budget, the core,

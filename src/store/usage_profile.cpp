@@ -12,10 +12,6 @@ namespace deltafin {
 
 namespace {
 
-std::string identity(const ExpertIndex& ix) {
-  return fmt::format("model {} {} {}", ix.n_moe_layers(), ix.n_keys(), ix.expert_bytes());
-}
-
 void make_dirs(const std::string& dir) {
   for (size_t i = 1; i <= dir.size(); ++i)
     if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
@@ -23,13 +19,17 @@ void make_dirs(const std::string& dir) {
 
 }  // namespace
 
+std::string usage_profile_identity(const ExpertIndex& ix) {
+  return fmt::format("model {} {} {}", ix.n_moe_layers(), ix.n_keys(), ix.expert_bytes());
+}
+
 std::vector<double> load_usage_profile(const std::string& path, const ExpertIndex& ix) {
   std::ifstream f(path);
   if (!f) return {};  // first run
   std::string magic, id;
   std::getline(f, magic);
   std::getline(f, id);
-  if (magic != "deltafin-expert-profile 1" || id != identity(ix)) {
+  if (magic != "deltafin-expert-profile 1" || id != usage_profile_identity(ix)) {
     DF_LOG_WARN("ignoring the expert usage profile '{}': it was written for another model", path);
     return {};
   }
@@ -57,7 +57,7 @@ Status save_usage_profile(const std::string& path, const ExpertIndex& ix, std::v
   {
     std::ofstream f(tmp, std::ios::trunc);
     if (!f) return make_error("cannot write the expert usage profile '{}'", tmp);
-    f << "deltafin-expert-profile 1\n" << identity(ix) << "\n";
+    f << "deltafin-expert-profile 1\n" << usage_profile_identity(ix) << "\n";
     for (int k = 0; k < int(counts.size()); ++k) {
       if (counts[size_t(k)] <= 0) continue;
       const int moe = ix.key_moe(k);

@@ -14,6 +14,10 @@
 
 namespace deltafin {
 
+// The line naming the model's shape ("model <MoE layers> <experts> <expert bytes>"):
+// a profile written for another shape is not used.
+std::string usage_profile_identity(const ExpertIndex& ix);
+
 // Counts by ExpertIndex key; empty when there is no profile yet or it was written
 // for another model (a warning says so).
 std::vector<double> load_usage_profile(const std::string& path, const ExpertIndex& ix);
