@@ -1,0 +1,38 @@
+// Hugging Face tokenizer files <-> the GGUF tokenizer metadata deltafin's tokenizer
+// reads (tokenizer.ggml.*, tokenizer.chat_template), laid out the way llama.cpp's
+// convert_hf_to_gguf.py lays them out, so a model opened from a Hugging Face folder
+// tokenizes exactly as its GGUF conversion does.
+//   tokenizer.json: byte-level BPE (vocab, merges, added tokens, pre-tokenizer);
+//   tiktoken.model: Kimi's base64 token ranks, merges rebuilt from the ranks, with
+//                   the special tokens of tokenizer_config.json.
+// The chat template comes from chat_template.jinja, else tokenizer_config.json's
+// chat_template.
+#pragma once
+#include <string>
+
+#include "core/result.h"
+#include "format/gguf.h"
+
+namespace deltafin {
+
+// The contents of a folder's tokenizer files ("" when the file is absent).
+struct HfTokenizerFiles {
+  std::string tokenizer_json;         // tokenizer.json
+  std::string tokenizer_config_json;  // tokenizer_config.json
+  std::string tiktoken_model;         // tiktoken.model
+  std::string chat_template_jinja;    // chat_template.jinja
+  std::string model_type;             // config.json's model_type (picks the pre-tokenizer where the files do not)
+};
+
+// Sets the tokenizer.* keys of `meta` from the files. Errors name the file and the
+// field that is wrong or missing.
+Status hf_tokenizer_to_gguf(const HfTokenizerFiles& files, GGUFFile* meta);
+
+// The inverse, for `synth --format hf`: writes tokenizer.json and
+// tokenizer_config.json (and chat_template.jinja when the model has a template) into
+// `dir` from the tokenizer.* keys of `meta`; with `tiktoken`, tiktoken.model in place
+// of tokenizer.json. hf_tokenizer_to_gguf() of what it writes gives back the same
+// keys.
+Status write_hf_tokenizer(const GGUFFile& meta, const std::string& dir, bool tiktoken);
+
+}  // namespace deltafin
