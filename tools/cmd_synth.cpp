@@ -18,10 +18,10 @@ Command add_synth(CLI::App& app) {
     std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
     int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
-    int64_t expert_width = 0, embd = 0, moe_latent = -1;
+    int64_t expert_width = 0, embd = 0, moe_latent = -1, vocab_size = 0;
     uint64_t seed = 1;
     float skew = -1;
-    bool force = false;
+    bool force = false, sparse = false;
     std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Opts>();
@@ -63,6 +63,12 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
   sub->add_option("--chat-template", o->chat_template,
                   "Write this Jinja file as tokenizer.chat_template (e.g. one of ../shared/templates)");
+  sub->add_option("--vocab-size", o->vocab_size,
+                  "Pad the vocabulary with unused tokens to this many (a real model's embedding size)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  sub->add_flag("--sparse", o->sparse,
+                "Leave the tensor data as holes of a sparse file (all weights zero): a full-size model in a few "
+                "MB of disk, for inspect and plan");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--mla", o->mla,
@@ -120,6 +126,12 @@ Command add_synth(CLI::App& app) {
             s.nextn = o->nextn;
             s.seed = o->seed;
             s.vocab_path = o->vocab;
+            if (o->vocab_size) s.n_vocab = o->vocab_size;
+            s.sparse = o->sparse;
+            if (o->sparse && o->split > 1) {
+              fmt::print(stderr, "error: --sparse cannot be split (--split would write the holes out as zeros)\n");
+              return 2;
+            }
             if (!o->chat_template.empty()) {
               std::ifstream f(o->chat_template, std::ios::binary);
               if (!f) {
@@ -154,9 +166,10 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
             }
-            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MiB, experts {:.1f} MiB) in {:.2f} s, {:.0f} MiB/s\n",
-                       o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1048576.0, r.expert_bytes / 1048576.0,
-                       r.seconds, r.bytes / 1048576.0 / std::max(r.seconds, 1e-9));
+            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MiB, experts {:.1f} MiB{}) in {:.2f} s, "
+                       "{:.0f} MiB/s\n", o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1048576.0,
+                       r.expert_bytes / 1048576.0, s.sparse ? ", sparse: data left as holes" : "", r.seconds,
+                       r.bytes / 1048576.0 / std::max(r.seconds, 1e-9));
             return 0;
           }};
 }
