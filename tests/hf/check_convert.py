@@ -14,6 +14,10 @@ The rule, by source encoding and GGUF type:
     F32 value; FP8: e4m3 * scale_inv of its 128x128 block, INT4: (code - 8) * scale of
     its group, each formed in F32. NaN must stay NaN.
   -> F16: the F16 rounding (to nearest even) of that value.
+  An entry with "mul" (a second HF tensor, multiplied element-wise, as llama.cpp fuses
+  Kimi K3's res_norm * res_proj) is held to the F32 rounding of the exact product; one
+  with "fn": "neg_exp" (ssm_a = -exp(A_log)) to within one unit in the last place of
+  the GGUF type, since exp is not correctly rounded everywhere.
 
 NAME_MAP (JSON):
   {"tensors": [{"gguf": "blk.{L}.ffn_gate_exps.weight",
@@ -41,10 +45,12 @@ from file_readers import CheckError, GgufFile, HfFolder
 
 
 class Source:
-    """One HF tensor decoded: exact values (float64), plus, for MXFP4, codes and exponents."""
+    """One HF tensor decoded: exact values (float64), plus, for MXFP4, codes and
+    exponents; `approx` when the values come from a function held to one ulp."""
 
-    def __init__(self, encoding, values, codes=None, exps=None):
+    def __init__(self, encoding, values, codes=None, exps=None, approx=False):
         self.encoding, self.values, self.codes, self.exps = encoding, values, codes, exps
+        self.approx = approx
 
     def apply(self, op, config):
         op = [op[0]] + [resolve(x, config) for x in op[1:]]
@@ -65,7 +71,7 @@ class Source:
             if kind == "squeeze":
                 return a.squeeze(op[1])
             raise CheckError(f"unknown op {op!r}")
-        return Source(self.encoding, move(self.values), move(self.codes), move(self.exps))
+        return Source(self.encoding, move(self.values), move(self.codes), move(self.exps), self.approx)
 
 
 def resolve(x, config):
@@ -163,7 +169,14 @@ def compare(name, gg, src):
     raw = gg.raw(name)
     got = fmt.gguf_values(raw, gtype, shape)
     want = src.values
-    if gtype == fmt.GGUF_MXFP4:
+    if src.approx and gtype in (fmt.GGUF_F32, fmt.GGUF_BF16, fmt.GGUF_F16):
+        mant = {fmt.GGUF_F32: 23, fmt.GGUF_BF16: 7, fmt.GGUF_F16: 10}[gtype]
+        _, e = np.frexp(np.where(np.isfinite(want), want, 0.0))
+        ulp = np.ldexp(1.0, e - 1 - mant)
+        off = np.where(np.isnan(want), ~np.isnan(got), ~(np.abs(got - want) <= ulp))
+        bad = int(np.count_nonzero(off))
+        rule = "within one ulp of the function's value"
+    elif gtype == fmt.GGUF_MXFP4:
         if src.encoding != "mxfp4":
             return False, f"MXFP4 from {src.encoding}: a re-quantization", float("nan"), -1
         codes, exps = fmt.gguf_mxfp4_split(raw, shape)
@@ -227,6 +240,16 @@ def main(argv):
             parts = []
             for n in names:
                 s = decode(hf, n, used)
+                if "mul" in e:
+                    other = decode(hf, e["mul"].format(**bound), used)
+                    if other.values.size != s.values.size:
+                        raise CheckError(f"{n} * {e['mul']}: {s.values.shape} against {other.values.shape}")
+                    prod = (s.values * other.values.reshape(s.values.shape)).astype(np.float32)
+                    s = Source(f"{s.encoding}*{other.encoding}", prod.astype(np.float64))
+                if e.get("fn") == "neg_exp":
+                    s = Source(f"-exp({s.encoding})", -np.exp(s.values), approx=True)
+                elif "fn" in e:
+                    raise CheckError(f"unknown fn {e['fn']!r}")
                 for op in e.get("ops", []):
                     s = s.apply(op, hf.config)
                 parts.append(s)

@@ -3,7 +3,8 @@
 
 Writes a small Hugging Face folder (two shards: BF16, F32, FP8 with partial 128x128
 blocks and a NaN, INT4 pack-quantized, compressed-tensors MXFP4 experts, an MLA
-kv_b split by reshape/slice/transpose, a vision
+kv_b split by reshape/slice/transpose, K3's fused res_norm * res_proj and
+-exp(A_log), a vision
 tensor to skip) and a GGUF converted from it here, by arithmetic that differs from the
 checker's (BF16 rounding by the bit trick, MXFP4 blocks assembled by hand). The
 checker must pass that GGUF, and fail each of a set of single defects: one BF16 bit,
@@ -98,6 +99,13 @@ def build(work):
     # An MLA kv_b [heads * (nope + v), kv_lora] split as llama.cpp splits it.
     kvb = bf16_bits(rng.standard_normal((2 * 5, 4)).astype(np.float32))
     shard1["model.layers.0.self_attn.kv_b_proj.weight"] = ("BF16", kvb)
+    # Kimi K3's attention-residual score (norm * proj, fused) and KDA's A_log.
+    res_norm = bf16_bits(rng.standard_normal(64).astype(np.float32))
+    res_proj = bf16_bits(rng.standard_normal((1, 64)).astype(np.float32))
+    a_log = rng.uniform(-3, 3, 8).astype(np.float32)
+    shard1["model.layers.0.mlp_res_norm.weight"] = ("BF16", res_norm)
+    shard1["model.layers.0.mlp_res_proj.weight"] = ("BF16", res_proj)
+    shard1["model.layers.0.self_attn.A_log"] = ("F32", a_log)
     shard2 = {
         "model.layers.0.proj4.weight_packed": ("I32", words.view(np.int32)),
         "model.layers.0.proj4.weight_scale": ("BF16", sc4),
@@ -139,6 +147,9 @@ def build(work):
         "blk.0.attn_k_b.weight": (30, (2, 4, 3), np.ascontiguousarray(kvb.reshape(2, 5, 4)[:, :3, :].transpose(0, 2, 1)).tobytes()),
         "blk.0.attn_v_b.weight": (30, (2, 2, 4), np.ascontiguousarray(kvb.reshape(2, 5, 4)[:, 3:, :]).tobytes()),
     }
+    f32 = lambda b: (b.astype(np.uint32) << 16).view(np.float32)
+    gg["blk.0.ffn_res_score.weight"] = (0, (64,), (f32(res_norm) * f32(res_proj).reshape(64)).tobytes())
+    gg["blk.0.ssm_a"] = (0, (8,), (-np.exp(a_log.astype(np.float64))).astype(np.float32).tobytes())
     kv = ["reshape", ["num_key_value_heads", "qk_nope_head_dim + v_head_dim", "kv_lora_rank"]]
     nmap = {
         "tensors": [
@@ -151,6 +162,9 @@ def build(work):
              "ops": [kv, ["slice", 1, 0, "qk_nope_head_dim"], ["transpose", [0, 2, 1]]]},
             {"gguf": "blk.{L}.attn_v_b.weight", "hf": "model.layers.{L}.self_attn.kv_b_proj.weight",
              "ops": [kv, ["slice", 1, "qk_nope_head_dim", "qk_nope_head_dim + v_head_dim"]]},
+            {"gguf": "blk.{L}.ffn_res_score.weight", "hf": "model.layers.{L}.mlp_res_norm.weight",
+             "mul": "model.layers.{L}.mlp_res_proj.weight"},
+            {"gguf": "blk.{L}.ssm_a", "hf": "model.layers.{L}.self_attn.A_log", "fn": "neg_exp"},
         ],
         "skip_hf": [r"^vision_tower\."],
     }
@@ -212,7 +226,16 @@ def main():
         kvb = np.frombuffer(g["token_embd.weight"][2], dtype=np.uint16)[:16]
         g["blk.0.attn_v_b.weight"] = (t, shape, kvb.tobytes())
 
-    results = [good, defect("v_b_rows", v_from_k_rows), defect("bf16_bit", flip_bf16), defect("mxfp4_nibbles", swap_nibbles),
+    def a_off(g, m):  # four ulps off
+        t, shape, raw = g["blk.0.ssm_a"]
+        g["blk.0.ssm_a"] = (t, shape, (np.frombuffer(raw, dtype=np.uint32) + 4).tobytes())
+
+    def res_score_unfused(g, m):  # the norm alone, not the product
+        t, shape, raw = g["blk.0.ffn_res_score.weight"]
+        n = np.frombuffer(g["token_embd.weight"][2], dtype=np.uint16)[:64]
+        g["blk.0.ffn_res_score.weight"] = (t, shape, ((n.astype(np.uint32) << 16).view(np.float32)).tobytes())
+
+    results = [good, defect("ssm_a_ulps", a_off), defect("res_score_unfused", res_score_unfused), defect("v_b_rows", v_from_k_rows), defect("bf16_bit", flip_bf16), defect("mxfp4_nibbles", swap_nibbles),
                defect("hf_left_out", drop), defect("gguf_unexplained", unexplained),
                defect("f32_off", f32_not_bf16)]
     return 0 if all(results) else 1
