@@ -5,8 +5,9 @@
 //   tokenizer.json: byte-level BPE (vocab, merges, added tokens, pre-tokenizer);
 //   tiktoken.model: Kimi's base64 token ranks, merges rebuilt from the ranks, with
 //                   the special tokens of tokenizer_config.json.
-// The chat template comes from chat_template.jinja, else tokenizer_config.json's
-// chat_template.
+// The chat template comes from tokenizer_config.json's chat_template (a string, or
+// a list of named templates: tokenizer.chat_template.NAME), else
+// chat_template.jinja, as llama.cpp's converter takes it.
 #pragma once
 #include <string>
 
@@ -22,6 +23,13 @@ struct HfTokenizerFiles {
   std::string tiktoken_model;         // tiktoken.model
   std::string chat_template_jinja;    // chat_template.jinja
   std::string model_type;             // config.json's model_type (picks the pre-tokenizer where the files do not)
+  // Optional. config.json: model_type when the field above is empty, vocab_size
+  // (of text_config when nested) and bos/eos..._token_id where
+  // tokenizer_config.json names none.
+  std::string config_json;
+  // The token list is padded with "[PAD<id>]" up to this size (config.json's
+  // vocab_size, as the converter does); 0: config.json's, else up to the highest id.
+  int64_t vocab_size = 0;
 };
 
 // Sets the tokenizer.* keys of `meta` from the files. Errors name the file and the
