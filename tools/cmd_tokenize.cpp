@@ -6,8 +6,8 @@
 //                                                             one line of ids per text
 //
 // Works on full models and on vocab-only GGUFs: only the metadata is read. MODEL
-// may also be a local Hugging Face folder: its tokenizer files (tokenizer.json or
-// tiktoken.model, tokenizer_config.json, config.json) converted as llama.cpp's
+// may also be a local Hugging Face folder: its tokenizer files (tokenizer.json,
+// tokenizer.model or tiktoken.model, tokenizer_config.json, config.json) converted as llama.cpp's
 // converter would.
 #include <chrono>
 #include <cstdio>
@@ -77,7 +77,7 @@ Result<GGUFFile> folder_meta(const std::string& dir) {
     return true;
   };
   if (!opt("tokenizer.json", &f.tokenizer_json) || !opt("tokenizer_config.json", &f.tokenizer_config_json) ||
-      !opt("tiktoken.model", &f.tiktoken_model) || !opt("chat_template.jinja", &f.chat_template_jinja) ||
+      !opt("tiktoken.model", &f.tiktoken_model) || !opt("tokenizer.model", &f.tokenizer_model) || !opt("chat_template.jinja", &f.chat_template_jinja) ||
       !opt("config.json", &f.config_json))
     return make_error("{}: cannot read the tokenizer files", dir);
   GGUFFile meta;

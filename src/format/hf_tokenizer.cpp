@@ -128,9 +128,10 @@ Status write_text(const std::string& dir, const char* name, const std::string& c
 Status finish_conversion(Conversion c, const json& cfg, const json& post, const std::string& jinja,
                          const json& config, GGUFFile* meta) {
   const int64_t n = int64_t(c.tokens.size());
-  meta->set("tokenizer.ggml.model", GGUFValue::str("gpt2"));
+  meta->set("tokenizer.ggml.model", GGUFValue::str(c.model));
   meta->set("tokenizer.ggml.pre", GGUFValue::str(c.pre));
   meta->set("tokenizer.ggml.tokens", GGUFValue::string_array(std::move(c.tokens)));
+  if (!c.scores.empty()) meta->set("tokenizer.ggml.scores", GGUFValue::float_array(std::move(c.scores)));
   meta->set("tokenizer.ggml.token_type", GGUFValue::int_array(GGUFType::I32, std::move(c.types)));
   if (c.has_merges) meta->set("tokenizer.ggml.merges", GGUFValue::string_array(std::move(c.merges)));
 
@@ -362,14 +363,32 @@ Status hf_tokenizer_to_gguf(const HfTokenizerFiles& files, GGUFFile* meta) {
 
   Conversion c;
   json post;
+  // SentencePiece's tokenizer.model first, as llama.cpp's Llama/Mistral converter
+  // does, unless tokenizer.json is byte-level BPE (a folder may carry both).
+  bool spm = !files.tokenizer_model.empty();
+  json tj;
   if (!files.tokenizer_json.empty()) {
-    DF_ASSIGN(json tj, parse_json(files.tokenizer_json, "tokenizer.json"));
+    DF_ASSIGN(tj, parse_json(files.tokenizer_json, "tokenizer.json"));
+    if (spm && tj.is_object() && tj.contains("model") && tj["model"].is_object() &&
+        !tj["model"].value("byte_fallback", false) && tj.dump().find("\"ByteLevel\"") != std::string::npos)
+      spm = false;
+  }
+  if (spm) {
+    DF_TRY(sentencepiece_to_conversion(files.tokenizer_model, cfg, vocab_size, &c));
+    // Published folders list <s>, </s>, <unk> in tokenizer.json's added_tokens.
+    if (tj.is_object() && tj.contains("added_tokens") && tj["added_tokens"].is_array())
+      for (const json& t : tj["added_tokens"])
+        if (t.is_object() && t.contains("content") && t["content"].is_string() && t.contains("id") &&
+            t["id"].is_number_integer())
+          c.added.insert(c.added.begin(), {t["content"].get<std::string>(), t["id"].get<int64_t>()});
+    if (tj.is_object() && tj.contains("post_processor")) post = tj["post_processor"];
+  } else if (!files.tokenizer_json.empty()) {
     DF_TRY(bpe_to_conversion(tj, model_type, vocab_size, &c));
     if (tj.is_object() && tj.contains("post_processor")) post = tj["post_processor"];
   } else if (!files.tiktoken_model.empty()) {
     DF_TRY(tiktoken_to_conversion(files.tiktoken_model, cfg, vocab_size, &c));
   } else {
-    return make_error("no tokenizer: neither tokenizer.json nor tiktoken.model is present");
+    return make_error("no tokenizer: none of tokenizer.json, tokenizer.model, tiktoken.model is present");
   }
   // A special token id in config.json is a fallback for the config's names only.
   return finish_conversion(std::move(c), cfg, post, files.chat_template_jinja, config, meta);
@@ -378,8 +397,12 @@ Status hf_tokenizer_to_gguf(const HfTokenizerFiles& files, GGUFFile* meta) {
 Status write_hf_tokenizer(const GGUFFile& meta, const std::string& dir, bool tiktoken) {
   using namespace hf;
   const std::string model = meta.string_or("tokenizer.ggml.model", "");
-  if (model != "gpt2")
-    return make_error("tokenizer.ggml.model = '{}': only byte-level BPE ('gpt2') has a Hugging Face form here", model);
+  if (model != "gpt2" && model != "llama")
+    return make_error("tokenizer.ggml.model = '{}': only byte-level BPE ('gpt2') and SentencePiece ('llama') have a "
+                      "Hugging Face form here",
+                      model);
+  if (model == "llama" && tiktoken)
+    return make_error("tokenizer.ggml.model = 'llama': a SentencePiece vocabulary has no tiktoken form");
   const GGUFValue* toks = meta.find("tokenizer.ggml.tokens");
   const GGUFValue* types = meta.find("tokenizer.ggml.token_type");
   const GGUFValue* merges = meta.find("tokenizer.ggml.merges");
@@ -400,7 +423,12 @@ Status write_hf_tokenizer(const GGUFFile& meta, const std::string& dir, bool tik
                 {"normalized", false}, {"special", type_of(i) != kUserDefined}};
   };
 
-  if (tiktoken) {
+  if (model == "llama") {
+    std::vector<std::pair<int64_t, std::string>> added;
+    DF_ASSIGN(std::string proto, gguf_to_sentencepiece(meta, &added));
+    for (const auto& [id, text] : added) decoder[std::to_string(id)] = added_entry(size_t(id));
+    DF_TRY(write_text(dir, "tokenizer.model", proto));
+  } else if (tiktoken) {
     std::vector<std::pair<int64_t, std::string>> specials;
     DF_ASSIGN(std::string ranks, gguf_to_tiktoken(meta, &specials));
     for (const auto& [id, text] : specials) decoder[std::to_string(id)] = added_entry(size_t(id));

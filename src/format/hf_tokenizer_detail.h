@@ -53,7 +53,9 @@ Result<json> parse_json(const std::string& text, const char* file);
 // What tokenizer.json/tokenizer_config.json and the tiktoken reader produce,
 // turned into GGUF keys the same way.
 struct Conversion {
+  std::string model = "gpt2";  // tokenizer.ggml.model
   std::vector<std::string> tokens;
+  std::vector<double> scores;  // "llama" (SentencePiece) only
   std::vector<int64_t> types;
   std::vector<std::string> merges;
   bool has_merges = true;
@@ -74,6 +76,14 @@ Status tiktoken_to_conversion(const std::string& tiktoken_model, const json& tok
 // GGUF tokens -> tiktoken.model text; `specials` receives the control and
 // user-defined tokens (id, text) that go to added_tokens_decoder instead.
 Result<std::string> gguf_to_tiktoken(const GGUFFile& meta, std::vector<std::pair<int64_t, std::string>>* specials);
+
+// tokenizer.model (SentencePiece) with tokenizer_config.json's added_tokens_decoder
+// -> Conversion ("llama" model).
+Status sentencepiece_to_conversion(const std::string& model, const json& tokenizer_config, int64_t vocab_size,
+                                   Conversion* c);
+// GGUF "llama" vocabulary -> tokenizer.model bytes; `added` receives the tokens
+// that go to added_tokens_decoder (id, text).
+Result<std::string> gguf_to_sentencepiece(const GGUFFile& meta, std::vector<std::pair<int64_t, std::string>>* added);
 
 // Writes `content` to dir/name; errors name the path.
 Status write_text(const std::string& dir, const char* name, const std::string& content);

@@ -1,9 +1,9 @@
 // Hugging Face tokenizer files <-> GGUF tokenizer keys (format/hf_tokenizer.h):
 // write_hf_tokenizer() then hf_tokenizer_to_gguf() gives back the keys the
-// converter writes, for the built-in synthetic vocabulary and every byte-level BPE
-// vocabulary in ../shared/vocab (tokenizer.json form, and tiktoken form where the
-// vocabulary has one), and the converted keys tokenize the goldens to the golden
-// ids. Also: merges as [a, b] pairs, token types and special ids as llama.cpp's
+// converter writes, for the built-in synthetic vocabulary (tokenizer.json and
+// tiktoken.model forms) and every vocabulary in ../shared/vocab (byte-level BPE as
+// tokenizer.json, SentencePiece as tokenizer.model), and the converted keys
+// tokenize the goldens to the golden ids. Also: merges as [a, b] pairs, token types and special ids as llama.cpp's
 // converter sets them, tiktoken merges rebuilt from ranks, chat template sources,
 // and malformed files rejected with errors naming the file and field.
 #include <gtest/gtest.h>
@@ -49,6 +49,7 @@ HfTokenizerFiles read_folder(const fs::path& dir) {
   f.tokenizer_json = opt("tokenizer.json");
   f.tokenizer_config_json = opt("tokenizer_config.json");
   f.tiktoken_model = opt("tiktoken.model");
+  f.tokenizer_model = opt("tokenizer.model");
   f.chat_template_jinja = opt("chat_template.jinja");
   return f;
 }
@@ -58,6 +59,7 @@ HfTokenizerFiles read_folder(const fs::path& dir) {
 void expect_same_keys(const GGUFFile& a, const GGUFFile& b, const std::string& what, bool merges = true) {
   std::vector<std::string> keys = {
       "tokenizer.ggml.model",          "tokenizer.ggml.tokens",           "tokenizer.ggml.token_type",
+      "tokenizer.ggml.scores",
       "tokenizer.ggml.merges",         "tokenizer.ggml.bos_token_id",     "tokenizer.ggml.eos_token_id",
       "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id",
       "tokenizer.ggml.cls_token_id",   "tokenizer.ggml.mask_token_id",    "tokenizer.ggml.add_bos_token",
@@ -68,6 +70,10 @@ void expect_same_keys(const GGUFFile& a, const GGUFFile& b, const std::string& w
     const GGUFValue* vb = b.find(k);
     ASSERT_EQ(va != nullptr, vb != nullptr) << what << ": key " << k;
     if (!va) continue;
+    if (k == "tokenizer.ggml.scores") {
+      ASSERT_EQ(va->floats, vb->floats) << what << ": " << k;
+      continue;
+    }
     if (k == "tokenizer.ggml.tokens" || k == "tokenizer.ggml.merges" || k == "tokenizer.ggml.token_type") {
       ASSERT_EQ(va->array_size(), vb->array_size()) << what << ": " << k;
       for (size_t i = 0; i < va->array_size(); ++i) {
@@ -134,7 +140,7 @@ std::vector<std::pair<std::string, std::vector<int32_t>>> read_goldens(const fs:
   return g;
 }
 
-std::vector<std::string> bpe_vocabs() {
+std::vector<std::string> shared_vocabs() {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(vocab_dir(), ec)) {
@@ -143,7 +149,7 @@ std::vector<std::string> bpe_vocabs() {
     auto src = open_file_source(p.string());
     if (!src.ok()) continue;
     auto g = parse_gguf(**src);
-    if (g.ok() && g->string_or("tokenizer.ggml.model", "") == "gpt2") names.push_back(p.stem().string());
+    if (g.ok()) names.push_back(p.stem().string());
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -210,7 +216,7 @@ std::string vocab_name(const ::testing::TestParamInfo<std::string>& info) {
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, HfTokenizerVocab, ::testing::ValuesIn(bpe_vocabs()), vocab_name);
+INSTANTIATE_TEST_SUITE_P(Shared, HfTokenizerVocab, ::testing::ValuesIn(shared_vocabs()), vocab_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HfTokenizerVocab);
 
 // A tokenizer.json written by hand: merges as pairs, added tokens special or not,
@@ -251,6 +257,32 @@ TEST(HfTokenizer, ReadsTokenizerJson) {
   EXPECT_EQ(padded.find("tokenizer.ggml.tokens")->strings.size(), 12u);
   EXPECT_EQ(padded.find("tokenizer.ggml.tokens")->strings[11], "[PAD11]");
   EXPECT_EQ(padded.int_or("tokenizer.ggml.bos_token_id", -1), 6);
+}
+
+// A folder with both tokenizer.model and a byte-level tokenizer.json reads the
+// latter; a SentencePiece one (byte_fallback) the former.
+TEST(HfTokenizer, PicksTheTokenizerFile) {
+  TempDir bpe, spm;
+  ASSERT_TRUE(write_hf_tokenizer(synth_meta(), bpe.path.string(), false).ok());
+  auto src = open_file_source((vocab_dir() / "ggml-vocab-llama-spm.gguf").string());
+  if (!src.ok()) GTEST_SKIP() << "../shared/vocab/ggml-vocab-llama-spm.gguf is missing";
+  auto llama = parse_gguf(**src);
+  ASSERT_TRUE(llama.ok());
+  ASSERT_TRUE(write_hf_tokenizer(*llama, spm.path.string(), false).ok());
+  HfTokenizerFiles f = read_folder(bpe.path);
+  f.tokenizer_model = read_folder(spm.path).tokenizer_model;
+  GGUFFile m;
+  ASSERT_TRUE(hf_tokenizer_to_gguf(f, &m).ok());
+  EXPECT_EQ(m.string_or("tokenizer.ggml.model", ""), "gpt2");
+  f.tokenizer_json = R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}, "merges": []},
+                         "added_tokens": [{"id": 2, "content": "</s>", "special": true}]})";
+  f.tokenizer_config_json = R"({"eos_token": "</s>", "add_bos_token": true})";
+  GGUFFile s;
+  ASSERT_TRUE(hf_tokenizer_to_gguf(f, &s).ok());
+  EXPECT_EQ(s.string_or("tokenizer.ggml.model", ""), "llama");
+  EXPECT_EQ(s.find("tokenizer.ggml.tokens")->strings.size(), 32000u);
+  EXPECT_EQ(s.int_or("tokenizer.ggml.eos_token_id", -1), 2);
+  EXPECT_TRUE(s.bool_or("tokenizer.ggml.add_bos_token", false));
 }
 
 TEST(HfTokenizer, ChatTemplateSources) {
@@ -326,7 +358,7 @@ TEST(HfTokenizer, MalformedFilesNameFileAndField) {
   const std::string good_pre =
       R"("pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
   HfTokenizerFiles f;
-  EXPECT_NE(err(f).find("neither tokenizer.json nor tiktoken.model"), std::string::npos);
+  EXPECT_NE(err(f).find("none of tokenizer.json, tokenizer.model, tiktoken.model"), std::string::npos) << err(f);
   f.tokenizer_json = "{";
   EXPECT_NE(err(f).find("tokenizer.json: not valid JSON"), std::string::npos) << err(f);
   f.tokenizer_json = "{" + good_pre + R"(, "model": {"type": "Unigram", "vocab": []}})";
@@ -347,6 +379,12 @@ TEST(HfTokenizer, MalformedFilesNameFileAndField) {
   f.tokenizer_config_json = "";
   f.config_json = R"({"vocab_size": -3})";
   EXPECT_NE(err(f).find("config.json: vocab_size"), std::string::npos) << err(f);
+
+  HfTokenizerFiles s;
+  s.tokenizer_model = std::string("\x0a\x05\x0a\x01", 4);  // a piece whose text runs past the message
+  EXPECT_NE(err(s).find("tokenizer.model: offset 0"), std::string::npos) << err(s);
+  s.tokenizer_model = std::string("\x12\x00", 2);  // a trainer_spec and no pieces
+  EXPECT_NE(err(s).find("tokenizer.model: no pieces"), std::string::npos) << err(s);
 
   HfTokenizerFiles t;
   t.tiktoken_model = "YQ== 0\nnot base64! 1\n";
