@@ -4,6 +4,8 @@
 //   deltafin tokenize -m MODEL.gguf -f prompt.txt --pieces    one "id -> 'piece'" per line
 //   deltafin tokenize -m MODEL.gguf --batch texts.bin          texts separated by NUL bytes,
 //                                                             one line of ids per text
+//   deltafin tokenize -m HF_FOLDER --save-vocab V.gguf        also write the tokenizer keys as a
+//                                                             vocabulary-only GGUF (llama.cpp loads it)
 //
 // Works on full models and on vocab-only GGUFs: only the metadata is read. MODEL
 // may also be a local Hugging Face folder: its tokenizer files (tokenizer.json,
@@ -34,6 +36,7 @@ struct TokenizeArgs {
   bool no_bos = false;
   bool no_parse_special = false;
   bool show_stats = false;
+  std::string save_vocab;
 };
 
 // Pieces for display: control bytes and broken UTF-8 escaped.
@@ -101,6 +104,19 @@ int run_tokenize(const TokenizeArgs& a) {
     std::fprintf(stderr, "error: %s: %s\n", a.model.c_str(), meta.error().message.c_str());
     return 1;
   }
+  if (!a.save_vocab.empty()) {
+    GGUFFile v;
+    if (!meta->find("general.architecture")) v.set("general.architecture", GGUFValue::str("llama"));
+    for (const std::string& k : meta->keys)
+      if (k.rfind("tokenizer.", 0) == 0 || k == "general.architecture") v.set(k, meta->kv.at(k));
+    const std::string bytes = serialize_gguf_header(v);
+    FILE* out = std::fopen(a.save_vocab.c_str(), "wb");
+    const bool ok = out && std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+    if (!out || std::fclose(out) != 0 || !ok) {
+      std::fprintf(stderr, "error: --save-vocab %s: cannot write the file\n", a.save_vocab.c_str());
+      return 1;
+    }
+  }
   auto tok = Tokenizer::from_gguf(*meta);
   if (!tok.ok()) {
     std::fprintf(stderr, "error: %s: %s\n", a.model.c_str(), tok.error().message.c_str());
@@ -151,6 +167,9 @@ Command add_tokenize(CLI::App& app) {
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Treat special-token text (<|im_start|> ...) as plain text");
   sub->add_flag("--stats", args->show_stats, "Print size and speed on stderr");
+  sub->add_option("--save-vocab", args->save_vocab,
+                  "Also write the model's tokenizer keys as a vocabulary-only GGUF (e.g. those of a Hugging Face "
+                  "folder, for llama.cpp)");
   return {sub, [args] { return run_tokenize(*args); }};
 }
 
