@@ -1,6 +1,7 @@
 #include "runtime/memory_budget.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -100,7 +101,7 @@ Result<MemoryPlan> plan_memory(const ModelMemory& m, const MemoryRequest& r) {
                                  (states > states_covered ? states - states_covered : 0);
     if (p.total >= least) {
       p.expert_cache = p.total - m.core_bytes - p.reserve;
-    } else if (!m.remote && avail >= paged_cache + m.core_least) {
+    } else if (!m.remote && m.mappable && avail >= paged_cache + m.core_least) {
       p.expert_cache = paged_cache;
       // What the core may take; CorePager::plan splits it into resident and paged layers.
       p.paged_core = true;
@@ -108,7 +109,7 @@ Result<MemoryPlan> plan_memory(const ModelMemory& m, const MemoryRequest& r) {
       p.core_paged = m.core_bytes - p.core_resident;
     } else {
       std::string paged;
-      if (!m.remote) {
+      if (!m.remote && m.mappable) {
         // The least total whose avail holds paged_cache + core_least (the part of the
         // states the reserve does not hold grows as the reserve shrinks).
         const double fixed = double(uint64_t(std::max(4, 2 * m.n_used)) * slot + m.core_least);
@@ -172,6 +173,10 @@ Result<ModelMemory> model_memory(ModelFile& file, bool remote, int n_ctx, const 
   m.path = file.path();
   m.file_bytes = file.total_bytes();
   m.remote = remote;
+  for (int s = 0; s < file.shard_count(); ++s) {
+    struct stat st;
+    if (::stat(file.source(s).name().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) m.mappable = false;
+  }
   const std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
   if (!layers.empty()) {
     DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));

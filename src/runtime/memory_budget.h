@@ -47,6 +47,7 @@ struct ModelMemory {
   uint64_t state_bytes = 0;     // one sequence state of SequenceRequest::n_ctx positions
   uint64_t batch_token_bytes = 0;  // one prompt token in a batched pass (batch_bytes_per_token)
   bool remote = false;          // experts come through a disk cache: always streamed, core never paged
+  bool mappable = true;         // every part is a local file the core pager can map (not a Hugging Face folder's GGUF view)
 };
 
 // The sequences a command decodes at once, each of n_ctx positions.
