@@ -209,6 +209,30 @@ TEST_P(HfTokenizerVocab, RoundTripsAndMatchesGoldens) {
   EXPECT_GT(checked, 10);
 }
 
+// Llama 3's vocabulary was made by tiktoken: written as tiktoken.model, the merges
+// rebuilt from its ranks (one per token, where Llama 3's tokenizer.json lists every
+// pair that joins into a token) tokenize with its own pre-tokenizer to the goldens.
+TEST(HfTokenizer, TiktokenFormOfLlama3) {
+  const fs::path path = vocab_dir() / "ggml-vocab-llama-bpe.gguf";
+  auto src = open_file_source(path.string());
+  if (!src.ok()) GTEST_SKIP() << path << " is missing";
+  auto meta = parse_gguf(**src);
+  ASSERT_TRUE(meta.ok());
+  auto back = round_trip(*meta, true);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  GGUFFile expect = *meta;
+  expect.set("tokenizer.ggml.pre", GGUFValue::str("kimi-k2"));
+  expect_same_keys(expect, *back, "llama-bpe (tiktoken)", /*merges=*/false);
+  EXPECT_GT(back->find("tokenizer.ggml.merges")->array_size(), 127000u);
+  // (Llama 3 takes a word that is a token whole, as tiktoken does: " Việt" is a
+  // token no merge reaches. The merges alone are checked on o200k_base against
+  // js-tiktoken in tests/oracle/hf_tokenizer_files.sh.)
+  back->set("tokenizer.ggml.pre", meta->kv.at("tokenizer.ggml.pre"));
+  auto tok = Tokenizer::from_gguf(*back);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  for (const auto& [text, ids] : read_goldens(path)) EXPECT_EQ(tok->encode(text, false, false), ids) << text;
+}
+
 std::string vocab_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
   for (char& c : s)
