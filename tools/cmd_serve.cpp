@@ -3,7 +3,6 @@
 // finish (at most --drain-timeout seconds), then exit; a second signal cancels them.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +13,7 @@
 
 #include "commands.h"
 #include "core/log.h"
+#include "core/platform.h"
 #include "runtime/engine.h"
 #include "runtime/prompt_disk_cache.h"
 #include "runtime/scheduler.h"
@@ -260,10 +260,8 @@ Command add_serve(CLI::App& app) {
                          ds.entries, double(ds.bytes) / 1048576.0, o->prompt_cache_disk);
             }
             {
-              struct rusage ru {};
-              ::getrusage(RUSAGE_SELF, &ru);
               fmt::print("deltafin serve: model loaded in {:.2f} s; peak memory (RSS) so far {:.1f} MiB\n", load_s,
-                         double(ru.ru_maxrss) / 1024.0);
+                         double(platform::peak_rss_bytes()) / 1048576.0);
             }
             std::fflush(stdout);
 

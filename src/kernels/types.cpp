@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 
+#include "kernels/cpu_x86.h"
 #include "kernels/iq_impl.h"
 #include "kernels/kernels_impl.h"
 
@@ -63,7 +64,7 @@ struct Tables {
     avx2 = avx512 = neon = ref;
 #if defined(DELTAFIN_X86)
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+               cpu_x86_f16c() && __builtin_cpu_supports("bmi2");
     has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni");

@@ -2,13 +2,11 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include "core/log.h"
+#include "core/platform.h"
 #include "core/units.h"
 
 namespace deltafin {
@@ -53,13 +51,9 @@ uint64_t lend_limit(int slots, uint64_t slot_bytes) {
 }  // namespace
 
 uint64_t available_memory_budget() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  unsigned long long kb = 0;
-  while (std::getline(f, line))
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return uint64_t(kb) * 1024 / 10 * 8;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
+  const platform::MemoryInfo m = platform::memory_info();
+  if (m.available) return m.available / 10 * 8;
+  return m.total ? m.total / 2 : (uint64_t(4) << 30);
 }
 
 uint64_t MemoryPlan::states_bytes() const {
