@@ -1,6 +1,6 @@
 // AArch64 Advanced SIMD kernels: F32, F16, BF16, the 32-value block types (Q8_0, Q4_0,
-// MXFP4 against Q8_0) and the Q8_0 activation quantizer. Other rows keep the scalar
-// reference. Uses SDOT where the target has it (__ARM_FEATURE_DOTPROD), else widening
+// MXFP4 against Q8_0; single-row, x4 and r4) and the Q8_0 activation quantizer. The
+// other types' kernels are in legacy_neon.cpp, kquants_neon.cpp and iq_neon.cpp. Uses SDOT where the target has it (__ARM_FEATURE_DOTPROD), else widening
 // multiplies. Built only on aarch64 (CMake drops *_neon.cpp elsewhere).
 #include <arm_neon.h>
 
@@ -16,6 +16,7 @@ namespace {
 using neon::dot_i8;
 using neon::dot_q32_1;
 using neon::dot_q32_4;
+using neon::dot_q32_r4;
 
 // Decoders of a 32-value weight block: elements 0..15 in lo, 16..31 in hi.
 struct DecodeQ8_0 {
@@ -125,20 +126,20 @@ void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
 
 }  // namespace
 
-void install_neon(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+void DF_NEON_NAME(install_neon)(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
-    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
+    r.vec_dot_r4 = dot_r4;  // null: callers run vec_dot per row (types.h)
     r.isa = Isa::NEON;
   };
-  set(DType::F32, dot_float_1<float>, dot_float_4<float>);
-  set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>);
-  set(DType::BF16, dot_float_1<Bf16>, dot_float_4<Bf16>);
-  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
-  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
-  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);
+  set(DType::F32, dot_float_1<float>, dot_float_4<float>, nullptr);
+  set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>, nullptr);
+  set(DType::BF16, dot_float_1<Bf16>, dot_float_4<Bf16>, nullptr);
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_r4<DecodeQ8_0>);
+  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_r4<DecodeQ4_0>);
+  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_r4<DecodeMXFP4>);
   t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_neon;
 }
 
