@@ -1,5 +1,5 @@
 // AArch64 Advanced SIMD kernels of the K-quants (Q2_K .. Q6_K) and Q8_K against Q8_K
-// activations. Each super-block is decoded once into sixteen vectors of 16 signed
+// activations, and the Q8_K activation quantizer. Each super-block is decoded once into sixteen vectors of 16 signed
 // bytes (one per 16-value sub-block) and a scale per sub-block; the dot sums exact
 // integer products (SDOT where the build has it, neon_common.h) and applies the
 // sub-block scales in integers, then combines the block's float terms in the
@@ -7,6 +7,8 @@
 // it is computed alone, against four activation rows (x4) or beside three other weight
 // rows (r4): bit-identical, as types.h requires.
 #include <arm_neon.h>
+
+#include <cstring>
 
 #include "kernels/blocks.h"
 #include "kernels/kernels_impl.h"
@@ -122,6 +124,34 @@ struct KQ6_K {
   static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
 };
 
+// The activation quantizer, with from_float_q8_k_ref's float operations (vcvtnq rounds
+// to nearest even as nearbyint does; |x| * 127 / amax <= 127 up to rounding, which the
+// saturating narrows and the -127 floor clamp as the reference does): the same bytes.
+void quantize_q8_k_neon(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK) {
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int e = 0; e < kQK; e += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + e)));
+    const float amax = vmaxvq_f32(m);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    const float iscale = 127.0f / amax;
+    for (int j = 0; j < 16; ++j) {
+      const float* p = x + 16 * j;
+      int32x4_t q[4];
+      for (int u = 0; u < 4; ++u) q[u] = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(p + 4 * u), iscale));
+      const int16x8_t q01 = vcombine_s16(vqmovn_s32(q[0]), vqmovn_s32(q[1]));
+      const int16x8_t q23 = vcombine_s16(vqmovn_s32(q[2]), vqmovn_s32(q[3]));
+      const int8x16_t q8 = vmaxq_s8(vcombine_s8(vqmovn_s16(q01), vqmovn_s16(q23)), vdupq_n_s8(-127));
+      vst1q_s8(y[i].qs + 16 * j, q8);
+      y[i].bsums[j] = int16_t(vaddlvq_s8(q8));
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
 }  // namespace
 
 void DF_NEON_NAME(install_kquants_neon)(TypeTraits* t) {
@@ -138,6 +168,7 @@ void DF_NEON_NAME(install_kquants_neon)(TypeTraits* t) {
   set(DType::Q4_K, KQ4_K{});
   set(DType::Q5_K, KQ5_K{});
   set(DType::Q6_K, KQ6_K{});
+  t[uint32_t(DType::Q8_K)].from_float = quantize_q8_k_neon;
 }
 
 }  // namespace deltafin::kern

@@ -3,7 +3,7 @@
 // two vectors of 16 bytes and dotted with the activation block (SDOT where the build
 // has it) by neon_common.h's dot_q32, the same dot as Q8_0's (plus a scalar sum of
 // m * s for the offset types). IQ4_XS and TQ2_0 as super-blocks by its dot_k: each
-// super-block summed exactly in integers first.
+// super-block summed exactly in integers first. And the Q8_1 activation quantizer.
 #include <arm_neon.h>
 
 #include <cstring>
@@ -125,6 +125,35 @@ struct KTQ2_0 {
   static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
 };
 
+// The Q8_1 activation quantizer, with from_float_q8_1_ref's float operations (as
+// kernels_neon.cpp's Q8_0 one) and s = d * sum(q): the same bytes.
+void quantize_q8_1_neon(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = vld1q_f32(x + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    const float amax = vmaxvq_f32(m);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int k = 0; k < 8; k += 4) {
+      int32x4_t q[4];
+      for (int u = 0; u < 4; ++u) q[u] = vcvtnq_s32_f32(vmulq_n_f32(v[k + u], id));
+      const int16x8_t q01 = vcombine_s16(vqmovn_s32(q[0]), vqmovn_s32(q[1]));
+      const int16x8_t q23 = vcombine_s16(vqmovn_s32(q[2]), vqmovn_s32(q[3]));
+      const int8x16_t q8 = vmaxq_s8(vcombine_s8(vqmovn_s16(q01), vqmovn_s16(q23)), vdupq_n_s8(-127));
+      vst1q_s8(y[i].qs + 4 * k, q8);
+      sum += vaddlvq_s8(q8);
+    }
+    y[i].d = f32_to_fp16(d);
+    y[i].s = f32_to_fp16(d * float(sum));
+  }
+}
+
 }  // namespace
 
 void DF_NEON_NAME(install_legacy_neon)(TypeTraits* t) {
@@ -138,6 +167,7 @@ void DF_NEON_NAME(install_legacy_neon)(TypeTraits* t) {
   set(DType::Q5_0, dot_q32_1<DecodeQ5_0>, dot_q32_4<DecodeQ5_0>, dot_q32_r4<DecodeQ5_0>);
   set(DType::IQ4_NL, dot_q32_1<DecodeIQ4_NL>, dot_q32_4<DecodeIQ4_NL>, dot_q32_r4<DecodeIQ4_NL>);
   set(DType::Q8_1, dot_q32_1<DecodeQ8_1>, dot_q32_4<DecodeQ8_1>, dot_q32_r4<DecodeQ8_1>);
+  t[uint32_t(DType::Q8_1)].from_float = quantize_q8_1_neon;
   set(DType::Q4_1, dot_q32_1<DecodeQ4_1>, dot_q32_4<DecodeQ4_1>, dot_q32_r4<DecodeQ4_1>);
   set(DType::Q5_1, dot_q32_1<DecodeQ5_1>, dot_q32_4<DecodeQ5_1>, dot_q32_r4<DecodeQ5_1>);
   set(DType::IQ4_XS, neon::dot_k_1<KIQ4_XS>, neon::dot_k_4<KIQ4_XS>, neon::dot_k_r4<KIQ4_XS>);
