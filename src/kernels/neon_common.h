@@ -1,6 +1,6 @@
-// Pieces the AArch64 kernel files share (*_neon.cpp): the signed-byte dot step and the
-// dot of a 32-value weight block type against its activation blocks. Included only by
-// *_neon.cpp files.
+// Pieces the AArch64 kernel files share (*_neon.cpp): the signed-byte dot step, the
+// dot of a 32-value weight block type against its activation blocks, and that of a
+// 256-value super-block type against Q8_K (below). Included only by *_neon.cpp files.
 //
 // Every *_neon.cpp is compiled twice (CMakeLists.txt): as plain Advanced SIMD, and with
 // the dot-product extension and DELTAFIN_NEON_SDOT defined. DF_NEON_NAME gives each
