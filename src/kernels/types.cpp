@@ -79,8 +79,7 @@ struct Tables {
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64
-    install_neon(neon.data());
-    install_legacy_neon(neon.data());
+    install_neon_all(neon.data(), cpu_has_arm_dotprod());
     best = Isa::NEON;
 #endif
   }
