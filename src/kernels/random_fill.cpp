@@ -341,6 +341,40 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::IQ2_S:
+    case DType::IQ3_S: {  // as IQ2_XS / IQ3_XXS (uniform bytes are valid blocks), free signs
+      const bool two = t == DType::IQ2_S;
+      double g2 = 0;
+      if (two) {
+        for (uint64_t p : kIq2sGrid)
+          for (int j = 0; j < 8; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+        g2 /= 1024.0 * 8.0 * 64.0;  // and the step d (2 ls + 1) / 8
+      } else {
+        for (uint32_t p : kIq3sGrid)
+          for (int j = 0; j < 4; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+        g2 /= 512.0 * 4.0;
+      }
+      const uint16_t d = scale_fp16(float(sd / std::sqrt(341.0 * g2)));
+      for (int64_t i = 0; i < nb; ++i) {
+        if (two) {
+          BlockIQ2_S b;
+          uint8_t raw[80];
+          r.bytes(raw, sizeof raw);
+          std::memcpy(b.qs, raw, 64), std::memcpy(b.qh, raw + 64, 8), std::memcpy(b.scales, raw + 72, 8);
+          b.d = d;
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockIQ3_S b;
+          uint8_t raw[112];
+          r.bytes(raw, sizeof raw);
+          std::memcpy(b.qs, raw, 64), std::memcpy(b.qh, raw + 64, 8), std::memcpy(b.signs, raw + 72, 32);
+          std::memcpy(b.scales, raw + 104, 4);
+          b.d = d;
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
     case DType::TQ1_0: {  // every byte is valid base-3 digits, near uniform (E[(t - 1)^2] ~ 2/3)
       BlockTQ1_0 b;
       b.d = scale_fp16(sd * 1.2247449f);

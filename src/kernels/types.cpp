@@ -42,6 +42,8 @@ Table make_ref_table() {
   DF_REF_ROW(IQ2_XXS, iq2_xxs, Q8_K)
   DF_REF_ROW(IQ2_XS, iq2_xs, Q8_K)
   DF_REF_ROW(IQ3_XXS, iq3_xxs, Q8_K)
+  DF_REF_ROW(IQ2_S, iq2_s, Q8_K)
+  DF_REF_ROW(IQ3_S, iq3_s, Q8_K)
   DF_REF_ROW(IQ1_S, iq1_s, Q8_K)
   DF_REF_ROW(IQ1_M, iq1_m, Q8_K)
   DF_REF_ROW(Q8_1, q8_1, Q8_1)
@@ -74,12 +76,14 @@ struct Tables {
     install_avx2(avx2.data());
     install_legacy_avx2(avx2.data());
     install_iq_avx2(avx2.data());
+    install_iq_s_avx2(avx2.data());
     install_iq1_avx2(avx2.data());
     install_tq1_avx2(avx2.data());
     avx512 = avx2;
     install_avx512(avx512.data());
     install_legacy_avx512(avx512.data());
     install_iq_avx512(avx512.data());
+    install_iq_s_avx512(avx512.data());
     install_iq1_avx512(avx512.data());
     install_tq1_avx512(avx512.data());
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
