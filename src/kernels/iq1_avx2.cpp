@@ -36,17 +36,18 @@ inline __m256i iq1s_group(const BlockIQ1_S& b, int ib, __m256i* sc) {
 }
 
 // Group ib of an IQ1_M block: runs 4ib..4ib+3, halves 2ib (low lane) and 2ib + 1.
+// qh[2ib], qh[2ib + 1] as one 16-bit word: run l's high index bits at 4l..4l+2, its
+// delta sign at 4l + 3.
 inline __m256i iq1m_group(const BlockIQ1_M& b, int ib, __m256i* sc) {
-  const int h0 = b.qh[2 * ib], h1 = b.qh[2 * ib + 1];
-  const uint8_t* q = b.qs + 4 * ib;
-  uint16_t w;
+  uint16_t h16, w;
+  std::memcpy(&h16, b.qh + 2 * ib, 2);
   std::memcpy(&w, b.scales + 2 * (ib / 2), 2);
-  const int s = w >> (6 * (ib % 2));
+  const int h = h16, s = w >> (6 * (ib % 2));
+  const uint8_t* q = b.qs + 4 * ib;
   *sc = _mm256_set_m128i(_mm_set1_epi16(short(2 * ((s >> 3) & 7) + 1)), _mm_set1_epi16(short(2 * (s & 7) + 1)));
-  const __m256i delta = _mm256_set_epi64x(delta_bytes(h1 & 0x80), delta_bytes(h1 & 0x08), delta_bytes(h0 & 0x80),
-                                          delta_bytes(h0 & 0x08));
-  return iq1_weights(q[0] | (h0 << 8 & 0x700), q[1] | (h0 << 4 & 0x700), q[2] | (h1 << 8 & 0x700),
-                     q[3] | (h1 << 4 & 0x700), delta);
+  const int dbits = (h >> 3 & 1) | (h >> 6 & 2) | (h >> 9 & 4) | (h >> 12 & 8);
+  const __m256i delta = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[size_t(dbits)].data()));
+  return iq1_weights(q[0] | (h << 8 & 0x700), q[1] | (h << 4 & 0x700), q[2] | (h & 0x700), q[3] | (h >> 4 & 0x700), delta);
 }
 
 // Super(block) is the block's d, Group(block, ib, &scales) its group ib's weights.

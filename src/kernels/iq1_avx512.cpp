@@ -46,23 +46,29 @@ inline __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
 }
 
 // Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
-// (one 128-bit lane each).
+// (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
+// 4k..4k+2, its delta sign at 4k + 3.
 inline __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
+  uint32_t h;
+  std::memcpy(&h, b.qh + 4 * c, 4);
   int idx[8];
-  int64_t delta[8];
   DF_UNROLL
-  for (int k = 0; k < 8; ++k) {
-    const int h = b.qh[4 * c + k / 2] >> (4 * (k % 2));
-    idx[k] = b.qs[8 * c + k] | ((h & 7) << 8);
-    delta[k] = delta_bytes(h & 8);
-  }
+  for (int k = 0; k < 8; ++k) idx[k] = b.qs[8 * c + k] | int((h >> (4 * k)) & 7) << 8;
+  const uint32_t d0 = (h >> 3 & 1) | (h >> 6 & 2) | (h >> 9 & 4) | (h >> 12 & 8), d1 = (h >> 19 & 1) | (h >> 22 & 2) |
+                                                                                   (h >> 25 & 4) | (h >> 28 & 8);
+  const __m512i delta = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d0].data()))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d1].data())), 1);
   uint16_t w;
   std::memcpy(&w, b.scales + 2 * c, 2);
   const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 3) & 7) + 1)), _mm_set1_epi16(short(2 * (w & 7) + 1)));
   const __m256i hi =
       _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 9) & 7) + 1)), _mm_set1_epi16(short(2 * ((w >> 6) & 7) + 1)));
   *sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  return iq1_weights(idx, delta);
+  const uint64_t* g8 = kIq1sGrid8.data();
+  const __m512i g = _mm512_set_epi64(int64_t(g8[idx[7]]), int64_t(g8[idx[6]]), int64_t(g8[idx[5]]), int64_t(g8[idx[4]]),
+                                     int64_t(g8[idx[3]]), int64_t(g8[idx[2]]), int64_t(g8[idx[1]]), int64_t(g8[idx[0]]));
+  return _mm512_add_epi8(g, delta);
 }
 
 // Super(block) is the block's d, Pair(block, c, &scales) its groups 2c, 2c + 1.

@@ -398,6 +398,15 @@ struct BlockIQ1_M {
 };
 static_assert(sizeof(BlockIQ1_M) == 56);
 
+// IQ1_M's deltas of four runs of eight as bytes +1 / -1: entry b, bit l set: run l's
+// delta is -1 (the SIMD kernels index it by a group's four delta bits).
+inline constexpr std::array<std::array<uint64_t, 4>, 16> kIq1mDeltaBytes = [] {
+  std::array<std::array<uint64_t, 4>, 16> t{};
+  for (int b = 0; b < 16; ++b)
+    for (int l = 0; l < 4; ++l) t[size_t(b)][size_t(l)] = (b >> l) & 1 ? ~0ULL : 0x0101010101010101ULL;
+  return t;
+}();
+
 // IQ1_M's fp16 super-scale from its four scale words.
 inline uint16_t iq1m_d(const BlockIQ1_M& b) {
   uint16_t w[4];
