@@ -14,20 +14,20 @@ namespace deltafin::kern {
 namespace {
 
 // The four runs' points of a group (indices i0..i3) plus their deltas (bytes of d).
-inline __m256i iq1_weights(int i0, int i1, int i2, int i3, __m256i delta) {
+DF_ALWAYS_INLINE __m256i iq1_weights(int i0, int i1, int i2, int i3, __m256i delta) {
   const uint64_t* g8 = kIq1sGrid8.data();
   const __m256i g = _mm256_set_epi64x(int64_t(g8[i3]), int64_t(g8[i2]), int64_t(g8[i1]), int64_t(g8[i0]));
   return _mm256_add_epi8(g, delta);
 }
 
 // +1 / -1 in all eight bytes.
-inline int64_t delta_bytes(bool neg) { return neg ? int64_t(-1) : int64_t(0x0101010101010101LL); }
+DF_ALWAYS_INLINE int64_t delta_bytes(bool neg) { return neg ? int64_t(-1) : int64_t(0x0101010101010101LL); }
 
-float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
-float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
+DF_ALWAYS_INLINE float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
 
 // Group ib of an IQ1_S block: the 32 weights, and the scale as 16-bit lanes.
-inline __m256i iq1s_group(const BlockIQ1_S& b, int ib, __m256i* sc) {
+DF_ALWAYS_INLINE __m256i iq1s_group(const BlockIQ1_S& b, int ib, __m256i* sc) {
   const int h = b.qh[ib];
   const uint8_t* q = b.qs + 4 * ib;
   *sc = _mm256_set1_epi16(short(2 * ((h >> 12) & 7) + 1));
@@ -38,7 +38,7 @@ inline __m256i iq1s_group(const BlockIQ1_S& b, int ib, __m256i* sc) {
 // Group ib of an IQ1_M block: runs 4ib..4ib+3, halves 2ib (low lane) and 2ib + 1.
 // qh[2ib], qh[2ib + 1] as one 16-bit word: run l's high index bits at 4l..4l+2, its
 // delta sign at 4l + 3.
-inline __m256i iq1m_group(const BlockIQ1_M& b, int ib, __m256i* sc) {
+DF_ALWAYS_INLINE __m256i iq1m_group(const BlockIQ1_M& b, int ib, __m256i* sc) {
   uint16_t h16, w;
   std::memcpy(&h16, b.qh + 2 * ib, 2);
   std::memcpy(&w, b.scales + 2 * (ib / 2), 2);

@@ -13,21 +13,21 @@
 namespace deltafin::kern {
 namespace {
 
-inline int64_t delta_bytes(bool neg) { return neg ? int64_t(-1) : int64_t(0x0101010101010101LL); }
+DF_ALWAYS_INLINE int64_t delta_bytes(bool neg) { return neg ? int64_t(-1) : int64_t(0x0101010101010101LL); }
 
 // Runs 8c .. 8c + 7 (points idx[0..7], deltas as bytes) as 64 weights.
-inline __m512i iq1_weights(const int* idx, const int64_t* delta) {
+DF_ALWAYS_INLINE __m512i iq1_weights(const int* idx, const int64_t* delta) {
   const uint64_t* g8 = kIq1sGrid8.data();
   const __m512i g = _mm512_set_epi64(int64_t(g8[idx[7]]), int64_t(g8[idx[6]]), int64_t(g8[idx[5]]), int64_t(g8[idx[4]]),
                                      int64_t(g8[idx[3]]), int64_t(g8[idx[2]]), int64_t(g8[idx[1]]), int64_t(g8[idx[0]]));
   return _mm512_add_epi8(g, _mm512_set_epi64(delta[7], delta[6], delta[5], delta[4], delta[3], delta[2], delta[1], delta[0]));
 }
 
-float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
-float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
+DF_ALWAYS_INLINE float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
 
 // Groups 2c and 2c + 1 of an IQ1_S block: 64 weights, the two scales as 16-bit lanes.
-inline __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
+DF_ALWAYS_INLINE __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
   int idx[8];
   int64_t delta[8];
   short ls[2];
@@ -48,7 +48,7 @@ inline __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
 // Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
 // (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
 // 4k..4k+2, its delta sign at 4k + 3.
-inline __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
+DF_ALWAYS_INLINE __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
   uint32_t h;
   std::memcpy(&h, b.qh + 4 * c, 4);
   int idx[8];

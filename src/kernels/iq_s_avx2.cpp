@@ -13,7 +13,7 @@ namespace deltafin::kern {
 namespace {
 
 // +1 / -1 bytes from 32 sign bits (bit k: byte k negative).
-inline __m256i sign_bytes(uint32_t bits) {
+DF_ALWAYS_INLINE __m256i sign_bytes(uint32_t bits) {
   const __m256i v = _mm256_set1_epi32(int(bits));
   const __m256i bytes = _mm256_shuffle_epi8(
       v, _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0));
@@ -21,7 +21,7 @@ inline __m256i sign_bytes(uint32_t bits) {
   return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(1));
 }
 
-inline __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s, __m256i* sc) {
+DF_ALWAYS_INLINE __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s, __m256i* sc) {
   const uint64_t* grid = kIq2sGrid.data();
   const uint8_t* q = b.qs + 4 * ib;
   const int h = b.qh[ib];
@@ -34,7 +34,7 @@ inline __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s, __m256i* sc) 
                            int64_t(grid[q[1] | (h << 6 & 0x300)]), int64_t(grid[q[0] | (h << 8 & 0x300)]));
 }
 
-inline __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s, __m256i* sc) {
+DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s, __m256i* sc) {
   const uint32_t* grid = kIq3sGrid.data();
   const uint8_t* q = b.qs + 8 * ib;
   const int h = b.qh[ib];
@@ -48,8 +48,8 @@ inline __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s, __m256i* sc) 
                           int(grid[q[1] | (h << 7 & 256)]), int(grid[q[0] | (h << 8 & 256)]));
 }
 
-float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
-float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 
 // Group(block, ib, &signs, &scales) gives group ib's points; Scale the final factor.
 template <int NR, int NT, auto Super, auto Group, class Block>

@@ -12,7 +12,7 @@ namespace deltafin::kern {
 namespace {
 
 // Groups 2c and 2c + 1 of an IQ2_S block: the points, sign mask and scales.
-inline __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, __m512i* sc) {
+DF_ALWAYS_INLINE __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, __m512i* sc) {
   const uint64_t* grid = kIq2sGrid.data();
   int idx[8];
   DF_UNROLL
@@ -29,7 +29,7 @@ inline __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, __m512i* sc
 }
 
 // Groups 2c and 2c + 1 of an IQ3_S block (scale byte c holds both codes).
-inline __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
+DF_ALWAYS_INLINE __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
   const uint32_t* grid = kIq3sGrid.data();
   int g[16];
   DF_UNROLL
@@ -44,8 +44,8 @@ inline __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc
                           g[0]);
 }
 
-float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
-float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 
 template <int NR, int NT, auto Super, auto Pair, class Block>
 void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
