@@ -43,6 +43,10 @@ Table make_ref_table() {
   DF_REF_ROW(IQ2_XXS, iq2_xxs, Q8_K)
   DF_REF_ROW(IQ2_XS, iq2_xs, Q8_K)
   DF_REF_ROW(IQ3_XXS, iq3_xxs, Q8_K)
+  DF_REF_ROW(IQ2_S, iq2_s, Q8_K)
+  DF_REF_ROW(IQ3_S, iq3_s, Q8_K)
+  DF_REF_ROW(IQ1_S, iq1_s, Q8_K)
+  DF_REF_ROW(IQ1_M, iq1_m, Q8_K)
   DF_REF_ROW(Q8_1, q8_1, Q8_1)
   DF_REF_ROW(Q4_1, q4_1, Q8_1)
   DF_REF_ROW(Q5_0, q5_0, Q8_0)
@@ -50,6 +54,7 @@ Table make_ref_table() {
   DF_REF_ROW(IQ4_NL, iq4_nl, Q8_0)
   DF_REF_ROW(IQ4_XS, iq4_xs, Q8_K)
   DF_REF_ROW(TQ2_0, tq2_0, Q8_K)
+  DF_REF_ROW(TQ1_0, tq1_0, Q8_K)
   return t;
 }
 #undef DF_REF_ROW
@@ -72,10 +77,16 @@ struct Tables {
     install_avx2(avx2.data());
     install_legacy_avx2(avx2.data());
     install_iq_avx2(avx2.data());
+    install_iq_s_avx2(avx2.data());
+    install_iq1_avx2(avx2.data());
+    install_tq1_avx2(avx2.data());
     avx512 = avx2;
     install_avx512(avx512.data());
     install_legacy_avx512(avx512.data());
     install_iq_avx512(avx512.data());
+    install_iq_s_avx512(avx512.data());
+    install_iq1_avx512(avx512.data());
+    install_tq1_avx512(avx512.data());
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64
