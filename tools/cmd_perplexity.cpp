@@ -18,7 +18,7 @@ namespace deltafin::tools {
 
 Command add_perplexity(CLI::App& app) {
   struct Opts {
-    std::string model, file;
+    std::string model, file, core_type;
     int ctx = 512, threads = 0, batch = 512, chunks = -1;
   };
   auto o = std::make_shared<Opts>();
@@ -31,6 +31,8 @@ Command add_perplexity(CLI::App& app) {
   sub->add_option("-b,--batch-size", o->batch, "Tokens per forward pass")->capture_default_str();
   sub->add_option("--chunks", o->chunks, "Score only the first N chunks");
   sub->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(0, kMaxThreads));
+  sub->add_option("--core-type", o->core_type,
+                  "Score the model with its core re-encoded to this type (as run --core-type): what it costs");
   return {sub, [o] {
             std::ifstream f(o->file, std::ios::binary);
             if (!f) {
@@ -42,6 +44,7 @@ Command add_perplexity(CLI::App& app) {
             EngineOptions eo;
             eo.threads = o->threads;
             eo.env = environment();
+            eo.core_type = o->core_type;
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
             std::vector<int32_t> ids = tok.encode(ss.str(), true, false);

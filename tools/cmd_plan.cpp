@@ -7,6 +7,7 @@
 // cache); --json prints one object.
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "model/model.h"
+#include "quant/quantize_model.h"
 #include "remote/location.h"
 #include "remote_common.h"
 #include "runtime/memory_budget.h"
@@ -76,11 +78,30 @@ std::string largest_file(const std::string& dir) {
   return best;
 }
 
+// Lays over `file` the tensor directory its core would have re-encoded to
+// `type_name` (--core-type): a sparse GGUF of headers and holes in a temporary file,
+// removed once opened. Nothing is read or re-encoded.
+Status overlay_core_shape(ModelFile& file, const std::string& type_name) {
+  QuantizeOptions qo;
+  DF_TRY(parse_quantize_target(type_name, &qo));
+  if (!qo.mix.empty())
+    return make_error("--core-type {}: a mix is not a core type; give one type (e.g. Q8_0 or Q4_K)", type_name);
+  qo.core_only = qo.headers_only = true;
+  std::error_code ec;
+  const auto dir = std::filesystem::temp_directory_path(ec);
+  if (ec) return make_error("--core-type: no temporary directory: {}", ec.message());
+  const std::string tmp = (dir / fmt::format("deltafin-plan-core-{}.gguf", ::getpid())).string();
+  Status st = quantize_model(file.path(), tmp, qo, nullptr);
+  if (st.ok()) st = file.overlay(tmp, local_file_opener());
+  std::filesystem::remove(tmp, ec);
+  return st;
+}
+
 }  // namespace
 
 Command add_plan(CLI::App& app) {
   struct Opts {
-    std::string model, mem, reserve, disk_read, link, profile, compute;
+    std::string model, mem, reserve, disk_read, link, profile, compute, core_type;
     int ctx = 4096, prefill = 512, threads = 0;
     double spec_accept = 0.6, probe_s = 3.0;
     bool json = false;
@@ -116,6 +137,9 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--probe-seconds", o->probe_s, "Seconds the disk measurement takes")
       ->check(CLI::Range(0.1, 60.0))
       ->capture_default_str();
+  sub->add_option("--core-type", o->core_type,
+                  "Plan with the core re-encoded to this type (Q8_0, Q4_K, ...), as run --core-type would: the "
+                  "core's size in that type (local models; nothing is re-encoded)");
   sub->add_flag("--json", o->json, "One JSON object on stdout");
   add_remote_options(sub, o->remote);
   sub->add_flag("--offline", o->remote.offline, "Remote models: read the headers from the disk cache only");
@@ -151,6 +175,17 @@ Command add_plan(CLI::App& app) {
             RemoteOptions ro;
             if (is_remote_location(o->model)) DF_CHECK_OR_EXIT(apply_remote_options(o->remote, &ro));
             DF_ASSIGN_OR_EXIT(std::unique_ptr<ModelFile> mf, open_headers(o->model, ro, &remote));
+            const uint64_t file_bytes = mf->total_bytes();
+            uint64_t own_core_bytes = 0;
+            for (const auto& [name, ref] : mf->tensors())
+              if (name.find("_exps.") == std::string::npos) own_core_bytes += ref.info->bytes;
+            if (!o->core_type.empty()) {
+              if (remote.remote) {
+                fmt::print(stderr, "error: --core-type works on local models for now (asked: {})\n", o->model);
+                return 2;
+              }
+              DF_CHECK_OR_EXIT(overlay_core_shape(*mf, o->core_type));
+            }
             const GGUFFile& meta = mf->meta();
             const std::string arch = meta.string_or("general.architecture", "?");
             DF_CHECK_OR_EXIT(check_model(*mf));
@@ -275,6 +310,8 @@ Command add_plan(CLI::App& app) {
               nlohmann::json j;
               j["model"] = o->model;
               j["remote"] = in.remote;
+              j["core_type"] = o->core_type.empty() ? std::string("as published") : o->core_type;
+              j["core_bytes"] = sizes.core_bytes;
               j["budget_bytes"] = plan.total;
               j["streaming"] = plan.streaming;
               j["core_resident_bytes"] = plan.core_resident;
@@ -305,7 +342,7 @@ Command add_plan(CLI::App& app) {
               j["prefill_tokens"] = in.prefill_tokens;
               j["prefill_seconds"] = pr.prefill_s;
               j["cold_start_seconds"] = pr.cold_start_s;
-              j["disk_needed_bytes"] = disk_core;
+              j["disk_needed_bytes"] = in.remote ? disk_core : mf->total_bytes() - file_bytes;
               j["disk_needed_all_experts_bytes"] = disk_all;
               fmt::print("{}\n", j.dump());
               return 0;
@@ -314,6 +351,10 @@ Command add_plan(CLI::App& app) {
             fmt::print("model:          {} ({}, {} MoE layers of {} experts, {} used per token, {} an expert)\n",
                        o->model, arch, in.moe_layers, in.experts_per_layer, in.experts_used,
                        human_bytes(in.expert_compute_bytes));
+            if (!o->core_type.empty())
+              fmt::print("core:           re-encoded to {} (--core-type): {} (experts untouched); the file's own "
+                         "core would be {}\n", o->core_type, human_bytes(sizes.core_bytes),
+                         human_bytes(own_core_bytes));
             fmt::print("\nmemory plan ({}, -c {}):\n{}",
                        o->mem.empty() ? std::string("no --mem") : "--mem " + o->mem, o->ctx, format_plan(plan));
             if (pager)
@@ -353,6 +394,9 @@ Command add_plan(CLI::App& app) {
             if (in.remote)
               fmt::print("disk needed:    {} for the core, up to {} with every expert cached (--disk-cache bounds "
                          "it)\n", human_bytes(disk_core), human_bytes(disk_all));
+            else if (!o->core_type.empty())
+              fmt::print("disk needed:    {} for the re-encoded core in the cache directory, beside the model file "
+                         "({})\n", human_bytes(mf->total_bytes() - file_bytes), human_bytes(file_bytes));
             else
               fmt::print("disk needed:    none beyond the model file ({})\n", human_bytes(mf->total_bytes()));
             return 0;

@@ -12,6 +12,7 @@ Command add_quantize(CLI::App& app) {
   struct Opts {
     std::string in, out, type = "Q8_0", type_pos, fallback = "Q8_0";
     bool force = false;
+    bool keep_experts = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("quantize", "Re-encode a model's weight matrices (F32/F16/BF16 in) to another type");
@@ -25,6 +26,8 @@ Command add_quantize(CLI::App& app) {
                   "picks them)")
       ->capture_default_str()
       ->excludes(pos);
+  sub->add_flag("--keep-experts", o->keep_experts,
+                "Copy the routed experts as they are and re-encode only the core (what run --core-type computes with)");
   sub->add_option("--fallback", o->fallback, "Type for matrices whose rows do not fit the target's blocks")
       ->capture_default_str();
   return {sub, [o] {
@@ -41,6 +44,7 @@ Command add_quantize(CLI::App& app) {
               return 2;
             }
             q.fallback = fb.type;
+            q.keep_experts = o->keep_experts;
             // llama-quantize refuses these without an importance matrix (for every
             // tensor but token_embd and output, tensor_requires_imatrix); deltafin
             // quantizes by plain squared error, which costs model quality.

@@ -68,7 +68,7 @@ inline Status apply_remote_options(const RemoteCli& o, RemoteOptions* ro) {
 }
 
 struct StoreCli {
-  std::string mem, reserve, policy = "lfu", profile, prefetch = "auto";
+  std::string mem, reserve, policy = "lfu", profile, prefetch = "auto", core_type;
   int io_threads = 0;
   bool verify = false;
   RemoteCli remote;
@@ -94,6 +94,11 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
                 "Local models whose experts stream: check every expert read again against a checksum of its first "
                 "read, so that a model file changed under the run stops it with an error (remote models' disk "
                 "cache always checks)");
+  sub->add_option("--core-type", o.core_type,
+                  "Re-encode the core (every tensor but the routed experts) once to this type (Q8_0, Q4_K, ...) "
+                  "into the cache directory and run on it: a smaller core stays resident where the model's own "
+                  "would page; the experts are untouched. Changes the output (the core is no longer the model's "
+                  "own weights). Local models");
   add_remote_options(sub, o.remote);
   sub->add_flag("--offline", o.remote.offline,
                 "Remote models: never contact the origin; use the core and experts in the disk cache (an expert "
@@ -115,6 +120,8 @@ inline Status apply_store_options(const StoreCli& o, EngineOptions* eo, const ch
   eo->stream.profile_path = o.profile.empty() ? default_profile : o.profile == "none" ? "" : o.profile;
   if (o.io_threads > 0) eo->stream.io_threads = o.io_threads;
   eo->stream.verify = o.verify;
+  eo->core_type = o.core_type;
+  eo->verify_core = o.verify;
   DF_TRY(apply_remote_options(o.remote, &eo->remote));
   eo->env = environment();
   eo->progress = terminal_progress();

@@ -78,4 +78,22 @@ Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, cons
   return mf;
 }
 
+Status ModelFile::overlay(const std::string& path, const SourceOpener& opener) {
+  DF_ASSIGN(auto src, opener(path));
+  DF_ASSIGN(GGUFFile g, parse_gguf(*src));
+  for (const auto& t : g.tensors) {
+    const TensorRef* own = tensor(t.name);
+    if (!own) return make_error("{}: tensor '{}' is not in {}", path, t.name, path_);
+    if (t.ne[0] != own->info->ne[0] || t.n_elements() != own->info->n_elements())
+      return make_error("{}: tensor '{}' has another shape than in {}", path, t.name, path_);
+  }
+  sources_.push_back(std::move(src));
+  shards_.push_back(std::move(g));
+  // Every reference again: growing shards_ may have moved the directories.
+  tensors_.clear();
+  for (int s = 0; s < int(shards_.size()); ++s)
+    for (const auto& t : shards_[s].tensors) tensors_[t.name] = TensorRef{&t, s, shards_[s].data_offset + t.offset};
+  return {};
+}
+
 }  // namespace deltafin

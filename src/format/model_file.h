@@ -37,6 +37,11 @@ class ModelFile {
   // Opens `path`; if it is the first part of a split model, opens every part.
   static Result<std::unique_ptr<ModelFile>> open(const std::string& path, const SourceOpener& opener);
 
+  // Lays the tensors of another GGUF at `path` over this model's: each of its
+  // tensors replaces the one of the same name (which must exist); the rest keep
+  // coming from the model's own parts. For a core re-encoded once (quant/core_cache.h).
+  Status overlay(const std::string& path, const SourceOpener& opener);
+
   const GGUFFile& meta() const { return shards_[0]; }
   // The parsed header of part k (0-based); tensors in file order.
   const GGUFFile& shard(int k) const { return shards_[k]; }

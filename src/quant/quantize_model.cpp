@@ -103,7 +103,7 @@ DType mix_type(const std::string& mix, const std::string& name, int n_layer, DTy
 DType target_for(const GGUFTensorInfo& t, const QuantizeOptions& o, int n_layer, bool* fell_back) {
   *fell_back = false;
   const bool matrix = t.n_dims >= 2 && ends_with(t.name, ".weight") && !ends_with(t.name, "ffn_gate_inp.weight");
-  if (!matrix) return t.type;
+  if (!matrix || (o.keep_experts && t.name.find("_exps.") != std::string::npos)) return t.type;
   const DType want = o.mix.empty() ? o.type : mix_type(o.mix, t.name, n_layer, o.type);
   if (fits(want, t.ne[0])) return want;
   *fell_back = true;
@@ -177,6 +177,7 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
   QuantizeReport rep;
   for (int s = 0; s < model->shard_count(); ++s) {
     for (const auto& t : model->shard(s).tensors) {
+      if (opts.core_only && t.name.find("_exps.") != std::string::npos) continue;
       const TensorRef* r = model->tensor(t.name);
       bool fell_back = false;
       DType to = target_for(t, opts, n_layer, &fell_back);
@@ -202,6 +203,12 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
   for (size_t i = 0; i < refs.size(); ++i) {
     const GGUFTensorInfo& t = *refs[i]->info;
     const DType to = f.tensors[i].type;
+    if (opts.headers_only) {
+      const uint64_t n = f.tensors[i].bytes;
+      DF_TRY(w.write_data(nullptr, n));
+      rep.bytes_out += n;
+      continue;
+    }
     src_buf.resize(size_t(t.bytes));
     DF_TRY(model->read_tensor(*refs[i], src_buf.data()));
     if (to == t.type) {

@@ -32,6 +32,15 @@ struct QuantizeOptions {
   // third between: use_more_bits); attn_output one step up in Q3_K_M/L; MXFP4_MOE:
   // the routed experts MXFP4, the other matrices Q8_0.
   std::string mix;
+  // Only the core: the routed experts (the stacked *_exps tensors) are left out of
+  // the output, which ModelFile::overlay then lays over the model (--core-type).
+  bool core_only = false;
+  // The routed experts copied as they are (quantize --keep-experts): the whole model
+  // with only its core re-encoded, what --core-type computes with.
+  bool keep_experts = false;
+  // Write the header and leave the tensor data as holes (a sparse file; nothing of
+  // the input's data is read): what the output's tensors would be, for plan --core-type.
+  bool headers_only = false;
 };
 
 struct QuantizeReport {

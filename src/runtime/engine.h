@@ -45,6 +45,11 @@ struct EngineOptions {
   // The program's environment (tools/environment.h): the disk cache when
   // remote.cache_dir is empty, the profile directory, the Hugging Face endpoint and token.
   Environment env;
+  // --core-type: the core re-encoded once to this type (quant/core_cache.h) in the
+  // cache directory (remote.cache_dir, else env.cache_dir) and laid over the model;
+  // "" keeps the model's own. Local models only.
+  std::string core_type;
+  bool verify_core = false;  // check the cached core's checksum before using it
 };
 
 class Engine {

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# --core-type (issue 28): the core (every tensor but the routed experts) re-encoded
+# once into the cache directory, reused by later runs, the experts untouched.
+#   - eval --core-type Q8_0 on an F32-core model gives exactly the logits of the model
+#     `quantize --keep-experts Q8_0` writes (the same core bytes, the experts the model's);
+#   - the first run makes CACHE/cores/*.gguf and its record, the second reuses them
+#     (same logits); a truncated core file, and with --verify a flipped byte, is made
+#     again and never used as it is;
+#   - under a --mem that pages the F32 core, the Q8_0 core stays resident;
+#   - a remote model and a mix as the type are refused with a clear error;
+#   - perplexity on the shipped kjv-moe model with its core in Q4_K: what it costs.
+# usage: core_type.sh DELTAFIN SOURCE_DIR BUILD_DIR
+set -u
+bin=$1 src=$2 build=$3
+dir=$build/e2e-core-type; rm -rf "$dir"; mkdir -p "$dir"
+fail=0
+check() { # name, condition command...
+  local name=$1; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
+}
+ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
+m=$dir/model.gguf ref=$dir/ref.gguf cache=$dir/cache
+"$bin" synth --preset tiny --arch qwen3moe --type F32 --expert-type Q8_0 --layers 12 --expert-width 32 -o "$m" \
+  >/dev/null 2>"$dir/synth.err" || { echo "FAIL synth: $(cat "$dir/synth.err")"; exit 1; }
+"$bin" quantize --keep-experts "$m" "$ref" Q8_0 >/dev/null 2>"$dir/quantize.err" ||
+  { echo "FAIL quantize --keep-experts: $(cat "$dir/quantize.err")"; exit 1; }
+ev() { "$bin" eval --ids $ids --top 20 --all-positions -b 5 --profile none "$@"; }
+ev -m "$ref" >"$dir/want" 2>"$dir/want.err" || { echo "FAIL eval of the reference: $(cat "$dir/want.err")"; exit 1; }
+ev -m "$m" >"$dir/f32" 2>/dev/null
+
+ev -m "$m" --core-type Q8_0 --cache-dir "$cache" >"$dir/run1" 2>"$dir/run1.err"
+check "first run succeeds" test $? = 0
+check "first run says it re-encodes the core once" grep -q "re-encoding the core of .* to Q8_0 once" "$dir/run1.err"
+core=$(ls "$cache"/cores/*.gguf 2>/dev/null | head -1)
+check "the core is in CACHE/cores with its record" test -n "$core" -a -f "${core%.gguf}.json"
+check "logits equal those of quantize --keep-experts Q8_0" cmp -s "$dir/want" "$dir/run1"
+check "and differ from the F32 core's (the re-encoding is real)" bash -c "! cmp -s '$dir/f32' '$dir/run1'"
+core_mib=$(python3 -c "import os; print(f'{os.path.getsize(\"$core\") / 2**20:.2f}')" 2>/dev/null)
+echo "     core file: $core_mib MiB (model $(python3 -c "import os; print(f'{os.path.getsize(\"$m\") / 2**20:.2f}')") MiB)"
+
+# plan --core-type: the core's size in that type, and the disk it needs: the size of
+# the file run made (plan writes headers and holes only).
+pj() { "$bin" plan -m "$m" --json --disk-read 1 --compute 1 --profile none "$@" 2>"$dir/plan.err"; }
+own=$(pj | python3 -c "import json,sys; print(json.load(sys.stdin)['core_bytes'])")
+planned=$(pj --core-type Q8_0 | python3 -c "import json,sys; j=json.load(sys.stdin); print(j['core_bytes'], j['disk_needed_bytes'])")
+echo "     plan: core $own bytes as published, $planned (core, disk needed) with --core-type Q8_0"
+check "plan --core-type Q8_0: a smaller core than the F32 one" \
+  python3 -c "import sys; sys.exit(0 if 0 < int('${planned% *}') < int('${own:-0}') / 3 else 1)"
+check "plan --core-type Q8_0: disk needed = the size of the core file run made" \
+  test "${planned#* }" = "$(stat -c %s "$core" 2>/dev/null)"
+
+ev -m "$m" --core-type Q8_0 --cache-dir "$cache" -v >"$dir/run2" 2>"$dir/run2.err"
+check "second run reuses the cached core" grep -q "Q8_0 from the cache" "$dir/run2.err"
+check "second run: nothing re-encoded" bash -c "! grep -q re-encoding '$dir/run2.err'"
+check "second run: same logits" cmp -s "$dir/want" "$dir/run2"
+
+# A torn file (shorter than its record) is made again, never read as it is.
+truncate -s -4096 "$core"
+ev -m "$m" --core-type Q8_0 --cache-dir "$cache" >"$dir/run3" 2>"$dir/run3.err"
+check "truncated core: made again, saying why" grep -q "made again" "$dir/run3.err"
+check "truncated core: same logits" cmp -s "$dir/want" "$dir/run3"
+# A flipped byte of the same size: --verify checks the checksum and remakes it.
+python3 - "$core" <<'PY'
+import os, sys
+p = sys.argv[1]
+with open(p, "r+b") as f:
+    f.seek(os.path.getsize(p) - 100)
+    b = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([b[0] ^ 0xFF]))
+PY
+ev -m "$m" --core-type Q8_0 --cache-dir "$cache" --verify >"$dir/run4" 2>"$dir/run4.err"
+check "flipped byte with --verify: made again" grep -q "made again" "$dir/run4.err"
+check "flipped byte with --verify: same logits" cmp -s "$dir/want" "$dir/run4"
+
+# A budget under which the F32 core pages per layer: the Q8_0 core stays resident.
+least() { # resident and streamed-core minimums in MiB from a too-small budget's error
+  "$bin" eval --ids 1 --mem 1K --profile none "$@" 2>&1 >/dev/null |
+    grep -o 'at least [0-9.]* MiB' | grep -o '[0-9.]*' | tr '\n' ' '; }
+read -r f32_res f32_paged <<<"$(least -m "$m")"
+read -r q8_res _ <<<"$(least -m "$m" --core-type Q8_0 --cache-dir "$cache")"
+mem=$(python3 -c "import sys; lo = max($f32_paged, $q8_res) + 0.2; print(f'{lo:.2f}M' if lo < $f32_res - 0.2 else '')" 2>/dev/null)
+echo "     minimums: F32 core resident $f32_res MiB, paged $f32_paged MiB; Q8_0 core resident $q8_res MiB"
+if [ -n "$mem" ]; then
+  ev -m "$m" --mem "$mem" >"$dir/paged" 2>"$dir/paged.err"
+  check "--mem $mem: the F32 core pages" grep -q "stream from the file per layer" "$dir/paged.err"
+  check "--mem $mem: F32 core paged, logits as resident" cmp -s "$dir/f32" "$dir/paged"
+  ev -m "$m" --mem "$mem" --core-type Q8_0 --cache-dir "$cache" >"$dir/run5" 2>"$dir/run5.err"
+  check "--mem $mem --core-type Q8_0: runs with the core resident" \
+    bash -c "test -s '$dir/run5' && ! grep -q 'stream from the file per layer' '$dir/run5.err'"
+  check "--mem $mem --core-type Q8_0: same logits" cmp -s "$dir/want" "$dir/run5"
+else
+  echo "FAIL no budget pages the F32 core but holds the Q8_0 one"; fail=1
+fi
+
+"$bin" eval -m http://127.0.0.1:9/model.gguf --ids 1 --core-type Q8_0 >/dev/null 2>"$dir/remote.err"
+check "a remote model is refused naming --core-type" grep -q -- "--core-type works on local models" "$dir/remote.err"
+ev -m "$m" --core-type Q4_K_M --cache-dir "$cache" >/dev/null 2>"$dir/mix.err"
+check "a mix is refused" grep -q "a mix is not a core type" "$dir/mix.err"
+
+# What it costs: perplexity of the shipped model on held-out text, its own core
+# (Q8_0) against the core in Q4_K.
+kjv=$src/assets/models/kjv-moe-Q8_0.gguf txt=$src/assets/models/kjv-heldout.txt
+if [ -f "$kjv" ] && [ -f "$txt" ]; then
+  ppl() { DELTAFIN_CACHE_DIR=$cache "$bin" perplexity -m "$kjv" -f "$txt" -c 128 --chunks 8 "$@" 2>&1 |
+    grep -o 'PPL = [0-9.]*' | tail -1 | grep -o '[0-9.]*$'; }
+  own=$(ppl) q4=$(ppl --core-type Q4_K)
+  echo "     perplexity (kjv-moe, 8 x 128 tokens): own Q8_0 core $own, core in Q4_K $q4"
+  check "perplexity with the Q4_K core is measured and within 10% of the own core's" \
+    python3 -c "import sys; o, q = float('$own'), float('$q4'); sys.exit(0 if o > 0 and q != o and abs(q - o) < 0.1 * o else 1)"
+fi
+exit $fail
