@@ -79,23 +79,27 @@ std::string largest_file(const std::string& dir) {
 }
 
 // Lays over `file` the tensor directory its core would have re-encoded to
-// `type_name` (--core-type): a sparse GGUF of headers and holes in a temporary file,
-// removed once opened. Nothing is read or re-encoded.
-Status overlay_core_shape(ModelFile& file, const std::string& type_name) {
+// `type_name` (--core-type): a sparse GGUF of headers and holes in the temporary file
+// `tmp` (kept while the plan runs: the memory plan checks that the core's parts are
+// local files it could page). Nothing is read or re-encoded.
+Status overlay_core_shape(ModelFile& file, const std::string& type_name, const std::string& tmp) {
   QuantizeOptions qo;
   DF_TRY(parse_quantize_target(type_name, &qo));
   if (!qo.mix.empty())
     return make_error("--core-type {}: a mix is not a core type; give one type (e.g. Q8_0 or Q4_K)", type_name);
   qo.core_only = qo.headers_only = true;
-  std::error_code ec;
-  const auto dir = std::filesystem::temp_directory_path(ec);
-  if (ec) return make_error("--core-type: no temporary directory: {}", ec.message());
-  const std::string tmp = (dir / fmt::format("deltafin-plan-core-{}.gguf", ::getpid())).string();
-  Status st = quantize_model(file.path(), tmp, qo, nullptr);
-  if (st.ok()) st = file.overlay(tmp, local_file_opener());
-  std::filesystem::remove(tmp, ec);
-  return st;
+  DF_TRY(quantize_model(file.path(), tmp, qo, nullptr));
+  return file.overlay(tmp, local_file_opener());
 }
+
+// Removes a file when the scope ends.
+struct RemoveAtExit {
+  std::string path;
+  ~RemoveAtExit() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove(path, ec);
+  }
+};
 
 }  // namespace
 
@@ -179,12 +183,16 @@ Command add_plan(CLI::App& app) {
             uint64_t own_core_bytes = 0;
             for (const auto& [name, ref] : mf->tensors())
               if (name.find("_exps.") == std::string::npos) own_core_bytes += ref.info->bytes;
+            RemoveAtExit core_shape;
             if (!o->core_type.empty()) {
               if (remote.remote) {
                 fmt::print(stderr, "error: --core-type works on local models for now (asked: {})\n", o->model);
                 return 2;
               }
-              DF_CHECK_OR_EXIT(overlay_core_shape(*mf, o->core_type));
+              std::error_code ec;
+              const auto dir = std::filesystem::temp_directory_path(ec);
+              core_shape.path = (dir / fmt::format("deltafin-plan-core-{}.gguf", ::getpid())).string();
+              DF_CHECK_OR_EXIT(overlay_core_shape(*mf, o->core_type, core_shape.path));
             }
             const GGUFFile& meta = mf->meta();
             const std::string arch = meta.string_or("general.architecture", "?");

@@ -57,9 +57,6 @@ void install_kquants_neon_sdot(TypeTraits* table);
 void install_iq_neon(TypeTraits* table);
 void install_iq_neon_sdot(TypeTraits* table);
 void install_neon_all(TypeTraits* table, bool sdot);
-// Whether this AArch64 CPU has the dot-product extension (platform_cpu_arm.cpp; false
-// elsewhere).
-bool cpu_has_arm_dotprod();
 
 // Helper for rows without a dedicated x4 kernel.
 template <VecDotFn F>

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 
+#include "core/platform.h"
 #include "kernels/cpu_x86.h"
 #include "kernels/iq_impl.h"
 #include "kernels/kernels_impl.h"
@@ -90,7 +91,7 @@ struct Tables {
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64
-    install_neon_all(neon.data(), cpu_has_arm_dotprod());
+    install_neon_all(neon.data(), platform::cpu_has_arm_dotprod());
     best = Isa::NEON;
 #endif
   }

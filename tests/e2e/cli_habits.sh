@@ -88,10 +88,11 @@ check "  nothing was written" test ! -e "$dir/bad.gguf"
 check "synth --preset huge: refused, listing the presets" \
   sh -c "test $rc -ne 0 && grep -q \"unknown preset 'huge'\" '$dir/preset.err' && grep -q 'tiny' '$dir/preset.err' && grep -q 'mixtral-mini' '$dir/preset.err'"
 
-# Types deltafin cannot compute: relabel F32 experts as I32 and Q3_K attention as
-# IQ3_S (the same block sizes, so the file stays well-formed).
+# Types deltafin cannot compute: relabel F32 experts as I32 and F16 attention as I16
+# (the same element sizes, so the file stays well-formed). Every quantized type of
+# GGUF is computed now; only the integer and F64 types are not.
 un=$dir/uncomputed.gguf
-"$bin" synth --preset tiny --arch qwen3moe --type Q4_0 --expert-type F32 --tensor-type 'attn_.*=Q3_K' -o "$un" >/dev/null 2>&1 ||
+"$bin" synth --preset tiny --arch qwen3moe --type Q4_0 --expert-type F32 --tensor-type 'attn_.*=F16' -o "$un" >/dev/null 2>&1 ||
   { echo "synth Q4_0 failed"; exit 1; }
 counts=$(python3 - "$un" <<'PY'
 import struct, sys
@@ -116,22 +117,22 @@ for _ in range(nt):
     nd, = struct.unpack_from('<I', d, p); p += 4 + 8 * nd
     t, = struct.unpack_from('<I', d, p)
     if t == 0 and '_exps' in name: struct.pack_into('<I', d, p, 26); n_iq4 += 1   # F32 -> I32
-    elif t == 11: struct.pack_into('<I', d, p, 21); n_iq3 += 1                   # Q3_K -> IQ3_S
+    elif t == 1: struct.pack_into('<I', d, p, 25); n_iq3 += 1                    # F16 -> I16
     p += 12
 open(path, 'wb').write(d)
 print(n_iq4, n_iq3)
 PY
 )
 read -r n_iq4 n_iq3 <<<"$counts"
-check "the relabelled model has I32 ($n_iq4) and IQ3_S ($n_iq3) tensors" sh -c "test '${n_iq4:-0}' -gt 0 && test '${n_iq3:-0}' -gt 0"
+check "the relabelled model has I32 ($n_iq4) and I16 ($n_iq3) tensors" sh -c "test '${n_iq4:-0}' -gt 0 && test '${n_iq3:-0}' -gt 0"
 "$bin" inspect "$un" >"$dir/un.inspect" 2>&1; rc=$?
 # inspect describes the file, marks the types, and exits 1: the file does not load.
 check "inspect: describes the file, marks the types deltafin cannot compute, exits 1" \
-  sh -c "test $rc -eq 1 && grep -q 'I32 .* (not computed by deltafin)' '$dir/un.inspect' && grep -q 'cannot run: .*IQ3_S ($n_iq3 tensors)' '$dir/un.inspect'"
+  sh -c "test $rc -eq 1 && grep -q 'I32 .* (not computed by deltafin)' '$dir/un.inspect' && grep -q 'cannot run: .*I16 ($n_iq3 tensors)' '$dir/un.inspect'"
 "$bin" run "$un" -p hi -n 2 >/dev/null 2>"$dir/un.err"; rc=$?
 check "run: fails" test $rc -ne 0
 check "run: one line per type with its tensor count" \
-  sh -c "grep -q '^  I32: $n_iq4 tensors' '$dir/un.err' && grep -q '^  IQ3_S: $n_iq3 tensors' '$dir/un.err'"
+  sh -c "grep -q '^  I32: $n_iq4 tensors' '$dir/un.err' && grep -q '^  I16: $n_iq3 tensors' '$dir/un.err'"
 check "run: says which types deltafin computes" grep -q "deltafin computes: F32, F16, .*Q8_0" "$dir/un.err"
 check "run: does not blame the architecture, nor list each tensor" \
   sh -c "! grep -q 'do not match its architecture' '$dir/un.err' && test \$(wc -l <'$dir/un.err') -le 5"

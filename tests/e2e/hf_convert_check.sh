@@ -38,6 +38,9 @@ while IFS='|' read -r name args map; do
   [ -f "$src/tests/hf/maps/$map" ] || { echo "SKIP $name: no name map $map"; continue; }
   # shellcheck disable=SC2086
   if ! "$bin" synth $args --seed 5 --format hf -o "$dir/$name" </dev/null >"$dir/$name.synth" 2>&1; then
+    if grep -q "no Hugging Face layout for architecture" "$dir/$name.synth"; then
+      echo "SKIP $name: deltafin has no Hugging Face layout for it yet"; continue
+    fi
     echo "FAIL $name: synth --format hf"; sed 's/^/  /' "$dir/$name.synth"; fail=1; continue
   fi
   if ! "$bin" convert "$dir/$name" "$dir/$name.gguf" </dev/null >"$dir/$name.convert" 2>&1; then

@@ -16,7 +16,8 @@ while IFS= read -r f; do
   case "$f" in src/core/platform_*.cpp | tests/unit/test_platform.cpp | tests/unit/test_state_memory.cpp) continue ;; esac
   hits=$( (strip "$f" | grep -nE "$os"; sed -e 's://.*$::' "$f" | grep -nE "$paths") | sort -n)
   if [ -n "$hits" ]; then echo "FAIL $f calls the OS outside core/platform.h:"; echo "$hits" | sed 's/^/    /'; fail=1; fi
-  if [ "$f" != tools/environment.cpp ] && strip "$f" | grep -qE '\b(std::)?(secure_)?getenv\('; then
+  # (test_kernels.cpp reads what scripts/test-aarch64 says the emulated CPU has.)
+  if [ "$f" != tools/environment.cpp ] && [ "$f" != tests/unit/test_kernels.cpp ] && strip "$f" | grep -qE '\b(std::)?(secure_)?getenv\('; then
     echo "FAIL $f reads the environment (only tools/environment.cpp does)"; fail=1
   fi
 done < <(find src tools tests/unit -name '*.cpp' -o -name '*.h' | sort)

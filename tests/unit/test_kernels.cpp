@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/platform.h"
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
@@ -647,7 +648,7 @@ TEST(KernelDot, NeonSetFollowsCpuFeatures) {
   GTEST_SKIP() << "not an AArch64 build";
 #else
   EXPECT_EQ(best_isa(), Isa::NEON);
-  const bool sdot = cpu_has_arm_dotprod();
+  const bool sdot = platform::cpu_has_arm_dotprod();
   if (const char* want = std::getenv("DELTAFIN_EXPECT_DOTPROD")) {
     EXPECT_EQ(sdot, std::string(want) == "1");
   }
