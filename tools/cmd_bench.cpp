@@ -63,7 +63,7 @@ Command add_bench(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation throughput and expert streaming");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location; -m PART1 -m PART2 ...: the byte fragments of one .gguf (NAME.part1ofN alone names its set)")->join()->required();
   sub->add_option("-p,--n-prompt", o->pp, "Prompt lengths to test, comma-separated (0: none)")->capture_default_str();
   sub->add_option("-n,--n-gen", o->tg, "Generation lengths to test, comma-separated (0: none)")->capture_default_str();
   sub->add_option("-r,--repetitions", o->reps, "Measured runs per test")->capture_default_str();

@@ -76,7 +76,7 @@ Command add_cache(CLI::App& app) {
   clear->add_option("--cache-dir", o->store.remote.cache_dir, "The cache directory");
   prune->add_option("--cache-dir", o->store.remote.cache_dir, "The cache directory");
   prune->add_option("--disk-cache", o->store.remote.disk_cache, "Size to prune to (e.g. 50G)")->required();
-  warm->add_option("model,-m,--model", o->model, "https:// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf or hf://OWNER/REPO[:QUANT]")->required();
+  warm->add_option("model,-m,--model", o->model, "https:// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf or hf://OWNER/REPO[:QUANT]")->join()->required();
   warm->add_option("--profile", o->profile,
                    "Usage profile to warm from (default: the one runs of this model recorded in the cache)");
   warm->add_option("-p,--prompt", o->prompts, "Prompt to run (repeatable): its experts are fetched");

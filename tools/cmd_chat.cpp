@@ -63,6 +63,7 @@ Command add_chat(CLI::App& app) {
       "With stdin not a terminal,\neach line (or block) is one message and only the answers are printed.");
   sub->add_option("model,-m,--model", o->model,
                   "Model .gguf (its tokenizer.chat_template writes the conversation; without one: ChatML)")
+      ->join()
       ->required();
   sub->add_option("--system", o->system, "System message");
   sub->add_option("--system-file", o->system_file, "Read the system message from a file");

@@ -40,7 +40,7 @@ Command add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model and what a RAM budget implies");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), Hugging Face folder, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), Hugging Face folder, URL or hf:// location")->join()->required();
   sub->add_option("--mem", o->mem, "RAM budget to plan (e.g. 8G; default: as run, 80% of the RAM available)");
   sub->add_option("--reserve", o->reserve, "Part of --mem kept for the KV cache, activations and the program (as run)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size of the planned sequences")

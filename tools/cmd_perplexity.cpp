@@ -23,7 +23,7 @@ Command add_perplexity(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("perplexity", "Perplexity over a text file (as llama-perplexity)");
-  sub->add_option("model,-m,--model", o->model, "Model .gguf")->required();
+  sub->add_option("model,-m,--model", o->model, "Model .gguf")->join()->required();
   sub->add_option("-f,--file", o->file, "Text file")->required();
   sub->add_option("-c,--ctx-size", o->ctx, "Chunk size in tokens")
       ->check(CLI::Range(2, kMaxCtxSize))

@@ -19,7 +19,7 @@ Command add_pull(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("pull", "Download a remote model's core (and optionally its experts) into the disk cache");
-  sub->add_option("model,-m,--model", o->model, "https:// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf or hf://OWNER/REPO[:QUANT]")->required();
+  sub->add_option("model,-m,--model", o->model, "https:// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf or hf://OWNER/REPO[:QUANT]")->join()->required();
   auto* all = sub->add_flag("--all", o->all, "Also download every expert");
   sub->add_option("--layers", o->layers, "Also download the experts of layers A-B (inclusive)")->excludes(all);
   sub->add_flag("--no-progress", o->quiet, "No progress bars");

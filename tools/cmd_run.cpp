@@ -49,7 +49,7 @@ Command add_run(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location; -m PART1 -m PART2 ...: the byte fragments of one .gguf (NAME.part1ofN alone names its set)")->join()->required();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->file, "Read the prompt from a file");
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate (-1: until end of text)")->capture_default_str();

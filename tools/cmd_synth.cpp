@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "core/thread_pool.h"
+#include "format/fragments.h"
 #include "format/gguf_writer.h"
 #include "format/hf_export.h"
 #include "model/registry.h"
@@ -21,7 +22,8 @@ namespace deltafin::tools {
 Command add_synth(CLI::App& app) {
   struct Opts {
     std::string preset = "tiny", format = "gguf", arch, out, type, expert_type, vocab, size, mla, chat_template;
-    int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
+    int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0, fragments = 0;
+    uint64_t fragment_align = 4096;
     int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
     int64_t expert_width = 0, embd = 0, moe_latent = -1, vocab_size = 0;
     uint64_t seed = 1;
@@ -94,6 +96,14 @@ Command add_synth(CLI::App& app) {
                   "REGEX=TYPE: matrices whose name matches REGEX get TYPE (repeatable, applied in order), "
                   "e.g. 'attn_.*=Q8_0'");
   sub->add_option("--split", o->split, "Write N parts NAME-0000k-of-0000N.gguf instead (llama.cpp gguf-split layout)");
+  sub->add_option("--fragments", o->fragments,
+                  "Write the file cut into N raw byte fragments OUT.part1ofN ... instead (meant to be concatenated, "
+                  "as `split -n`; read with -m OUT.part1ofN)")
+      ->check(CLI::Range(2, 9999));
+  sub->add_option("--fragment-align", o->fragment_align,
+                  "--fragments: cut at multiples of this many bytes (1: anywhere)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
   return {sub, [o] {
             SynthSpec s;
             if (!synth_preset(o->preset, o->arch, &s)) {
@@ -196,7 +206,15 @@ Command add_synth(CLI::App& app) {
                          o->out, s.arch, o->preset, er.shards, er.tensors, er.bytes / 1048576.0);
               return 0;
             }
+            if (o->fragments > 1 && o->split > 1) {
+              fmt::print(stderr, "error: --fragments and --split are two ways of cutting a model; give one\n");
+              return 2;
+            }
             DF_CHECK_OR_EXIT(prepare_output(o->out, o->force, "-o"));
+            if (o->fragments > 1) {
+              for (int k = 1; k <= o->fragments; ++k)
+                DF_CHECK_OR_EXIT(prepare_output(fragment_path(o->out, k, o->fragments), o->force, "-o ... --fragments"));
+            }
             if (o->split > 1) {  // the parts' names (split_gguf's default prefix: the path less .gguf)
               const std::string stem = o->out.size() > 5 && o->out.ends_with(".gguf")
                                            ? o->out.substr(0, o->out.size() - 5) : o->out;
@@ -208,6 +226,7 @@ Command add_synth(CLI::App& app) {
             SynthReport r;
             Status st = synth_model(s, o->out, pool, &r);
             if (st.ok() && o->split > 1) st = split_gguf(o->out, o->split, {.out_prefix = "", .remove_input = true});
+            if (st.ok() && o->fragments > 1) st = cut_into_fragments(o->out, o->fragments, o->fragment_align, nullptr);
             if (!st.ok()) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;

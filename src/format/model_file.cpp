@@ -4,10 +4,17 @@
 
 #include <regex>
 
+#include "format/fragments.h"
+
 namespace deltafin {
 
 SourceOpener local_file_opener(FileSourceOptions opts) {
-  return [opts](const std::string& path) { return open_file_source(path, opts); };
+  return [opts](const std::string& location) -> Result<std::unique_ptr<ByteSource>> {
+    DF_ASSIGN(std::vector<std::string> parts, fragment_list(location));
+    auto open = [opts](const std::string& path) { return open_file_source(path, opts); };
+    if (parts.size() == 1) return open(parts[0]);
+    return open_fragments(parts, open);
+  };
 }
 
 bool split_part_path(const std::string& path, int part, int count, std::string* out) {
@@ -31,9 +38,12 @@ uint64_t ModelFile::total_bytes() const {
 
 Result<std::unique_ptr<ModelFile>> ModelFile::open(const std::string& path, const SourceOpener& opener) {
   auto mf = std::make_unique<ModelFile>();
-  mf->path_ = path;
+  mf->path_ = location_display(path);
   DF_ASSIGN(auto first, opener(path));
-  DF_ASSIGN(GGUFFile meta, parse_gguf(*first));
+  auto parsed = parse_gguf(*first);
+  if (!parsed.ok() && !fragments_hint(*first).empty())
+    return make_error("{}\n{}", parsed.error().message, fragments_hint(*first));
+  DF_ASSIGN(GGUFFile meta, std::move(parsed));
   int64_t count = meta.int_or("split.count", 1);
   int64_t no = meta.int_or("split.no", 0);
   if (count < 1 || count > 9999) return make_error("{}: split.count {} is out of range (1..9999)", path, count);

@@ -30,11 +30,15 @@ class TensorMapper {
 };
 
 using SourceOpener = std::function<Result<std::unique_ptr<ByteSource>>(const std::string& path)>;
+// Local files; a location that names byte fragments (format/fragments.h) opens as
+// their concatenation.
 SourceOpener local_file_opener(FileSourceOptions opts = {});
 
 class ModelFile {
  public:
-  // Opens `path`; if it is the first part of a split model, opens every part.
+  // Opens `path`; if it is the first part of a split model, opens every part. A
+  // location naming byte fragments (format/fragments.h) is read as the one file
+  // they make when the opener concatenates them (local_file_opener does).
   static Result<std::unique_ptr<ModelFile>> open(const std::string& path, const SourceOpener& opener);
 
   // Lays the tensors of another GGUF at `path` over this model's: each of its
@@ -49,6 +53,7 @@ class ModelFile {
   const std::map<std::string, TensorRef>& tensors() const { return tensors_; }
   ByteSource& source(int shard) { return *sources_[shard]; }
   int shard_count() const { return int(sources_.size()); }
+  // The location as messages show it (a fragment set: its first part and a count).
   const std::string& path() const { return path_; }
   uint64_t total_bytes() const;
   // Where the loader gets tensors mapped instead of read (null: read everything).

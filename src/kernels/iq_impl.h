@@ -2,7 +2,8 @@
 // IQ2_XS, IQ3_XXS: scalar references in ref_iq.cpp, SIMD in iq_avx2.cpp/iq_avx512.cpp;
 // IQ2_S, IQ3_S: ref_iq_s.cpp, iq_s_avx2.cpp/iq_s_avx512.cpp; those five quantize in
 // iq_quantize.cpp. IQ1_S, IQ1_M: ref_iq1.cpp, iq1_quantize.cpp, iq1_avx2.cpp/
-// iq1_avx512.cpp; the ternary TQ1_0: ref_tq1.cpp, tq1_avx2.cpp/tq1_avx512.cpp.
+// iq1_avx512.cpp; the ternary TQ1_0: ref_tq1.cpp, tq1_avx2.cpp/tq1_avx512.cpp. NEON:
+// iq_neon.cpp, iq_s_neon.cpp, iq1_neon.cpp, tq1_neon.cpp.
 #pragma once
 #include <cstdint>
 
@@ -44,5 +45,13 @@ void install_iq1_avx2(TypeTraits* table);  // IQ1_S, IQ1_M (iq1_avx2.cpp, iq1_av
 void install_iq1_avx512(TypeTraits* table);
 void install_tq1_avx2(TypeTraits* table);  // TQ1_0 (ref_tq1.cpp, tq1_avx2.cpp, tq1_avx512.cpp)
 void install_tq1_avx512(TypeTraits* table);
+// The NEON kernels of those five (iq_s_neon.cpp, iq1_neon.cpp, tq1_neon.cpp), built
+// plain and (suffix _sdot) with the dot-product extension; install_neon_all runs them.
+void install_iq_s_neon(TypeTraits* table);
+void install_iq_s_neon_sdot(TypeTraits* table);
+void install_iq1_neon(TypeTraits* table);
+void install_iq1_neon_sdot(TypeTraits* table);
+void install_tq1_neon(TypeTraits* table);
+void install_tq1_neon_sdot(TypeTraits* table);
 
 }  // namespace deltafin::kern

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "format/fragments.h"
+
 namespace deltafin {
 
 namespace {
@@ -37,7 +39,9 @@ void ModelLocation::set_hf_file(const std::string& file_in_repo) {
   url = hf_url(revision, file);
 }
 
-Result<ModelLocation> parse_model_location(const std::string& s, const Environment& env) {
+namespace {
+
+Result<ModelLocation> parse_one(const std::string& s, const Environment& env) {
   ModelLocation loc;
   loc.text = s;
   if (starts_with(s, "http://") || starts_with(s, "https://")) {
@@ -91,6 +95,29 @@ Result<ModelLocation> parse_model_location(const std::string& s, const Environme
     std::tie(loc.token, loc.token_source) = saved_hf_token(env.hf_token_path);
   }
   if (!loc.file.empty()) loc.url = loc.hf_url(loc.revision, loc.file);
+  return loc;
+}
+
+}  // namespace
+
+Result<ModelLocation> parse_model_location(const std::string& s, const Environment& env) {
+  if (!is_remote_location(s)) return parse_one(s, env);  // local fragments: the file opener's (model_file.h)
+  DF_ASSIGN(std::vector<std::string> list, fragment_list(s));
+  DF_ASSIGN(ModelLocation loc, parse_one(list[0], env));
+  if (list.size() == 1) return loc;
+  loc.text = fragments_display(list);
+  if (loc.kind == ModelLocation::Kind::HuggingFace && loc.file.empty())
+    return make_error("{}: name each fragment's file (hf://OWNER/REPO[@REVISION]/FILE.part1ofN), not a quantization",
+                      list[0]);
+  for (const std::string& item : list) {
+    DF_ASSIGN(ModelLocation f, parse_one(item, env));
+    const bool same = f.kind == loc.kind && (f.kind == ModelLocation::Kind::Url ||
+                                             (f.repo == loc.repo && f.revision == loc.revision && !f.file.empty()));
+    if (!same)
+      return make_error("{} and {} cannot be fragments of one model: give URLs, or files of one Hugging Face "
+                        "repository at one revision", list[0], item);
+    loc.fragments.push_back(f.kind == ModelLocation::Kind::Url ? f.url : f.file);
+  }
   return loc;
 }
 

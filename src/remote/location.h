@@ -12,6 +12,7 @@
 // opened, so the bytes cannot change under a cache.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/environment.h"
 #include "core/result.h"
@@ -29,6 +30,10 @@ struct ModelLocation {
   std::string quant;         // the QUANT of hf://owner/repo:QUANT ("" if none); `file` is empty until chosen
   std::string token;         // bearer token, empty if none; never printed
   std::string token_source;  // where the token came from ("HF_TOKEN", or the token file's path)
+  // One GGUF published as byte fragments (format/fragments.h: repeated -m, or a name
+  // NAME.part1ofN): every fragment's URL (Url) or file in the repository (HuggingFace),
+  // in order; `url` and `file` are the first's. Empty: one file.
+  std::vector<std::string> fragments;
 
   bool remote() const { return kind != Kind::Local; }
   // The resolve URL of `file_in_repo` at revision `rev` (HuggingFace).
@@ -37,10 +42,12 @@ struct ModelLocation {
   void set_hf_file(const std::string& file_in_repo);
 };
 
-// True for http://, https:// and hf:// locations.
+// True for http://, https:// and hf:// locations (a fragment list: its first entry).
 bool is_remote_location(const std::string& s);
 
-// hf:// locations take the endpoint and token from `env` (hf_endpoint; hf_token, else
+// A fragment list (format/fragments.h) of URLs, or of files of one repository and
+// revision, parses to its first entry with `fragments` set; so does a URL or file
+// named NAME.part1ofN. hf:// locations take the endpoint and token from `env` (hf_endpoint; hf_token, else
 // the token saved in the file hf_token_path names).
 Result<ModelLocation> parse_model_location(const std::string& s, const Environment& env);
 

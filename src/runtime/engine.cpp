@@ -6,7 +6,9 @@
 #include <set>
 
 #include "core/log.h"
+#include "format/fragments.h"
 #include "format/hf_gguf_source.h"
+#include "io/concat_source.h"
 #include "io/direct_file.h"
 #include "quant/core_cache.h"
 #include "remote/location.h"
@@ -53,10 +55,15 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
     DF_TRY(e->remote_->attach(*e->file_, find_expert_layers(*e->file_)));
     DF_TRY(e->remote_->ensure_core(opts.progress));
   } else {
+    // Several -m options: the byte fragments of one GGUF (format/fragments.h).
+    const std::string first = first_fragment(path);
+    const bool fragments = first.size() != path.size();
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0)
+    if (::stat(first.c_str(), &st) != 0)
       return make_error("model file '{}' does not exist (generate one with `deltafin synth -o {}` or "
-                        "give the path of a .gguf file)", path, path);
+                        "give the path of a .gguf file)", first, first);
+    if (S_ISDIR(st.st_mode) && fragments)
+      return make_error("'{}' is a directory; several -m options name the byte fragments of one .gguf file", first);
     if (S_ISDIR(st.st_mode) && !is_local_hf_folder(path))
       return make_error("'{}' is a directory without config.json; give a .gguf file or a Hugging Face model folder",
                         path);
@@ -120,7 +127,13 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   } else if (e->streaming_) {
     // The core was read through the page cache; the copy the kernel kept is not ours
     // to lean on.
-    for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(e->file_->source(s).name());
+    for (int s = 0; s < e->file_->shard_count(); ++s) {
+      ByteSource& src = e->file_->source(s);
+      if (auto* c = dynamic_cast<ConcatSource*>(&src))
+        for (int k = 0; k < c->count(); ++k) drop_file_cache(c->part(k).name());
+      else
+        drop_file_cache(src.name());
+    }
   }
   return e;
 }

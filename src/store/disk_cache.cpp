@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <array>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "cache/cache_admin.h"
@@ -14,6 +16,52 @@
 #include "core/log.h"
 
 namespace deltafin {
+
+void get_origin_range(HttpClient& client, const OriginPart& part, uint64_t offset, uint64_t n, char* dst,
+                      IoPriority prio, HttpClient::Done done, std::shared_ptr<const std::atomic<bool>> urgent) {
+  if (part.fragments.empty()) {
+    client.get_range(part.url, offset, n, dst, &part.id, prio, std::move(done), std::move(urgent));
+    return;
+  }
+  struct Pieces {
+    std::mutex mu;
+    int left = 0;
+    Status first;
+    HttpClient::Done done;
+  };
+  auto all = std::make_shared<Pieces>();
+  all->done = std::move(done);
+  struct Piece {
+    const OriginFragment* f;
+    uint64_t off, len;
+    char* dst;
+  };
+  std::vector<Piece> pieces;
+  const auto& fr = part.fragments;
+  for (size_t k = 0; k < fr.size() && n > 0; ++k) {
+    const uint64_t end = fr[k].start + fr[k].id.size;
+    if (offset >= end) continue;
+    const uint64_t len = std::min(n, end - offset);
+    pieces.push_back({&fr[k], offset - fr[k].start, len, dst});
+    offset += len, dst += len, n -= len;
+  }
+  if (n > 0) {
+    all->done(make_error("{}: {} bytes at offset {} are past the end of its fragments", part.url, n, offset));
+    return;
+  }
+  all->left = int(pieces.size());
+  for (const Piece& p : pieces)
+    client.get_range(p.f->url, p.off, p.len, p.dst, &p.f->id, prio,
+                     [all](const Status& s) {
+                       std::unique_lock<std::mutex> lk(all->mu);
+                       if (!s.ok() && all->first.ok()) all->first = s;
+                       if (--all->left > 0) return;
+                       const Status st = all->first;
+                       lk.unlock();
+                       all->done(st);
+                     },
+                     urgent);
+}
 
 Result<std::unique_ptr<ExpertCache>> ExpertCache::open(const std::string& root, const std::string& model_dir,
                                                        const ExpertIndex& ix, std::shared_ptr<HttpClient> client,
@@ -245,7 +293,7 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
       const OriginPart& origin = parts_[size_t(first.part[p].shard)];
       const uint64_t len = last.part[p].offset + last.part[p].bytes - first.part[p].offset;
       Run* run = r.get();
-      client_->get_range(origin.url, first.part[p].offset, len, run->buf.data() + run->part_pos[p], &origin.id, prio,
+      get_origin_range(*client_, origin, first.part[p].offset, len, run->buf.data() + run->part_pos[p], prio,
                          [run, &mu, &cv](const Status& s) {
                            std::lock_guard<std::mutex> lk(mu);
                            if (!s.ok() && run->status.ok()) run->status = s;

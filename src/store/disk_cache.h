@@ -46,11 +46,27 @@ struct ExpertFetch {
   char* dst[kExpertParts] = {};  // part p: slices(key).part[p].bytes bytes; null if the part is absent
 };
 
-// One part (file) of the model at the origin.
+// One byte fragment of a part cut into fragments (format/fragments.h).
+struct OriginFragment {
+  std::string url;
+  HttpIdentity id;
+  uint64_t start = 0;  // where its bytes begin in the part
+};
+
+// One part (file) of the model at the origin; one GGUF published as byte fragments
+// is one part whose bytes lie in `fragments` (url, id: the first's, and the whole's
+// size).
 struct OriginPart {
   std::string url;
   HttpIdentity id;
+  std::vector<OriginFragment> fragments;  // empty: the one file at url
 };
+
+// HttpClient::get_range on a part: a range that crosses fragments is fetched from
+// each (one request per fragment, done once when all have landed, with the first
+// error). The part must outlive the request.
+void get_origin_range(HttpClient& client, const OriginPart& part, uint64_t offset, uint64_t n, char* dst,
+                      IoPriority prio, HttpClient::Done done, std::shared_ptr<const std::atomic<bool>> urgent = nullptr);
 
 struct ExpertCacheOptions {
   uint64_t budget = 0;                      // bytes for the whole cache directory; 0: no limit

@@ -1,5 +1,6 @@
 #include "store/file_tier.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -8,6 +9,7 @@
 
 #include <xxhash.h>
 
+#include "io/concat_source.h"
 #include "io/direct_file.h"
 #include "io/io_pool.h"
 #include "store/slot_layout.h"
@@ -21,6 +23,20 @@ class FileTier final : public Tier {
   FileTier(ModelFile& file, const ExpertIndex& ix, int io_threads, bool direct, bool verify) : file_(file), ix_(ix) {
     if (verify) part_hash_.assign(size_t(ix_.n_keys()) * kExpertParts, 0);
     for (int s = 0; s < file_.shard_count(); ++s) {
+      frags_.emplace_back();
+      if (auto* c = dynamic_cast<ConcatSource*>(&file_.source(s))) {
+        // Byte fragments of one file (format/fragments.h): a DirectFile each.
+        for (int k = 0; k < c->count(); ++k) {
+          auto f = DirectFile::open(c->part(k).name(), direct);
+          if (!f.ok()) {
+            frags_.back().clear();
+            break;
+          }
+          frags_.back().push_back({std::move(f).value(), c->start(k)});
+        }
+        files_.push_back(nullptr);
+        continue;
+      }
       auto f = DirectFile::open(file_.source(s).name(), direct);
       // Not a local file: read through the model's source.
       files_.push_back(f.ok() ? std::move(f).value() : nullptr);
@@ -45,18 +61,51 @@ class FileTier final : public Tier {
         io_->submit(demand ? IoPriority::Demand : IoPriority::Prefetch,
                     [this, key = j.key, base = j.slot, p, part, pl, job, cb] {
           DirectFile* f = files_[size_t(part.shard)].get();
+          bool aligned = f != nullptr;
           Status s = f ? f->read_aligned(pl.file_off, base + pl.slot_pos, pl.len)
-                       : file_.source(part.shard).read_at(part.offset, base + pl.view_pos, part.bytes);
+                       : read_fragments(part, pl, base, &aligned);
           if (s.ok() && !part_hash_.empty()) s = verify_part(key, p, base + pl.view_pos, part.bytes);
-          if (job->finish(s, f ? pl.len : part.bytes)) (*cb)(key, job->status, job->bytes);
+          if (job->finish(s, aligned ? pl.len : part.bytes)) (*cb)(key, job->status, job->bytes);
         });
       }
     }
   }
 
-  bool direct() const override { return !files_.empty() && files_[0] && files_[0]->direct(); }
+  bool direct() const override {
+    if (!frags_.empty() && !frags_[0].empty()) return frags_[0][0].file->direct();
+    return !files_.empty() && files_[0] && files_[0]->direct();
+  }
 
  private:
+  struct Fragment {
+    std::unique_ptr<DirectFile> file;
+    uint64_t start = 0;  // in the whole
+  };
+
+  // A part of a shard that is a set of local fragments: its aligned request read
+  // piece by piece from the fragments it spans, uncached, when every piece is aligned
+  // in its fragment (fragments cut to a multiple of the block size, as `split -b 1G`
+  // cuts); else, and for a shard that is not local fragments, the slice alone through
+  // the model's source. *aligned: whether the aligned request was read.
+  Status read_fragments(const ExpertSlice& part, const PartLayout& pl, char* base, bool* aligned) {
+    const std::vector<Fragment>& fr = frags_[size_t(part.shard)];
+    *aligned = !fr.empty();
+    for (size_t k = 0; *aligned && k < fr.size(); ++k) {
+      const uint64_t lo = std::max(pl.file_off, fr[k].start);
+      const uint64_t hi = k + 1 < fr.size() ? std::min(pl.file_off + pl.len, fr[k + 1].start) : pl.file_off + pl.len;
+      if (lo >= hi) continue;
+      *aligned = (lo - fr[k].start) % kDirectAlign == 0 && (hi - lo) % kDirectAlign == 0;
+    }
+    if (!*aligned) return file_.source(part.shard).read_at(part.offset, base + pl.view_pos, part.bytes);
+    for (size_t k = 0; k < fr.size(); ++k) {
+      const uint64_t lo = std::max(pl.file_off, fr[k].start);
+      const uint64_t hi = k + 1 < fr.size() ? std::min(pl.file_off + pl.len, fr[k + 1].start) : pl.file_off + pl.len;
+      if (lo >= hi) continue;
+      DF_TRY(fr[k].file->read_aligned(lo - fr[k].start, base + pl.slot_pos + (lo - pl.file_off), hi - lo));
+    }
+    return {};
+  }
+
   // One expert's reads in flight.
   struct Job {
     std::mutex mu;
@@ -90,7 +139,8 @@ class FileTier final : public Tier {
 
   ModelFile& file_;
   const ExpertIndex& ix_;
-  std::vector<std::unique_ptr<DirectFile>> files_;  // per shard; null: read through file_
+  std::vector<std::unique_ptr<DirectFile>> files_;  // per shard; null: read through file_ (or frags_)
+  std::vector<std::vector<Fragment>> frags_;        // per shard: its local fragments, if it is a set of them
   std::vector<uint64_t> part_hash_;  // --verify: per key and part, XXH3-64 | 1 of its first read (0: none yet)
   std::unique_ptr<IoPool> io_;       // last: its threads use the members above
 };

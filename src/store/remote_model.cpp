@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -17,6 +18,7 @@
 #include "cache/cache_admin.h"
 #include "cache/fs.h"
 #include "core/log.h"
+#include "format/fragments.h"
 #include "remote/hf_repo.h"
 
 namespace deltafin {
@@ -24,7 +26,8 @@ namespace deltafin {
 struct RemoteModel::Part {
   std::string url;
   HttpIdentity id;
-  std::unique_ptr<HttpSource> origin;
+  std::unique_ptr<ByteSource> origin;  // an HttpSource, or a ConcatSource of the fragments' ones
+  std::vector<OriginFragment> frags;   // a part cut into byte fragments: each one (empty: one file)
   std::unique_ptr<CoreFile> core;
   std::vector<CoreChunk> plan;
   std::string core_base;
@@ -69,6 +72,38 @@ bool is_commit(const std::string& r) {
   return r.size() == 40 && std::all_of(r.begin(), r.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 
+// What names a location's bytes in the cache: its URL(s), or its file(s) in the
+// repository, one a line for a model cut into byte fragments.
+std::string joined(const std::vector<std::string>& v, bool redact) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : "\n") + (redact ? redact_url(x) : x);
+  return s;
+}
+std::string url_key(const ModelLocation& loc) {
+  return loc.fragments.empty() ? redact_url(loc.url) : joined(loc.fragments, true);
+}
+std::string files_key(const ModelLocation& loc) { return loc.fragments.empty() ? loc.file : joined(loc.fragments, false); }
+
+// The identity of a part cut into fragments: the whole size, the fragments'
+// validators side by side, and (where any fragment is pinned by a fingerprint) a
+// hash of their fingerprints.
+HttpIdentity combined_identity(const std::vector<OriginFragment>& frags) {
+  HttpIdentity id;
+  std::vector<uint64_t> fps;
+  bool any_fp = false;
+  for (size_t k = 0; k < frags.size(); ++k) {
+    id.size += frags[k].id.size;
+    id.etag += (k ? " " : "") + frags[k].id.etag;
+    id.last_modified += (k ? " " : "") + frags[k].id.last_modified;
+    fps.push_back(frags[k].id.fingerprint);
+    any_fp = any_fp || frags[k].id.fingerprint != 0;
+  }
+  if (id.etag.find_first_not_of(' ') == std::string::npos) id.etag.clear();
+  if (id.last_modified.find_first_not_of(' ') == std::string::npos) id.last_modified.clear();
+  if (any_fp) id.fingerprint = XXH3_64bits(fps.data(), fps.size() * sizeof(uint64_t)) | 1;
+  return id;
+}
+
 std::string model_dir_of(const std::string& root, const std::string& url, const std::string& key) {
   return fmt::format("{}/{}-{:016x}", models_dir(root), file_stem(url), XXH3_64bits(key.data(), key.size()));
 }
@@ -77,7 +112,16 @@ struct Meta {
   std::string key;
   std::vector<std::string> urls, revisions;
   std::vector<HttpIdentity> ids;
+  std::vector<std::vector<OriginFragment>> fragments;  // per part
 };
+
+HttpIdentity identity_of(const nlohmann::json& p) {
+  HttpIdentity id{p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")};
+  const std::string fp = p.value("fingerprint", "");
+  if (!fp.empty() && (std::sscanf(fp.c_str(), "%" SCNx64, &id.fingerprint) != 1 || id.fingerprint == 0))
+    throw std::runtime_error("bad fingerprint '" + fp + "'");
+  return id;
+}
 
 // meta.json of a model directory; an absent file gives an empty Meta.
 Result<Meta> read_meta(const std::string& dir) {
@@ -89,11 +133,14 @@ Result<Meta> read_meta(const std::string& dir) {
     m.key = j.value("key", "");
     for (const auto& p : j.at("parts")) {
       m.urls.push_back(p.value("url", ""));
-      HttpIdentity id{p.at("size").get<uint64_t>(), p.value("etag", ""), p.value("last_modified", "")};
-      const std::string fp = p.value("fingerprint", "");
-      if (!fp.empty() && (std::sscanf(fp.c_str(), "%" SCNx64, &id.fingerprint) != 1 || id.fingerprint == 0))
-        throw std::runtime_error("bad fingerprint '" + fp + "'");
-      m.ids.push_back(id);
+      m.ids.push_back(identity_of(p));
+      m.fragments.emplace_back();
+      uint64_t at = 0;
+      if (p.contains("fragments"))
+        for (const auto& f : p.at("fragments")) {
+          m.fragments.back().push_back({f.value("url", ""), identity_of(f), at});
+          at += m.fragments.back().back().id.size;
+        }
     }
     if (j.contains("revisions")) m.revisions = j.at("revisions").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
@@ -108,17 +155,17 @@ Result<Meta> read_meta(const std::string& dir) {
 std::string find_cached_dir(const std::string& root, const ModelLocation& loc) {
   auto usable = [](const std::string& dir) { return ::access((dir + "/core-1.ok").c_str(), F_OK) == 0; };
   if (loc.kind == ModelLocation::Kind::Url) {
-    const std::string dir = model_dir_of(root, loc.url, redact_url(loc.url));
+    const std::string dir = model_dir_of(root, loc.url, url_key(loc));
     return usable(dir) ? dir : "";
   }
   if (is_commit(loc.revision)) {
-    const std::string dir = model_dir_of(root, loc.url, fmt::format("hf://{}@{}/{}", loc.repo, loc.revision, loc.file));
+    const std::string dir = model_dir_of(root, loc.url, fmt::format("hf://{}@{}/{}", loc.repo, loc.revision, files_key(loc)));
     return usable(dir) ? dir : "";
   }
   std::string best;
   std::filesystem::file_time_type best_time{};
   std::error_code ec;
-  const std::string prefix = fmt::format("hf://{}@", loc.repo), suffix = "/" + loc.file;
+  const std::string prefix = fmt::format("hf://{}@", loc.repo), suffix = "/" + files_key(loc);
   for (const auto& d : std::filesystem::directory_iterator(models_dir(root), ec)) {
     const std::string dir = d.path().string();
     auto m = read_meta(dir);
@@ -201,6 +248,7 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
     else m->offline_reason_ = fmt::format("the origin is unreachable ({})", probed.error().message);
   }
   std::string url = loc.url;
+  std::string hf_rev = loc.revision;  // Hugging Face: the commit it is pinned to, once known
   if (!m->offline_reason_.empty()) {
     DF_LOG_WARN("{}: {}; working offline from the disk cache {}", loc.text, m->offline_reason_, cached);
     m->dir_ = cached;
@@ -208,23 +256,26 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
     if (meta.ids.empty() || meta.key.empty()) return make_error("{}/meta.json names no parts", cached);
     m->key_ = meta.key;
     m->pinned_ = meta.ids;
+    m->pinned_fragments_ = meta.fragments;
     m->revisions_ = meta.revisions;
     if (loc.kind == ModelLocation::Kind::HuggingFace) url = meta.urls[0];  // the resolve URL at the pinned commit
   } else if (loc.kind == ModelLocation::Kind::HuggingFace) {
     const std::string& commit = first->probe().repo_commit;
     const std::string rev = commit.empty() ? loc.revision : commit;
+    hf_rev = rev;
     if (!commit.empty() && commit != loc.revision) {
       url = loc.hf_url(commit, loc.file);
       DF_LOG_INFO("{}: revision {} is commit {}", loc.text, loc.revision, commit);
     }
-    m->key_ = fmt::format("hf://{}@{}/{}", loc.repo, rev, loc.file);
+    m->key_ = fmt::format("hf://{}@{}/{}", loc.repo, rev, files_key(loc));
   } else {
-    m->key_ = redact_url(url);
+    m->key_ = url_key(loc);
   }
   if (m->dir_.empty()) {
     m->dir_ = model_dir_of(m->root_, url, m->key_);
     DF_ASSIGN(Meta meta, read_meta(m->dir_));
     m->pinned_ = meta.ids;
+    m->pinned_fragments_ = meta.fragments;
     m->revisions_ = meta.revisions;
   }
   DF_TRY(make_dirs(m->dir_));
@@ -238,8 +289,20 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
   }
   auto part = std::make_unique<Part>();
   part->url = url;
-  part->id = first ? first->identity() : m->pinned_[0];
-  part->origin = std::make_unique<HttpSource>(m->client_, url, part->id);
+  if (loc.fragments.size() > 1) {
+    // The fragments' URLs: as given, at the pinned commit, or as the cache pinned them.
+    std::vector<std::string> urls;
+    if (loc.kind != ModelLocation::Kind::HuggingFace)
+      urls = loc.fragments;
+    else if (!m->offline_reason_.empty() && !m->pinned_fragments_.empty())
+      for (const OriginFragment& f : m->pinned_fragments_[0]) urls.push_back(f.url);
+    else
+      for (const std::string& f : loc.fragments) urls.push_back(loc.hf_url(hf_rev, f));
+    DF_TRY(m->open_fragment_part(part.get(), std::move(first), urls));
+  } else {
+    part->id = first ? first->identity() : m->pinned_[0];
+    part->origin = std::make_unique<HttpSource>(m->client_, url, part->id);
+  }
   m->parts_.push_back(std::move(part));
   DF_TRY(m->add_part(url));  // checks the pin and opens the core
   return m;
@@ -273,7 +336,7 @@ Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
   // Without a validator, pin what can be pinned: the size and a hash of the first
   // and last bytes (also when the cache was filled without one and the origin now
   // sends one: the bytes must be the same).
-  if (offline_reason_.empty() && p->id.fingerprint == 0 &&
+  if (offline_reason_.empty() && p->frags.empty() && p->id.fingerprint == 0 &&
       (!p->id.has_validator() || (k < pinned_.size() && !pinned_[k].has_validator()))) {
     auto fp = fingerprint_of(*client_, url, p->id);
     if (!fp.ok()) return make_error("{}: {}", loc_.text, fp.error().message);
@@ -314,6 +377,52 @@ Result<RemoteModel::Part*> RemoteModel::add_part(const std::string& url) {
   return p;
 }
 
+Status RemoteModel::open_fragment_part(Part* p, std::unique_ptr<HttpSource> first, const std::vector<std::string>& urls) {
+  const size_t k0 = parts_.size();  // this part's index
+  const std::vector<OriginFragment>* pinned = k0 < pinned_fragments_.size() ? &pinned_fragments_[k0] : nullptr;
+  std::vector<OriginFragment> frags;
+  // open_fragments checks what a set of fragments must be (none missing, empty or
+  // short before the last) and names the part that is not; this opener pins each.
+  auto open = [&](const std::string& url) -> Result<std::unique_ptr<ByteSource>> {
+    const size_t k = frags.size();
+    std::unique_ptr<HttpSource> src;
+    if (!offline_reason_.empty()) {
+      if (pinned == nullptr || k >= pinned->size())
+        return make_error("not in the disk cache's record of this model and {}", offline_reason_);
+      src = std::make_unique<HttpSource>(client_, url, (*pinned)[k].id);
+    } else if (k == 0 && first) {
+      src = std::move(first);
+    } else {
+      DF_ASSIGN(src, HttpSource::open(client_, url));
+    }
+    HttpIdentity id = src->identity();
+    if (offline_reason_.empty() && id.fingerprint == 0 && !id.has_validator()) {
+      DF_ASSIGN(id.fingerprint, fingerprint_of(*client_, url, id));
+      src = std::make_unique<HttpSource>(client_, url, id);
+      DF_LOG_WARN("{}: the origin sends neither ETag nor Last-Modified for {}: the disk cache pins it by its size and a "
+                  "hash of its first and last {} KiB only", loc_.text, redact_url(url), kFingerprintBytes / 1024);
+    }
+    const uint64_t at = frags.empty() ? 0 : frags.back().start + frags.back().id.size;
+    frags.push_back({url, id, at});
+    return std::unique_ptr<ByteSource>(std::move(src));
+  };
+  std::vector<std::string> shown;
+  for (const std::string& u : urls) shown.push_back(redact_url(u));
+  auto whole = open_fragments(urls, open);
+  if (!whole.ok()) {
+    // The message names the URLs as given; say them without credentials.
+    std::string msg = whole.error().message;
+    for (size_t k = 0; k < urls.size(); ++k)
+      for (size_t at = msg.find(urls[k]); at != std::string::npos; at = msg.find(urls[k], at + shown[k].size()))
+        msg.replace(at, urls[k].size(), shown[k]);
+    return make_error("{}: {}", loc_.text, msg);
+  }
+  p->frags = std::move(frags);
+  p->id = combined_identity(p->frags);
+  p->origin = std::move(*whole);
+  return {};
+}
+
 Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
   SourceOpener opener = [this](const std::string& path) -> Result<std::unique_ptr<ByteSource>> {
     for (auto& p : parts_)
@@ -337,11 +446,18 @@ Status RemoteModel::write_meta() {
     nlohmann::json part = {{"url", redact_url(p->url)}, {"size", p->id.size}, {"etag", p->id.etag},
                            {"last_modified", p->id.last_modified}};
     if (p->id.fingerprint) part["fingerprint"] = fmt::format("{:016x}", p->id.fingerprint);
+    for (const OriginFragment& f : p->frags) {
+      nlohmann::json fj = {{"url", redact_url(f.url)}, {"size", f.id.size}, {"etag", f.id.etag},
+                           {"last_modified", f.id.last_modified}};
+      if (f.id.fingerprint) fj["fingerprint"] = fmt::format("{:016x}", f.id.fingerprint);
+      part["fragments"].push_back(fj);
+    }
     j["parts"].push_back(part);
   }
   DF_TRY(write_file_atomic(dir_ + "/meta.json", tmp_dir(root_), {j.dump(1) + "\n"}));
   pinned_.clear();
-  for (const auto& p : parts_) pinned_.push_back(p->id);
+  pinned_fragments_.clear();
+  for (const auto& p : parts_) pinned_.push_back(p->id), pinned_fragments_.push_back(p->frags);
   meta_dirty_ = false;
   return {};
 }
@@ -356,7 +472,7 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
   for (int k = 0; k < file.shard_count(); ++k)
     parts_[size_t(k)]->plan = plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
   std::vector<OriginPart> origin;
-  for (const auto& p : parts_) origin.push_back({p->url, p->id});
+  for (const auto& p : parts_) origin.push_back({p->url, p->id, p->frags});
   ExpertCacheOptions eo;
   eo.budget = opts_.disk_budget;
   eo.model = loc_.text;
@@ -401,6 +517,8 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
   };
   std::deque<Job> todo;
   uint64_t bytes = 0;
+  std::map<const Part*, OriginPart> origins;  // outlive the requests below
+  for (const auto& p : parts_) origins[p.get()] = {p->url, p->id, p->frags};
   for (auto& p : parts_) {
     for (const CoreChunk& c : p->core->missing(p->plan)) {
       todo.push_back({p.get(), c, {}, false, {}});
@@ -420,8 +538,8 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
         Job* j = &todo[next++];
         j->buf.resize(j->chunk.len);
         running.push_back(j);
-        client_->get_range(j->part->url, j->chunk.offset, j->chunk.len, j->buf.data(), &j->part->id,
-                           IoPriority::Demand, [j, &mu, &cv](const Status& s) {
+        get_origin_range(*client_, origins.at(j->part), j->chunk.offset, j->chunk.len, j->buf.data(),
+                         IoPriority::Demand, [j, &mu, &cv](const Status& s) {
                              std::lock_guard<std::mutex> lk(mu);
                              j->status = s;
                              j->done = true;

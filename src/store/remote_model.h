@@ -1,7 +1,9 @@
 // A model at an HTTP origin, bound to its directory in the disk cache.
 //
 //   open():        resolves the location (a Hugging Face revision is pinned to its
-//                  commit), probes the first part (size, ETag), finds or creates
+//                  commit), probes the first part (size, ETag; a GGUF published as
+//                  byte fragments, format/fragments.h, is one part read from each
+//                  fragment, each pinned), finds or creates
 //                  the model's cache directory; a part whose size or ETag differs
 //                  from what the cache pinned is an error, never a silent mix.
 //                  Offline (asked for, or the origin unreachable while a cached
@@ -71,6 +73,10 @@ class RemoteModel {
  private:
   RemoteModel() = default;
   Result<Part*> add_part(const std::string& url);
+  // A part that is one GGUF cut into byte fragments at `urls` (format/fragments.h):
+  // opens (or, offline, takes the pinned identities of) each fragment; `first`: the
+  // first, already probed (may be null).
+  Status open_fragment_part(Part* p, std::unique_ptr<HttpSource> first, const std::vector<std::string>& urls);
   Status write_meta();
 
   ModelLocation loc_;
@@ -79,6 +85,7 @@ class RemoteModel {
   std::shared_ptr<HttpClient> client_;
   std::vector<std::unique_ptr<Part>> parts_;
   std::vector<HttpIdentity> pinned_;  // from meta.json, per part
+  std::vector<std::vector<OriginFragment>> pinned_fragments_;  // from meta.json, per part (empty: one file)
   std::vector<std::string> revisions_;    // Hugging Face branches/tags seen resolving to this commit
   bool meta_dirty_ = false;
   std::string offline_reason_;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -33,6 +34,10 @@ const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, D
                            DType::Q8_K, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                            DType::Q8_1, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
                            DType::TQ2_0};
+// The i-quants and TQ1_0: their kernels are checked in test_iq_kernels.cpp; here only
+// that the NEON table has all of them (every NEON weight type has an r4 kernel).
+const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ2_S,
+                          DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
 
@@ -587,6 +592,7 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
   }
   if (isa_supported(Isa::NEON)) {
     for (DType t : kWeightTypes) EXPECT_NE(type_traits_isa(t, Isa::NEON)->vec_dot_r4, nullptr) << name(t);
+    for (DType t : kIqTypes) EXPECT_NE(type_traits_isa(t, Isa::NEON)->vec_dot_r4, nullptr) << name(t);
   }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
 }
@@ -655,7 +661,9 @@ TEST(KernelDot, NeonSetFollowsCpuFeatures) {
   std::vector<TypeTraits> with(kDTypeCount), without(kDTypeCount);
   install_neon_all(with.data(), true);
   install_neon_all(without.data(), false);
-  for (DType t : kAllTypes) {
+  std::vector<DType> types(std::begin(kAllTypes), std::end(kAllTypes));
+  types.insert(types.end(), std::begin(kIqTypes), std::end(kIqTypes));
+  for (DType t : types) {
     const TypeTraits* tt = type_traits_isa(t, Isa::NEON);
     EXPECT_EQ(tt->isa, Isa::NEON) << name(t) << " has no NEON kernel";
     if (t == DType::F32 || t == DType::F16 || t == DType::BF16) continue;  // no integer dot
