@@ -24,6 +24,9 @@ ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
 C=$dir/cache
 "$bin" pull "$url" --cache-dir "$C" --no-progress >/dev/null 2>&1  # the core: most kills hit expert fetches
 kills=0; bad=0
+# The moments of the kills, drawn once: a python3 per round would start slower than
+# the process it is to kill on a loaded machine.
+read -r -a waits <<<"$(python3 -c "import random; print(' '.join(str(round(random.uniform(0.05, 1.0), 3)) for _ in range(20)))")"
 for i in $(seq 1 20); do
   if [ $((i % 2)) = 0 ]; then
     "$bin" pull "$url" --all --cache-dir "$C" --no-progress >/dev/null 2>&1 &
@@ -31,7 +34,7 @@ for i in $(seq 1 20); do
     "$bin" eval -m "$url" --cache-dir "$C" --ids $ids --top 20 --all-positions >/dev/null 2>&1 &
   fi
   pid=$!
-  sleep "$(python3 -c "import random; print(round(random.uniform(0.05, 1.0), 3))")"
+  sleep "${waits[$((i - 1))]}"
   if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); fi
   wait $pid 2>/dev/null
   if ! "$bin" cache verify --cache-dir "$C" >"$dir/verify-$i" 2>&1; then
