@@ -4,13 +4,19 @@
 namespace deltafin {
 
 const std::vector<const HfArch*>& hf_architectures() {
-  static const std::vector<const HfArch*> all = {&hf_arch_qwen3moe()};
+  static const std::vector<const HfArch*> all = {&hf_arch_qwen3moe(), &hf_arch_kimi_k3()};
   return all;
 }
 
 const HfArch* find_hf_arch_by_model_type(const std::string& t) {
   for (const HfArch* a : hf_architectures())
     if (a->model_type == t) return a;
+  return nullptr;
+}
+
+const HfArch* find_hf_arch(const std::string& t, const std::string& container) {
+  for (const HfArch* a : hf_architectures())
+    if (a->model_type == t && (a->container_type.empty() || a->container_type == container)) return a;
   return nullptr;
 }
 
@@ -22,7 +28,9 @@ const HfArch* find_hf_arch_by_gguf(const std::string& g) {
 
 std::string hf_model_type_list() {
   std::string s;
-  for (const HfArch* a : hf_architectures()) s += (s.empty() ? "" : ", ") + a->model_type;
+  for (const HfArch* a : hf_architectures())
+    s += (s.empty() ? "" : ", ") +
+         (a->container_type.empty() ? a->model_type : a->container_type + " (text_config " + a->model_type + ")");
   return s;
 }
 

@@ -17,11 +17,24 @@
 
 namespace deltafin {
 
+// A GGUF tensor computed from HF tensors rather than copied (format/hf_derive.h does
+// both directions).
+enum class HfDerive : uint8_t {
+  None,    // the HF tensor as it is (stacked over {E} when the pattern has it)
+  Mul,     // hf * hf2 element by element, in F32 (Kimi K3's res_norm * res_proj)
+  NegExp,  // -exp(hf), in F32 (ssm_a from A_log)
+  KvbK,    // MLA kv_b_proj [H * (dn + dv), r] -> attn_k_b {dn, r, H}: each head's first dn rows, transposed
+  KvbV,    // ... -> attn_v_b {r, dv, H}: each head's last dv rows
+};
+
 struct HfNameRule {
   std::string gguf;       // "blk.{L}.ffn_gate_exps.weight"
   std::string hf;         // "model.layers.{L}.mlp.experts.{E}.gate_proj.weight"
   bool optional = false;  // may be absent (lm_head.weight of a tied model)
   bool f32 = false;       // stored F32 in GGUF whatever the HF dtype (llama.cpp's router rule)
+  HfDerive derive = HfDerive::None;
+  std::string hf2 = {};   // Mul's second factor
+  unsigned kind = 0;      // only in layers whose HfArch::layer_kind has all these bits; 0: every layer
 };
 
 struct HfArch {
@@ -34,10 +47,22 @@ struct HfArch {
   Status (*config_to_gguf)(const nlohmann::json& config, GGUFFile* meta) = nullptr;
   // The inverse for export: the config.json of a model with these keys.
   Status (*gguf_to_config)(const GGUFFile& meta, nlohmann::json* config) = nullptr;
+  // The multimodal config.json that nests this text config (model_type, class), when
+  // the architecture is published only inside one ("kimi_k3" around "kimi_linear").
+  std::string container_type = {}, container_class = {};
+  // The kind of layer `layer` as bits (HfNameRule::kind) from the text config; null:
+  // every rule applies to every layer.
+  unsigned (*layer_kind)(const nlohmann::json& config, int layer) = nullptr;
+  // HF tensors of the text model deliberately not run (listed, never read), e.g. a
+  // multi-token-prediction layer after the last one; null: none.
+  bool (*skip_tensor)(const nlohmann::json& config, const std::string& name) = nullptr;
 };
 
 const std::vector<const HfArch*>& hf_architectures();
 const HfArch* find_hf_arch_by_model_type(const std::string& model_type);
+// The architecture of a text config nested in a `container_type` config (empty when
+// not nested): an architecture that names a container matches only inside it.
+const HfArch* find_hf_arch(const std::string& model_type, const std::string& container_type);
 const HfArch* find_hf_arch_by_gguf(const std::string& gguf_arch);
 // "qwen3_moe, ..." for messages.
 std::string hf_model_type_list();
@@ -57,5 +82,6 @@ Result<double> hf_config_float(const nlohmann::json& c, const char* field);
 
 // Per-architecture descriptions (one file each).
 const HfArch& hf_arch_qwen3moe();
+const HfArch& hf_arch_kimi_k3();
 
 }  // namespace deltafin

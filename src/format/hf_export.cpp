@@ -7,12 +7,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "format/hf_arch.h"
 #include "format/hf_tokenizer.h"
 #include "format/model_file.h"
+#include "format/hf_derive.h"
 #include "kernels/blocks.h"
+#include "quant/hf_codecs.h"
 
 namespace deltafin {
 namespace {
@@ -29,17 +32,27 @@ const char* st_dtype(DType t) {
 }
 
 // One safetensors tensor to write: bytes [src_off, src_off + src_bytes) of the GGUF,
-// narrowed from F32 to `dtype` when it differs.
+// narrowed from F32 to `dtype` when it differs, or (from MXFP4) the compressed-tensors
+// codes or scales of those MXFP4 blocks.
 struct Item {
   std::string name;
   DType dtype = DType::F32;
   DType from = DType::F32;
   std::vector<int64_t> shape;  // outermost first
   uint64_t src_off = 0, src_bytes = 0;
-  std::string literal;  // bytes given (the vision tower), instead of a source range
+  std::string literal;       // bytes given (the vision tower, a derived tensor), instead of a source range
+  std::string literal_dtype;  // its safetensors dtype
+  enum class Part : uint8_t { All, Mxfp4Codes, Mxfp4Scales } part = Part::All;
+  size_t group = 0;  // items of one group (an expert's) stay together in one shard
   uint64_t bytes() const {
-    if (!literal.empty()) return literal.size();
+    if (!literal_dtype.empty()) return literal.size();
+    if (part == Part::Mxfp4Codes) return src_bytes / 17 * 16;
+    if (part == Part::Mxfp4Scales) return src_bytes / 17;
     return from == dtype ? src_bytes : src_bytes / 4 * (dtype == DType::F32 ? 4 : 2);
+  }
+  std::string st_type() const {
+    if (!literal_dtype.empty()) return literal_dtype;
+    return part == Part::All ? st_dtype(dtype) : "U8";
   }
 };
 
@@ -52,8 +65,17 @@ Status write_json(const std::string& path, const nlohmann::json& j) {
 }
 
 Status write_item(ByteSource& src, const Item& it, std::ofstream& out) {
-  if (!it.literal.empty()) {
+  if (!it.literal_dtype.empty()) {
     out.write(it.literal.data(), std::streamsize(it.literal.size()));
+    return {};
+  }
+  if (it.part != Item::Part::All) {  // one expert's MXFP4 blocks, split into codes and scales
+    std::vector<uint8_t> blocks(size_t(it.src_bytes)), codes(size_t(it.src_bytes / 17 * 16)),
+        scales(size_t(it.src_bytes / 17));
+    DF_TRY(src.read_at(it.src_off, blocks.data(), blocks.size()));
+    mxfp4_gguf_to_ct(blocks.data(), 1, int64_t(scales.size() * 32), codes.data(), scales.data());
+    const auto& v = it.part == Item::Part::Mxfp4Codes ? codes : scales;
+    out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size()));
     return {};
   }
   constexpr uint64_t kChunk = uint64_t(32) << 20;
@@ -94,6 +116,9 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   if (!st_dtype(matrix)) return make_error("{}: token_embd.weight is {}; only F32, F16 and BF16 export", gguf_path,
                                            dtype_name(matrix));
   std::vector<Item> items;
+  std::map<std::pair<int, int>, size_t> expert_group;  // (layer, expert) -> group
+  size_t groups = 0;
+  bool mxfp4 = false;
   for (const GGUFTensorInfo& t : mf->shard(0).tensors) {
     const HfNameRule* rule = nullptr;
     int L = -1, E = -1;
@@ -104,9 +129,25 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
       }
     if (!rule) return make_error("{}: tensor '{}' has no Hugging Face name in the {} table", gguf_path, t.name,
                                  arch->model_type);
-    if (!st_dtype(t.type))
-      return make_error("{}: tensor '{}' is {}; only F32, F16 and BF16 export", gguf_path, t.name, dtype_name(t.type));
     const bool stacked = hf_rule_has_expert(*rule);
+    if (rule->derive != HfDerive::None) {
+      DF_ASSIGN(std::vector<HfExportedTensor> parts, hf_export_derived(*mf, *arch, *rule, L, t.name, matrix));
+      for (HfExportedTensor& x : parts) {
+        Item it;
+        it.name = std::move(x.name);
+        it.shape = std::move(x.shape);
+        it.literal = std::move(x.bytes);
+        it.literal_dtype = std::move(x.dtype);
+        it.group = groups++;
+        items.push_back(std::move(it));
+      }
+      continue;
+    }
+    const bool ct = stacked && t.type == DType::MXFP4;  // compressed-tensors MXFP4 experts
+    if (!st_dtype(t.type) && !ct)
+      return make_error("{}: tensor '{}' is {}; only F32, F16 and BF16 export (MXFP4 for experts)", gguf_path, t.name,
+                        dtype_name(t.type));
+    mxfp4 = mxfp4 || ct;
     const int n = stacked ? int(t.ne[t.n_dims - 1]) : 1;
     const uint32_t dims = stacked ? t.n_dims - 1 : t.n_dims;
     Item base;
@@ -115,28 +156,59 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
     for (int d = int(dims) - 1; d >= 0; --d) base.shape.push_back(t.ne[d]);
     const uint64_t per = t.bytes / uint64_t(n);
     const uint64_t off = mf->tensor(t.name)->file_offset;
+    if (ct) base.shape.back() /= 2;  // the codes: two per byte
     for (int e = 0; e < n; ++e) {
       Item it = base;
       it.name = hf_name_expand(rule->hf, L, stacked ? e : -1);
       it.src_off = off + uint64_t(e) * per;
       it.src_bytes = per;
+      if (!stacked) {
+        it.group = groups++;
+      } else {
+        auto [g, fresh] = expert_group.try_emplace({L, e}, groups);
+        if (fresh) ++groups;
+        it.group = g->second;
+      }
+      if (!ct) {
+        items.push_back(std::move(it));
+        continue;
+      }
+      it.part = Item::Part::Mxfp4Codes;
+      it.name += "_packed";
+      Item sc = it;
+      sc.part = Item::Part::Mxfp4Scales;
+      sc.name = hf_name_expand(rule->hf, L, e) + "_scale";
+      sc.shape.back() = base.shape.back() * 2 / 32;
       items.push_back(std::move(it));
+      items.push_back(std::move(sc));
     }
   }
   // Published checkpoints keep no order the importer may rely on: scatter the tensors
-  // (experts included) over the shards in a seeded order.
+  // over the shards in a seeded order, each expert's tensors together (as published:
+  // one range request fetches an expert) but the experts out of id order.
+  std::vector<size_t> order(groups);
+  for (size_t g = 0; g < groups; ++g) order[g] = g;
   uint64_t st = opts.seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = items.size(); i > 1; --i) {
+  for (size_t i = order.size(); i > 1; --i) {
     st ^= st >> 12, st ^= st << 25, st ^= st >> 27;
-    std::swap(items[i - 1], items[size_t((st * 0x2545F4914F6CDD1Dull) % i)]);
+    std::swap(order[i - 1], order[size_t((st * 0x2545F4914F6CDD1Dull) % i)]);
   }
+  std::vector<size_t> rank(groups);
+  for (size_t i = 0; i < groups; ++i) rank[order[i]] = i;
+  std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) { return rank[a.group] < rank[b.group]; });
   if (opts.vision_tower) {
-    Item v;
-    v.name = "vision_tower.blocks.0.attn.qkv.weight";
-    v.dtype = v.from = DType::F32;
-    v.shape = {8, 16};
-    v.literal.assign(8 * 16 * 4, '\x3c');
-    items.insert(items.begin(), std::move(v));
+    // A tower (and, nested in a container, its projector) to list and skip.
+    std::vector<std::string> names = {"vision_tower.blocks.0.attn.qkv.weight"};
+    if (!arch->container_type.empty()) names.push_back("mm_projector.proj.0.weight");
+    for (const std::string& name : names) {
+      Item v;
+      v.name = name;
+      v.literal_dtype = "F32";
+      v.shape = {8, 16};
+      v.literal.assign(8 * 16 * 4, '\x3c');
+      v.group = groups++;
+      items.insert(items.begin(), std::move(v));
+    }
   }
 
   std::error_code ec;
@@ -156,7 +228,8 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
     const uint64_t goal = total * uint64_t(s + 1) / uint64_t(n_shards);
     size_t end = next + 1;
     uint64_t acc = written + items[next].bytes();
-    while (end < items.size() && items.size() - end > size_t(n_shards - 1 - s) && acc < goal)
+    while (end < items.size() && items.size() - end > size_t(n_shards - 1 - s) &&
+           (acc < goal || items[end].group == items[end - 1].group))
       acc += items[end++].bytes();
     if (s == n_shards - 1) end = items.size();
     const std::string file = n_shards == 1 ? "model.safetensors"
@@ -166,7 +239,7 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
     uint64_t pos = 0;
     for (size_t i = next; i < end; ++i) {
       const Item& it = items[i];
-      hdr[it.name] = {{"dtype", st_dtype(it.dtype)}, {"shape", it.shape}, {"data_offsets", {pos, pos + it.bytes()}}};
+      hdr[it.name] = {{"dtype", it.st_type()}, {"shape", it.shape}, {"data_offsets", {pos, pos + it.bytes()}}};
       pos += it.bytes();
       weight_map[it.name] = file;
     }
@@ -197,10 +270,24 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   const int64_t bos = m.int_or("tokenizer.ggml.bos_token_id", -1), eos = m.int_or("tokenizer.ggml.eos_token_id", -1);
   if (bos >= 0) text["bos_token_id"] = bos;
   if (eos >= 0) text["eos_token_id"] = eos;
+  if (mxfp4)  // compressed-tensors, as Kimi K3 publishes its routed experts
+    text["quantization_config"] = {
+        {"quant_method", "compressed-tensors"},
+        {"format", "mxfp4-pack-quantized"},
+        {"quantization_status", "compressed"},
+        {"config_groups",
+         {{"group_0",
+           {{"format", "mxfp4-pack-quantized"},
+            {"targets", {"Linear"}},
+            {"weights",
+             {{"num_bits", 4}, {"type", "float"}, {"strategy", "group"}, {"group_size", 32}, {"symmetric", true},
+              {"scale_dtype", "torch.uint8"}}}}}}},
+        {"ignore", {"re:.*(?<!w1|w2|w3)$"}}};
   nlohmann::json config = text;
-  if (opts.vision_tower)
-    config = {{"model_type", "deltafin_synth_vl"},
-              {"architectures", {"DeltafinSynthForConditionalGeneration"}},
+  if (!arch->container_type.empty() || opts.vision_tower)
+    config = {{"model_type", arch->container_type.empty() ? "deltafin_synth_vl" : arch->container_type},
+              {"architectures", {arch->container_type.empty() ? "DeltafinSynthForConditionalGeneration"
+                                                              : arch->container_class}},
               {"text_config", text},
               {"vision_config", {{"hidden_size", 16}}}};
   DF_TRY(write_json(dir + "/config.json", config));

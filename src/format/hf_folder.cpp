@@ -60,9 +60,10 @@ Result<std::shared_ptr<HfFolder>> open_hf_folder(const std::string& loc, const S
   DF_ASSIGN(std::string cfg_text, read_small(opener, loc, "config.json", true, &f->bytes_read));
   DF_ASSIGN(nlohmann::json cfg, parse_json(cfg_text, loc + "/config.json"));
   // A multimodal config nests the text model's.
-  if (auto tc = cfg.find("text_config"); tc != cfg.end() && tc->is_object() && tc->contains("model_type"))
+  if (auto tc = cfg.find("text_config"); tc != cfg.end() && tc->is_object() && tc->contains("model_type")) {
     f->config = *tc;
-  else
+    if (auto mt = cfg.find("model_type"); mt != cfg.end() && mt->is_string()) f->container_type = mt->get<std::string>();
+  } else
     f->config = cfg;
   if (!f->config.contains("model_type") || !f->config["model_type"].is_string())
     return make_error("{}/config.json: no model_type", loc);

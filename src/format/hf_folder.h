@@ -34,6 +34,7 @@ struct HfFolder {
   std::string location;                 // the folder, for messages
   nlohmann::json config;                // the text model's config (text_config when nested)
   std::string model_type;               // config's model_type
+  std::string container_type;           // the outer config's model_type when text_config is nested
   std::vector<std::string> shard_files;  // relative names
   std::vector<std::shared_ptr<ByteSource>> shards;  // open, in shard_files order
   std::map<std::string, HfTensor> tensors;          // the tensors deltafin may run

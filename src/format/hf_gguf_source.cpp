@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "format/hf_mxfp4.h"
 #include "format/hf_tokenizer.h"
 #include "kernels/blocks.h"
 
@@ -35,7 +36,7 @@ uint32_t file_type_of(const GGUFFile& m) {
   uint64_t most = 0;
   for (auto [t, b] : bytes)
     if (b > most) most = b, best = t;
-  return best == DType::BF16 ? 32 : best == DType::F16 ? 1 : 0;
+  return best == DType::BF16 ? 32 : best == DType::F16 ? 1 : best == DType::MXFP4 ? 38 : 0;
 }
 
 }  // namespace
@@ -46,10 +47,10 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   const std::string& loc = f.location;
   v->folder_ = folder;
   v->name_ = loc + " [as GGUF]";  // not a path: the store reads it through read_at
-  v->arch_ = find_hf_arch_by_model_type(f.model_type);
+  v->arch_ = find_hf_arch(f.model_type, f.container_type);
   if (!v->arch_)
-    return make_error("{}: config.json model_type '{}' is not supported (supported: {})", loc, f.model_type,
-                      hf_model_type_list());
+    return make_error("{}: config.json model_type '{}'{} is not supported (supported: {})", loc, f.model_type,
+                      f.container_type.empty() ? "" : " in '" + f.container_type + "'", hf_model_type_list());
   const HfArch& arch = *v->arch_;
   GGUFFile& m = v->meta_;
   m.set("general.architecture", GGUFValue::str(arch.gguf_arch));
@@ -68,16 +69,35 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   // rule, every layer's, then the rest. Each tensor keeps its HF inputs.
   struct Planned {
     std::vector<const HfTensor*> inputs;
-    DType from = DType::F32;
+    std::vector<const HfTensor*> scales;  // MXFP4: each input's weight_scale
+    DType from = DType::F32;               // MXFP4: compressed-tensors codes and scales
+    std::unique_ptr<HfDerivedReader> derived;
   };
   std::vector<Planned> planned;
   std::set<std::string> used;
   auto add = [&](const HfNameRule& r, int layer) -> Status {
     const bool stacked = hf_rule_has_expert(r);
     Planned p;
+    if (r.derive != HfDerive::None) {
+      DF_ASSIGN(HfDerivedPlan d, hf_plan_derived(f, r, layer));
+      if (d.info.name.empty()) return {};  // an optional tensor the folder does not have
+      for (const std::string& in : d.inputs) used.insert(in);
+      m.tensors.push_back(d.info);
+      p.derived = std::move(d.reader);
+      planned.push_back(std::move(p));
+      return {};
+    }
     for (int e = 0; e < (stacked ? n_expert : 1); ++e) {
       const std::string hn = hf_name_expand(r.hf, layer, e);
       auto it = f.tensors.find(hn);
+      if (it == f.tensors.end()) {
+        DF_ASSIGN(const HfTensor* scale, find_mxfp4_scale(f, hn));
+        if (scale) {
+          it = f.tensors.find(hn + "_packed");
+          p.scales.push_back(scale);
+          used.insert(scale->name);
+        }
+      }
       if (it == f.tensors.end()) {
         if (r.optional && !stacked) return {};
         return make_error("{}: tensor '{}' is missing (needed for {})", loc, hn, hf_name_expand(r.gguf, layer, -1));
@@ -87,9 +107,17 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
         return make_error("{}: expert tensor '{}' is {} {} but expert 0's is {} {}", loc, hn, t.dtype,
                           nlohmann::json(t.shape).dump(), p.inputs[0]->dtype, nlohmann::json(p.inputs[0]->shape).dump());
       p.inputs.push_back(&t);
-      used.insert(hn);
+      used.insert(t.name);
     }
     const HfTensor& t0 = *p.inputs[0];
+    if (p.scales.size() != p.inputs.size() && !p.scales.empty())
+      return make_error("{}: '{}' is compressed-tensors MXFP4 for some experts only", loc, t0.name);
+    if (!p.scales.empty()) {
+      DF_TRY(add_mxfp4_info(f, r, layer, stacked ? n_expert : 0, t0, *p.scales[0], &m));
+      p.from = DType::MXFP4;
+      planned.push_back(std::move(p));
+      return {};
+    }
     if (!float_dtype(t0.dtype, &p.from))
       return make_error("{}: tensor '{}' is {}; this architecture's {} form is read from BF16, F16 or F32 only", loc,
                         t0.name, t0.dtype, arch.model_type);
@@ -112,13 +140,15 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       first_layer_rule = std::min(first_layer_rule, i);
     }
   for (size_t i = 0; i < first_layer_rule; ++i) DF_TRY(add(arch.rules[i], -1));
-  for (int L = 0; L < n_layer; ++L)
+  for (int L = 0; L < n_layer; ++L) {
+    const unsigned kind = arch.layer_kind ? arch.layer_kind(f.config, L) : ~0u;
     for (const HfNameRule& r : arch.rules)
-      if (hf_rule_has_layer(r)) DF_TRY(add(r, L));
+      if (hf_rule_has_layer(r) && (r.kind & kind) == r.kind) DF_TRY(add(r, L));
+  }
   for (size_t i = first_layer_rule; i < arch.rules.size(); ++i)
     if (!hf_rule_has_layer(arch.rules[i])) DF_TRY(add(arch.rules[i], -1));
   for (const auto& [name, t] : f.tensors)
-    if (!used.count(name))
+    if (!used.count(name) && !(arch.skip_tensor && arch.skip_tensor(f.config, name)))
       return make_error("{}: tensor '{}' ({}) is not part of the {} model deltafin runs", loc, name,
                         f.shard_files[size_t(t.shard)], arch.model_type);
 
@@ -126,9 +156,38 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   v->header_ = serialize_gguf_header(m);
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const GGUFTensorInfo& ti = m.tensors[i];
-    const Planned& p = planned[i];
+    Planned& p = planned[i];
     uint64_t out = m.data_offset + ti.offset;
+    v->size_ = std::max(v->size_, m.data_offset + ti.offset + ti.bytes);
+    if (p.derived) {
+      Piece pc;
+      pc.out_off = out;
+      pc.out_len = ti.bytes;
+      pc.op = Op::Derived;
+      pc.aux = v->derived_.size();
+      v->derived_.push_back(std::move(p.derived));
+      v->pieces_.push_back(pc);
+      continue;
+    }
     const uint64_t per = ti.bytes / p.inputs.size();
+    if (p.from == DType::MXFP4) {
+      for (size_t e = 0; e < p.inputs.size(); ++e) {
+        const HfTensor &codes = *p.inputs[e], &scales = *p.scales[e];
+        if (codes.bytes != per / 17 * 16 || scales.bytes != per / 17)
+          return make_error("{}: '{}' ({} bytes) and '{}' ({} bytes) do not make {} bytes of MXFP4 blocks", loc,
+                            codes.name, codes.bytes, scales.name, scales.bytes, per);
+        Piece pc;
+        pc.out_off = out + e * per;
+        pc.out_len = per;
+        pc.op = Op::Mxfp4Ct;
+        pc.shard = codes.shard;
+        pc.in_off = codes.offset;
+        pc.shard2 = scales.shard;
+        pc.in_off2 = scales.offset;
+        v->pieces_.push_back(pc);
+      }
+      continue;
+    }
     for (const HfTensor* in : p.inputs) {
       Piece pc;
       pc.out_off = out;
@@ -145,7 +204,6 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       v->pieces_.push_back(pc);
       out += per;
     }
-    v->size_ = std::max(v->size_, m.data_offset + ti.offset + ti.bytes);
   }
   v->size_ = std::max<uint64_t>(v->size_, v->header_.size());
   std::sort(v->pieces_.begin(), v->pieces_.end(), [](const Piece& a, const Piece& b) { return a.out_off < b.out_off; });
@@ -156,6 +214,8 @@ Status HfGgufSource::read_piece(const Piece& p, uint64_t off, char* dst, size_t 
   ByteSource& src = *folder_->shards[size_t(p.shard)];
   const uint64_t rel = off - p.out_off;
   if (p.op == Op::Copy) return src.read_at(p.in_off + rel, dst, n);
+  if (p.op == Op::Derived) return derived_[p.aux]->read(rel, dst, n);
+  if (p.op == Op::Mxfp4Ct) return read_mxfp4_ct(src, *folder_->shards[size_t(p.shard2)], p.in_off, p.in_off2, rel, dst, n);
   // Widening: 2 input bytes per 4 output bytes; read the covering elements in
   // bounded chunks and copy out the asked-for bytes.
   constexpr uint64_t kChunk = 1 << 18;  // elements

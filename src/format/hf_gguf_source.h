@@ -7,7 +7,11 @@
 //   stack     the per-expert tensors of a layer into one [.., .., n_expert] tensor,
 //             each expert one piece wherever it lies in whichever shard;
 //   widen     BF16/F16 -> F32 for 1-D tensors and the router, as llama.cpp's
-//             converter stores them (exact).
+//             converter stores them (exact);
+//   mxfp4     compressed-tensors MXFP4 codes and scales reshuffled into GGUF MXFP4
+//             blocks, bit for bit (format/hf_mxfp4.h);
+//   derived   a tensor computed from others (fused products, -exp(A_log), a split
+//             kv_b_proj: format/hf_derive.h).
 // Any sub-range can be read (the expert store reads single expert slices), so
 // ModelFile, ExpertIndex, the store, caches and speculation work on it unchanged,
 // and `convert` is this source streamed to a file: the converted GGUF is byte for
@@ -21,6 +25,7 @@
 
 #include "format/gguf.h"
 #include "format/hf_arch.h"
+#include "format/hf_derive.h"
 #include "format/hf_folder.h"
 #include "format/model_file.h"
 
@@ -41,13 +46,19 @@ class HfGgufSource final : public ByteSource {
   const GGUFFile& meta() const { return meta_; }
   uint64_t header_size() const { return header_.size(); }
 
-  enum class Op : uint8_t { Copy, WidenBF16, WidenF16 };
+  // Mxfp4Ct: compressed-tensors MXFP4 codes at (shard, in_off) and E8M0 scales at
+  // (shard2, in_off2) reshuffled into GGUF MXFP4 blocks. Derived: computed by
+  // derived_[aux] (format/hf_derive.h).
+  enum class Op : uint8_t { Copy, WidenBF16, WidenF16, Mxfp4Ct, Derived };
   // One contiguous run of the virtual file's tensor data and where it comes from.
   struct Piece {
     uint64_t out_off = 0, out_len = 0;  // in the virtual file
     int shard = 0;
     uint64_t in_off = 0;                // in the shard
     Op op = Op::Copy;
+    int shard2 = 0;
+    uint64_t in_off2 = 0;
+    size_t aux = 0;
   };
 
  private:
@@ -58,6 +69,7 @@ class HfGgufSource final : public ByteSource {
   GGUFFile meta_;
   std::string header_;
   std::vector<Piece> pieces_;  // by out_off
+  std::vector<std::unique_ptr<HfDerivedReader>> derived_;
   uint64_t size_ = 0;
 };
 
