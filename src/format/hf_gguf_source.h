@@ -40,6 +40,9 @@ class HfGgufSource final : public ByteSource {
   // The synthesized header (metadata and tensor directory, data offsets set).
   const GGUFFile& meta() const { return meta_; }
   uint64_t header_size() const { return header_.size(); }
+  // Where [off, off + n) of this view lies in a shard when it is one unchanged copy of
+  // a shard's bytes (an expert's slice): *shard and *shard_off; false otherwise.
+  bool locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_off) const;
 
   enum class Op : uint8_t { Copy, WidenBF16, WidenF16 };
   // One contiguous run of the virtual file's tensor data and where it comes from.

@@ -1,0 +1,25 @@
+// One part of a remote model (store/remote_model.h): a GGUF file at the origin, or a
+// Hugging Face folder's GGUF view (store/remote_hf.h), with its core in the disk
+// cache. Internal to remote_model.cpp and remote_hf.cpp.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/core_file.h"
+#include "io/http_source.h"
+#include "store/remote_model.h"
+
+namespace deltafin {
+
+struct RemoteModel::Part {
+  std::string url;
+  HttpIdentity id;
+  std::unique_ptr<HttpSource> origin;  // null for a folder's view
+  std::unique_ptr<ByteSource> view;    // a Hugging Face folder as GGUF (remote_hf.h)
+  std::unique_ptr<CoreFile> core;
+  std::vector<CoreChunk> plan;
+  std::string core_base;
+};
+
+}  // namespace deltafin
