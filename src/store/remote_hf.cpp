@@ -140,6 +140,27 @@ constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // as format/safetensors.h
 
 }  // namespace
 
+std::vector<CoreChunk> plan_view_core(const GGUFFile& meta, uint64_t header_bytes,
+                                      const std::set<std::string>& expert_tensors) {
+  std::vector<CoreChunk> ranges = {{0, header_bytes, 0}};
+  for (const auto& t : meta.tensors)
+    if (!expert_tensors.count(t.name) && t.bytes > 0) ranges.push_back({meta.data_offset + t.offset, t.bytes, 0});
+  std::sort(ranges.begin(), ranges.end(), [](const CoreChunk& x, const CoreChunk& y) { return x.offset < y.offset; });
+  std::vector<CoreChunk> merged;
+  for (const CoreChunk& r : ranges) {
+    // Alignment padding between tensors costs nothing: the view makes it.
+    if (!merged.empty() && r.offset <= merged.back().offset + merged.back().len + 4096)
+      merged.back().len = std::max(merged.back().offset + merged.back().len, r.offset + r.len) - merged.back().offset;
+    else
+      merged.push_back(r);
+  }
+  std::vector<CoreChunk> chunks;
+  for (const CoreChunk& m : merged)
+    for (uint64_t o = m.offset; o < m.offset + m.len; o += kMaxCoreChunk)
+      chunks.push_back({o, std::min(kMaxCoreChunk, m.offset + m.len - o), 0});
+  return chunks;
+}
+
 bool hf_listing_is_folder(const std::vector<std::string>& files) {
   bool config = false, safetensors = false;
   for (const std::string& f : files) {
@@ -306,6 +327,7 @@ Status RemoteModel::open_folder() {
   auto part = std::make_unique<Part>();
   part->url = F.base;
   part->id.size = view->size();
+  part->view_header = view->header_size();
   part->view = std::move(view);
   part->core_base = dir_ + "/core-1";
   DF_ASSIGN(part->core, CoreFile::open(part->core_base, tmp_dir(root_), part->id.size));

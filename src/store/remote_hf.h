@@ -26,9 +26,12 @@
 // Offline (--offline, or the origin unreachable with a complete core cached), the
 // folder is opened from files/ and meta.json alone.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
+#include "cache/core_file.h"
+#include "format/gguf.h"
 #include "io/http_client.h"
 
 namespace deltafin {
@@ -47,6 +50,12 @@ struct RemoteFolder {
   const HfGgufSource* view = nullptr;  // the GGUF view (owned by the model's part)
   std::string view_hash;            // XXH3-64 of the view's GGUF header, hex
 };
+
+// The core chunks of a folder's GGUF view: its header (exactly: the view holds it in
+// memory, so the parser's 1 MiB reads need no more) and every tensor not in
+// `expert_tensors`, in chunks of at most kMaxCoreChunk.
+std::vector<CoreChunk> plan_view_core(const GGUFFile& meta, uint64_t header_bytes,
+                                      const std::set<std::string>& expert_tensors);
 
 // Does a repository listing hold a safetensors model (config.json and *.safetensors)
 // and no GGUF model?

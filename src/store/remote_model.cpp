@@ -37,6 +37,12 @@ class CachedPartSource final : public ByteSource {
   const std::string& name() const override { return p_.view ? p_.view->name() : p_.origin->name(); }
   Status read_at(uint64_t offset, void* dst, size_t n) override {
     if (p_.core && p_.core->covers(offset, n)) return p_.core->read(offset, dst, n);
+    if (p_.view && p_.header_only && offset < p_.view_header) {
+      const size_t k = size_t(std::min<uint64_t>(n, p_.view_header - offset));
+      DF_TRY(p_.view->read_at(offset, dst, k));
+      std::memset(static_cast<char*>(dst) + k, 0, n - k);
+      return {};
+    }
     return p_.view ? p_.view->read_at(offset, dst, n) : p_.origin->read_at(offset, dst, n);
   }
 
@@ -343,7 +349,10 @@ Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
     SourceOpener opener = [this](const std::string&) -> Result<std::unique_ptr<ByteSource>> {
       return std::unique_ptr<ByteSource>(new CachedPartSource(*parts_[0]));
     };
-    DF_ASSIGN(auto file, ModelFile::open(loc_.text, opener));
+    parts_[0]->header_only = true;
+    auto opened = ModelFile::open(loc_.text, opener);
+    parts_[0]->header_only = false;
+    DF_ASSIGN(auto file, std::move(opened));
     if (offline_reason_.empty() && (pinned_.size() != parts_.size() || meta_dirty_)) DF_TRY(write_meta());
     return file;
   }
@@ -395,7 +404,9 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
     for (const std::string* n : {&l.gate_name, &l.up_name, &l.down_name})
       if (!n->empty()) expert_tensors.insert(*n);
   for (int k = 0; k < file.shard_count(); ++k)
-    parts_[size_t(k)]->plan = plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
+    parts_[size_t(k)]->plan = parts_[size_t(k)]->view
+                                  ? plan_view_core(file.shard(k), parts_[size_t(k)]->view_header, expert_tensors)
+                                  : plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
   std::vector<OriginPart> origin;
   ExpertCacheOptions eo;
   if (folder_) {

@@ -17,6 +17,10 @@ struct RemoteModel::Part {
   HttpIdentity id;
   std::unique_ptr<HttpSource> origin;  // null for a folder's view
   std::unique_ptr<ByteSource> view;    // a Hugging Face folder as GGUF (remote_hf.h)
+  uint64_t view_header = 0;            // the view's GGUF header bytes (held in memory)
+  // While the GGUF parser reads the view's header (in 1 MiB reads), the bytes past it
+  // are not fetched: they read as zeros, which the parser never looks at.
+  bool header_only = false;
   std::unique_ptr<CoreFile> core;
   std::vector<CoreChunk> plan;
   std::string core_base;
