@@ -238,6 +238,17 @@ Status HfGgufSource::read_piece(const Piece& p, uint64_t off, char* dst, size_t 
   return {};
 }
 
+bool HfGgufSource::locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_off) const {
+  auto it = std::upper_bound(pieces_.begin(), pieces_.end(), off,
+                             [](uint64_t o, const Piece& p) { return o < p.out_off; });
+  if (it == pieces_.begin()) return false;
+  const Piece& p = *std::prev(it);
+  if (p.op != Op::Copy || off + n > p.out_off + p.out_len) return false;
+  *shard = p.shard;
+  *shard_off = p.in_off + (off - p.out_off);
+  return true;
+}
+
 Status HfGgufSource::read_at(uint64_t off, void* dst_v, size_t n) {
   if (off > size_ || n > size_ - off)
     return make_error("{}: read of {} bytes at offset {} is past the end ({} bytes)", name_, n, off, size_);

@@ -45,6 +45,9 @@ class HfGgufSource final : public ByteSource {
   // The synthesized header (metadata and tensor directory, data offsets set).
   const GGUFFile& meta() const { return meta_; }
   uint64_t header_size() const { return header_.size(); }
+  // Where [off, off + n) of this view lies in a shard when it is one unchanged copy of
+  // a shard's bytes (an expert's slice): *shard and *shard_off; false otherwise.
+  bool locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_off) const;
 
   // Mxfp4Ct: compressed-tensors MXFP4 codes at (shard, in_off) and E8M0 scales at
   // (shard2, in_off2) reshuffled into GGUF MXFP4 blocks. Derived: computed by

@@ -73,6 +73,24 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::open(const std::string& root, 
   c->client_ = std::move(client);
   c->parts_ = std::move(parts);
   c->opts_ = opts;
+  c->origin_.resize(size_t(ix.n_keys()));
+  for (int k = 0; k < ix.n_keys(); ++k)
+    for (int p = 0; p < kExpertParts; ++p) {
+      const ExpertSlice& sl = ix.slices(k).part[p];
+      if (!sl.bytes) continue;
+      Extent& x = c->origin_[size_t(k)][size_t(p)];
+      x.bytes = sl.bytes;
+      x.part = sl.shard;
+      x.offset = sl.offset;
+      if (opts.locate) {
+        DF_ASSIGN(auto at, opts.locate(sl));
+        x.part = at.first;
+        x.offset = at.second;
+      }
+      if (x.part < 0 || size_t(x.part) >= c->parts_.size() || x.offset > c->parts_[size_t(x.part)].id.size ||
+          x.bytes > c->parts_[size_t(x.part)].id.size - x.offset)
+        return make_error("{}: expert key {} part {} lies outside the origin's files", opts.model, k, p);
+    }
   DF_TRY(make_dirs(model_dir + "/experts"));
   DF_TRY(make_dirs(c->tmp_));
   DF_ASSIGN(KeyLocks locks, KeyLocks::open(model_dir + "/experts.lock"));
@@ -225,8 +243,26 @@ void ExpertCache::fetch_missing(std::vector<Want> wants, bool demand, const Done
   }
 }
 
-// Fetches claimed experts from the origin: runs of adjacent experts of one layer
-// share one range request per part.
+namespace {
+// Sorted by (part, offset), ranges that continue each other joined.
+template <class E>
+std::vector<E> merge_extents(std::vector<E> v) {
+  std::sort(v.begin(), v.end(), [](const E& a, const E& b) { return a.part != b.part ? a.part < b.part : a.offset < b.offset; });
+  std::vector<E> out;
+  for (const E& e : v) {
+    if (!out.empty() && out.back().part == e.part && out.back().offset + out.back().bytes == e.offset)
+      out.back().bytes += e.bytes;
+    else
+      out.push_back(e);
+  }
+  return out;
+}
+}  // namespace
+
+// Fetches claimed experts from the origin. Experts whose bytes continue each other's
+// at the origin share range requests: an expert joins a run when its parts merge into
+// the run's requests without adding one (adjacent experts of a GGUF layer, one
+// request per part; experts lying one after another in a safetensors shard, one).
 void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& done) {
   if (!opts_.offline_reason.empty()) {
     for (const Want& w : wants) {
@@ -238,33 +274,46 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
     }
     return;
   }
-  std::sort(wants.begin(), wants.end(), [](const Want& a, const Want& b) { return a.key < b.key; });
+  auto extents = [&](int key) {
+    std::vector<Extent> v;
+    for (const Extent& x : origin_[size_t(key)])
+      if (x.bytes) v.push_back(x);
+    return v;
+  };
+  auto first_at = [&](int key) {
+    const std::vector<Extent> v = merge_extents(extents(key));
+    return v.empty() ? std::pair<int, uint64_t>{0, 0} : std::pair<int, uint64_t>{v[0].part, v[0].offset};
+  };
+  std::sort(wants.begin(), wants.end(), [&](const Want& a, const Want& b) { return first_at(a.key) < first_at(b.key); });
   struct Run {
     std::vector<Want> experts;
+    std::vector<Extent> reqs;  // the range requests, merged
+    std::vector<uint64_t> req_pos;  // where each starts in buf
     std::vector<char> buf;
-    uint64_t part_pos[kExpertParts] = {};  // where part p's range starts in buf
     int pending = 0;
     Status status;
     bool handled = false;
   };
   std::vector<std::unique_ptr<Run>> runs;
-  auto adjacent = [&](int a, int b) {
-    if (b != a + 1 || ix_.key_moe(a) != ix_.key_moe(b)) return false;
-    for (int p = 0; p < kExpertParts; ++p) {
-      const ExpertSlice &x = ix_.slices(a).part[p], &y = ix_.slices(b).part[p];
-      if (x.shard != y.shard || x.offset + x.bytes != y.offset) return false;
-    }
-    return true;
-  };
   uint64_t run_bytes = 0;
   for (const Want& w : wants) {
     const uint64_t b = ix_.slices(w.key).bytes();
-    if (runs.empty() || !adjacent(runs.back()->experts.back().key, w.key) || run_bytes + b > opts_.max_request) {
-      runs.push_back(std::make_unique<Run>());
-      run_bytes = 0;
+    const std::vector<Extent> mine = extents(w.key);
+    if (!runs.empty() && run_bytes + b <= opts_.max_request) {
+      std::vector<Extent> joined = runs.back()->reqs;
+      joined.insert(joined.end(), mine.begin(), mine.end());
+      joined = merge_extents(std::move(joined));
+      if (joined.size() <= runs.back()->reqs.size()) {
+        runs.back()->experts.push_back(w);
+        runs.back()->reqs = std::move(joined);
+        run_bytes += b;
+        continue;
+      }
     }
+    runs.push_back(std::make_unique<Run>());
     runs.back()->experts.push_back(w);
-    run_bytes += b;
+    runs.back()->reqs = merge_extents(mine);
+    run_bytes = b;
   }
   std::mutex mu;
   std::condition_variable cv;
@@ -279,21 +328,18 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
         if (promoted_early_.erase(w.key)) urgent->store(true);
       }
     }
-    const ExpertSlices& first = ix_.slices(r->experts.front().key);
-    const ExpertSlices& last = ix_.slices(r->experts.back().key);
     uint64_t total = 0;
-    for (int p = 0; p < kExpertParts; ++p) {
-      r->part_pos[p] = total;
-      if (first.part[p].bytes) total += last.part[p].offset + last.part[p].bytes - first.part[p].offset;
+    for (const Extent& q : r->reqs) {
+      r->req_pos.push_back(total);
+      total += q.bytes;
     }
     r->buf.resize(total);
-    for (int p = 0; p < kExpertParts; ++p) r->pending += first.part[p].bytes > 0;
-    for (int p = 0; p < kExpertParts; ++p) {
-      if (!first.part[p].bytes) continue;
-      const OriginPart& origin = parts_[size_t(first.part[p].shard)];
-      const uint64_t len = last.part[p].offset + last.part[p].bytes - first.part[p].offset;
+    r->pending = int(r->reqs.size());
+    for (size_t q = 0; q < r->reqs.size(); ++q) {
+      const Extent& x = r->reqs[q];
+      const OriginPart& origin = parts_[size_t(x.part)];
       Run* run = r.get();
-      get_origin_range(*client_, origin, first.part[p].offset, len, run->buf.data() + run->part_pos[p], prio,
+      get_origin_range(*client_, origin, x.offset, x.bytes, run->buf.data() + run->req_pos[q], prio,
                          [run, &mu, &cv](const Status& s) {
                            std::lock_guard<std::mutex> lk(mu);
                            if (!s.ok() && run->status.ok()) run->status = s;
@@ -302,7 +348,7 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
                          urgent);
     }
     std::lock_guard<std::mutex> lk(mu_);
-    st_.requests += uint64_t(r->pending);
+    st_.requests += r->reqs.size();
   }
   // Hand out each run as it lands; then store its entries.
   for (size_t handled = 0; handled < runs.size(); ++handled) {
@@ -321,7 +367,6 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
         }
       run->handled = true;
     }
-    const ExpertSlices& first = ix_.slices(run->experts.front().key);
     if (!run->status.ok()) {
       for (const Want& w : run->experts) {
         release(w.key);
@@ -340,7 +385,14 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
       std::array<const char*, kExpertParts> src{};
       for (int p = 0; p < kExpertParts; ++p) {
         if (!sl.part[p].bytes) continue;
-        src[size_t(p)] = run->buf.data() + run->part_pos[p] + (sl.part[p].offset - first.part[p].offset);
+        const Extent& x = origin_[size_t(w.key)][size_t(p)];
+        for (size_t q = 0; q < run->reqs.size(); ++q) {
+          const Extent& r = run->reqs[q];
+          if (r.part == x.part && x.offset >= r.offset && x.offset + x.bytes <= r.offset + r.bytes) {
+            src[size_t(p)] = run->buf.data() + run->req_pos[q] + (x.offset - r.offset);
+            break;
+          }
+        }
         if (w.dst && w.dst[p]) std::memcpy(w.dst[p], src[size_t(p)], sl.part[p].bytes);
       }
       where.push_back(src);

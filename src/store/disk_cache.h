@@ -6,8 +6,10 @@
 //   fetch(jobs): each expert on disk (checksum verified) -> copied into the slot.
 //   A corrupt entry is removed and fetched again. The missing ones are claimed
 //   (threads of this process by a set, other processes by a per-expert byte-range
-//   lock, so an expert is fetched once however many want it), runs of adjacent
-//   experts of a layer become one range request per part (gate/up/down), the
+//   lock, so an expert is fetched once however many want it), experts whose bytes
+//   continue each other's at the origin share range requests (adjacent experts of a
+//   GGUF layer: one request per part, gate/up/down; an expert whose tensors lie
+//   together in a safetensors shard: one request, neighbours in the file joined), the
 //   bytes are copied into the slots (the caller may compute), then written as
 //   entries (temp file, fsync, rename) and the claims dropped. A process that
 //   finds an expert claimed by another waits for it and reads the entry.
@@ -23,6 +25,7 @@
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -73,6 +76,10 @@ struct ExpertCacheOptions {
   uint64_t max_request = uint64_t(64) << 20;  // a coalesced request at most
   std::string model;                        // the location, for messages
   std::string offline_reason;               // non-empty: never fetch; a missing expert is an error saying this
+  // Where a slice's bytes lie at the origin when the model file is a view over other
+  // files (a Hugging Face folder's safetensors shards): the origin part and offset.
+  // Null: the slice's own shard and offset.
+  std::function<Result<std::pair<int, uint64_t>>(const ExpertSlice&)> locate;
 };
 
 struct ExpertCacheStats {
@@ -123,6 +130,10 @@ class ExpertCache final {
   bool from_disk(int key, char* const* dst);
   void fetch_missing(std::vector<Want> wants, bool demand, const Done& done);
   void fetch_runs(std::vector<Want> wants, bool demand, const Done& done);
+  struct Extent {
+    int part = 0;
+    uint64_t offset = 0, bytes = 0;
+  };
   void release(int key);  // drops this process's claim and the cross-process lock
   // warn: report the first failure (the expert is in use from memory); else the
   // caller reports it.
@@ -135,6 +146,7 @@ class ExpertCache final {
   std::string root_, dir_, tmp_;
   std::shared_ptr<HttpClient> client_;
   std::vector<OriginPart> parts_;
+  std::vector<std::array<Extent, kExpertParts>> origin_;  // by key: each part's bytes at the origin
   ExpertCacheOptions opts_;
   std::unique_ptr<KeyLocks> locks_;
 

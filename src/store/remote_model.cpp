@@ -14,24 +14,19 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "cache/cache_admin.h"
 #include "cache/fs.h"
 #include "core/log.h"
 #include "format/fragments.h"
 #include "remote/hf_repo.h"
+#include "store/remote_hf.h"
+#include "store/remote_part.h"
+#include "format/hf_gguf_source.h"
 
 namespace deltafin {
 
-struct RemoteModel::Part {
-  std::string url;
-  HttpIdentity id;
-  std::unique_ptr<ByteSource> origin;  // an HttpSource, or a ConcatSource of the fragments' ones
-  std::vector<OriginFragment> frags;   // a part cut into byte fragments: each one (empty: one file)
-  std::unique_ptr<CoreFile> core;
-  std::vector<CoreChunk> plan;
-  std::string core_base;
-};
 
 namespace {
 
@@ -41,10 +36,16 @@ class CachedPartSource final : public ByteSource {
  public:
   explicit CachedPartSource(RemoteModel::Part& p) : p_(p) {}
   uint64_t size() const override { return p_.id.size; }
-  const std::string& name() const override { return p_.origin->name(); }
+  const std::string& name() const override { return p_.view ? p_.view->name() : p_.origin->name(); }
   Status read_at(uint64_t offset, void* dst, size_t n) override {
     if (p_.core && p_.core->covers(offset, n)) return p_.core->read(offset, dst, n);
-    return p_.origin->read_at(offset, dst, n);
+    if (p_.view && p_.header_only && offset < p_.view_header) {
+      const size_t k = size_t(std::min<uint64_t>(n, p_.view_header - offset));
+      DF_TRY(p_.view->read_at(offset, dst, k));
+      std::memset(static_cast<char*>(dst) + k, 0, n - k);
+      return {};
+    }
+    return p_.view ? p_.view->read_at(offset, dst, n) : p_.origin->read_at(offset, dst, n);
   }
 
  private:
@@ -217,9 +218,33 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
     // with the hub unreachable, from the copies of the repository in the cache.
     const std::vector<std::string> cached_files = cached_hf_files(m->root_, loc);
     bool unreachable = false;
-    Status st = opts.offline ? Status(make_error("--offline is set"))
-                             : resolve_hf_file(&loc, *m->client_, &unreachable, cached_files.empty() ? 0 : 2);
+    Status st;
+    if (opts.offline) {
+      st = make_error("--offline is set");
+    } else {
+      auto listing = hf_list_files(loc, *m->client_, &unreachable, cached_files.empty() ? 0 : 2);
+      if (!listing.ok()) {
+        st = listing.error();
+      } else if (loc.quant.empty() && hf_listing_is_folder(*listing)) {
+        // config.json and safetensors shards: the folder as published (remote_hf.h).
+        m->loc_ = loc;
+        DF_TRY(m->open_folder());
+        return m;
+      } else {
+        auto file = choose_hf_file(*listing, loc.quant, loc.text);
+        if (!file.ok()) return file.error();
+        DF_LOG_INFO("{}: {} at {}", loc.text, *file, loc.revision);
+        loc.set_hf_file(*file);
+      }
+    }
     if (!st.ok()) {
+      // A folder cached under this revision ("" is its file in the key).
+      if ((opts.offline || unreachable) && loc.quant.empty() &&
+          std::find(cached_files.begin(), cached_files.end(), "") != cached_files.end()) {
+        m->loc_ = loc;
+        DF_TRY(m->open_folder());
+        return m;
+      }
       if (!opts.offline && !unreachable) return st.error();
       if (cached_files.empty())
         return make_error("{}: {}, and the disk cache {} holds no file of this repository at '{}' (run `deltafin "
@@ -230,6 +255,10 @@ Result<std::unique_ptr<RemoteModel>> RemoteModel::open(const ModelLocation& loc_
     }
   }
   m->loc_ = loc;
+  if (loc.kind == ModelLocation::Kind::Url && url_is_folder(loc.url)) {
+    DF_TRY(m->open_folder());
+    return m;
+  }
   const std::string cached = find_cached_dir(m->root_, loc);
   std::unique_ptr<HttpSource> first;
   if (opts.offline) {
@@ -424,6 +453,17 @@ Status RemoteModel::open_fragment_part(Part* p, std::unique_ptr<HttpSource> firs
 }
 
 Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
+  if (folder_) {
+    SourceOpener opener = [this](const std::string&) -> Result<std::unique_ptr<ByteSource>> {
+      return std::unique_ptr<ByteSource>(new CachedPartSource(*parts_[0]));
+    };
+    parts_[0]->header_only = true;
+    auto opened = ModelFile::open(loc_.text, opener);
+    parts_[0]->header_only = false;
+    DF_ASSIGN(auto file, std::move(opened));
+    if (offline_reason_.empty() && (pinned_.size() != parts_.size() || meta_dirty_)) DF_TRY(write_meta());
+    return file;
+  }
   SourceOpener opener = [this](const std::string& path) -> Result<std::unique_ptr<ByteSource>> {
     for (auto& p : parts_)
       if (p->url == path) return std::unique_ptr<ByteSource>(new CachedPartSource(*p));
@@ -454,6 +494,15 @@ Status RemoteModel::write_meta() {
     }
     j["parts"].push_back(part);
   }
+  if (folder_) {
+    j["folder"] = true;
+    j["base"] = redact_url(folder_->base);
+    j["view_hash"] = folder_->view_hash;
+    j["shards"] = nlohmann::json::array();
+    for (const RemoteShard& sh : folder_->shards)
+      j["shards"].push_back({{"file", sh.file}, {"url", redact_url(sh.url)}, {"size", sh.id.size},
+                             {"etag", sh.id.etag}, {"last_modified", sh.id.last_modified}});
+  }
   DF_TRY(write_file_atomic(dir_ + "/meta.json", tmp_dir(root_), {j.dump(1) + "\n"}));
   pinned_.clear();
   pinned_fragments_.clear();
@@ -470,10 +519,26 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
     for (const std::string* n : {&l.gate_name, &l.up_name, &l.down_name})
       if (!n->empty()) expert_tensors.insert(*n);
   for (int k = 0; k < file.shard_count(); ++k)
-    parts_[size_t(k)]->plan = plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
+    parts_[size_t(k)]->plan = parts_[size_t(k)]->view
+                                  ? plan_view_core(file.shard(k), parts_[size_t(k)]->view_header, expert_tensors)
+                                  : plan_core_chunks(file.shard(k), parts_[size_t(k)]->id.size, expert_tensors);
   std::vector<OriginPart> origin;
-  for (const auto& p : parts_) origin.push_back({p->url, p->id, p->frags});
   ExpertCacheOptions eo;
+  if (folder_) {
+    // Experts come straight from the shards.
+    for (const RemoteShard& sh : folder_->shards) origin.push_back({sh.url, sh.id});
+    const HfGgufSource* view = folder_->view;
+    eo.locate = [view](const ExpertSlice& sl) -> Result<std::pair<int, uint64_t>> {
+      int shard = 0;
+      uint64_t off = 0;
+      if (!view->locate(sl.offset, sl.bytes, &shard, &off))
+        return make_error("{}: the expert slice at {} ({} bytes) is not a copy of one shard's bytes", view->name(),
+                          sl.offset, sl.bytes);
+      return std::pair<int, uint64_t>{shard, off};
+    };
+  } else {
+    for (const auto& p : parts_) origin.push_back({p->url, p->id, p->frags});
+  }
   eo.budget = opts_.disk_budget;
   eo.model = loc_.text;
   eo.offline_reason = offline_reason_;
@@ -531,6 +596,7 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
     std::condition_variable cv;
     std::deque<Job*> running;
     Status first_error;
+    std::vector<std::thread> readers;
     size_t next = 0;
     const size_t window = 8;  // chunks in flight (16 MiB each at most)
     for (;;) {
@@ -538,6 +604,16 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
         Job* j = &todo[next++];
         j->buf.resize(j->chunk.len);
         running.push_back(j);
+        if (j->part->view) {  // a folder: the view reads (and widens) from the shards
+          readers.emplace_back([j, &mu, &cv] {
+            Status s = j->part->view->read_at(j->chunk.offset, j->buf.data(), j->chunk.len);
+            std::lock_guard<std::mutex> lk(mu);
+            j->status = s;
+            j->done = true;
+            cv.notify_all();
+          });
+          continue;
+        }
         get_origin_range(*client_, origins.at(j->part), j->chunk.offset, j->chunk.len, j->buf.data(),
                          IoPriority::Demand, [j, &mu, &cv](const Status& s) {
                              std::lock_guard<std::mutex> lk(mu);
@@ -568,6 +644,7 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
       if (!s.ok() && first_error.ok()) first_error = s;
       std::vector<char>().swap(j->buf);
     }
+    for (std::thread& t : readers) t.join();
     if (!first_error.ok()) return first_error;
   }
   for (auto& p : parts_)

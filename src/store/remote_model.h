@@ -1,4 +1,6 @@
-// A model at an HTTP origin, bound to its directory in the disk cache.
+// A model at an HTTP origin, bound to its directory in the disk cache: GGUF parts,
+// or a Hugging Face folder of safetensors shards seen as one GGUF part
+// (store/remote_hf.h).
 //
 //   open():        resolves the location (a Hugging Face revision is pinned to its
 //                  commit), probes the first part (size, ETag; a GGUF published as
@@ -31,6 +33,8 @@
 #include "store/expert_index.h"
 
 namespace deltafin {
+
+struct RemoteFolder;  // store/remote_hf.h
 
 struct RemoteOptions {
   std::string cache_dir;     // the disk cache directory (--cache-dir, else Environment::cache_dir); required
@@ -67,6 +71,8 @@ class RemoteModel {
   std::shared_ptr<HttpClient> client() { return client_; }
   // Why the origin is not used ("" when online).
   const std::string& offline_reason() const { return offline_reason_; }
+  // A Hugging Face folder (safetensors) rather than GGUF parts.
+  bool is_folder() const { return folder_ != nullptr; }
 
   struct Part;
 
@@ -78,6 +84,7 @@ class RemoteModel {
   // first, already probed (may be null).
   Status open_fragment_part(Part* p, std::unique_ptr<HttpSource> first, const std::vector<std::string>& urls);
   Status write_meta();
+  Status open_folder();  // remote_hf.cpp
 
   ModelLocation loc_;
   RemoteOptions opts_;
@@ -91,6 +98,7 @@ class RemoteModel {
   std::string offline_reason_;
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<ExpertCache> experts_;
+  std::unique_ptr<RemoteFolder> folder_;
 };
 
 }  // namespace deltafin

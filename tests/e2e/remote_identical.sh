@@ -143,7 +143,8 @@ check "cache prune --disk-cache 3M: experts evicted, the core kept" bash -c \
 check "cache clear removes the model" test -z "$(ls "$P/models")"
 
 # 9b. Where the cache lives without --cache-dir; pull fetches the core only by
-# default; adjacent experts are fetched as one range per part (gate, up, down).
+# default; adjacent experts are fetched as one range per part (gate, up, down) at
+# most: parts that lie one after another in the file join into one request.
 DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" >/dev/null 2>"$dir/pull-env.err"
 check "DELTAFIN_CACHE_DIR: the cache is there; pull took the core only" bash -c \
   "test -f $dir/env-cache/models/tiny-*/core-1.ok && [ -z \"\$(ls $dir/env-cache/models/tiny-*/experts)\" ]"
@@ -152,7 +153,8 @@ check "default cache directory: \$XDG_CACHE_HOME/deltafin" test -f "$(ls -d "$di
 : >"$dir/ng/ranges.log"; kill -USR1 "$(cat "$dir/ng/nginx.pid")"; sleep 0.2
 DELTAFIN_CACHE_DIR=$dir/env-cache "$bin" pull "$url/tiny.gguf" --layers 0-0 >/dev/null 2>&1
 n_req=$(grep '^GET /tiny.gguf' "$dir/ng/ranges.log" | grep -vc 'bytes=0-0 ')
-check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (one per part)" test "$n_req" = 3
+check "pull --layers 0-0: 8 adjacent experts in $n_req range requests (at most one per part)" \
+  test "$n_req" -ge 1 -a "$n_req" -le 3
 
 # 10. The file changes upstream: a clear error, nothing mixed.
 cp "$dir/www/tiny.gguf" "$dir/tiny.orig"
