@@ -125,9 +125,12 @@ void res_mix(const std::vector<std::vector<float>>& R, const float* cur, const f
     p[nr] = res_score(cur + off, w, E, eps);
     softmax_inplace(p.data(), int64_t(nr + 1));
     for (int64_t e = 0; e < E; ++e) {
+      // ggml_dsv4_hc_pre's `sum += x * w` is one fused multiply-add per checkpoint in
+      // llama.cpp's CPU build; the current stream is a separate mul and add.
       float sum = 0.0f;
-      for (size_t i = 0; i < nr; ++i) sum += R[i][size_t(off + e)] * p[i];
-      out[off + e] = sum + cur[off + e] * p[nr];
+      for (size_t i = 0; i < nr; ++i) sum = std::fma(R[i][size_t(off + e)], p[i], sum);
+      const float c = cur[off + e] * p[nr];
+      out[off + e] = sum + c;
     }
   }
 }
@@ -343,13 +346,16 @@ class KimiK3 final : public ArchModel {
       if (banked) R.push_back(x);  // the raw stream, not its mix
       rms_norm_rows(in, Ly.attn_norm.data(), E, n, c_.eps, a.data());
       dump("attn_norm", il, rows, a.data(), E);
+      // The attention block's intermediates, when a tensor hook is set.
+      std::function<void(const char*, const float*, int64_t)> part_dump;
+      if (hook_) part_dump = [&](const char* name, const float* t, int64_t width) { dump(name, il, rows, t, width); };
       if (Ly.mla) {
         kv_seqs(slices, rows, il, mla_seqs);
-        k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data());
+        k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data(), part_dump);
       } else {
         for (size_t i = 0; i < slices.size(); ++i)
           kda_seqs[i] = KdaSeq{&static_cast<State&>(*slices[i].state).kda[size_t(il)], rows.row0[i], slices[i].n};
-        kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data());
+        kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data(), part_dump);
       }
       dump("attn_out", il, rows, o.data(), E);
       if (banked) {

@@ -48,6 +48,12 @@ void layer_norm(const float* x, const float* w, const float* b, int64_t n, float
 // Softmax of n values in place (max-subtracted, double accumulation like ggml).
 void softmax_inplace(float* x, int64_t n);
 inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+// silu as ggml's CPU build computes a row with ggml_vec_silu_f32: the first
+// n - n % silu_lanes() values of a row through its vector exp approximation
+// (ggml_v_expf of the AVX-512 or AVX2 build, per lane: silu_vec), the rest with expf
+// (silu). silu_lanes() follows the selected instruction set (16, 8, or 0: all silu).
+int silu_lanes();
+float silu_vec(float x, int lanes);
 inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 
 // Reads row `row` of a 2-D table tensor (any type) into `out` as floats.
