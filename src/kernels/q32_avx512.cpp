@@ -143,6 +143,56 @@ void dot_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
 
+// BF16 rows in the orders of ggml's CPU build on a CPU with AVX512_BF16, whose BF16
+// matmuls round their activations to BF16 and sum with vdpbf16ps: per 32-value step
+// each of 16 lanes adds its odd pair's product, then its even pair's (two fused
+// multiply-adds; BF16 products are exact in F32). vec_dot (ggml_vec_dot_bf16): two
+// accumulators over 64-value steps, each summed across lanes into a double, the tail
+// in double; vec_dot_gemm_x4 (tinyBLAS<32, __m512bh>): one accumulator per row over
+// all n (n % 32 == 0), then across lanes.
+inline void bf16_pairs(const uint16_t* p, __m512& even, __m512& odd) {
+  const __m512i v = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))));
+}
+inline __m512 dp_bf16(__m512 c, const uint16_t* a, const uint16_t* b) {
+  __m512 ae, ao, be, bo;
+  bf16_pairs(a, ae, ao);
+  bf16_pairs(b, be, bo);
+  return _mm512_fmadd_ps(ae, be, _mm512_fmadd_ps(ao, bo, c));
+}
+template <int NT>
+void dot_bf16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    const auto* b = static_cast<const uint16_t*>(xp[t]);
+    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      c1 = dp_bf16(c1, a + i, b + i);
+      c2 = dp_bf16(c2, a + i + 32, b + i + 32);
+    }
+    double sum = 0;
+    sum += double(_mm512_reduce_add_ps(c1));
+    sum += double(_mm512_reduce_add_ps(c2));
+    for (; i < n; ++i) sum += double(bf16_to_f32(a[i]) * bf16_to_f32(b[i]));
+    out[t] = float(sum);
+  }
+}
+void dot_bf16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_bf16_ggml<1>(n, out, w, &x); }
+void dot_bf16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_bf16_ggml<4>(n, out, w, xp); }
+void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 32) {
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) acc[t] = dp_bf16(acc[t], a + i, static_cast<const uint16_t*>(xp[t]) + i);
+  }
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
 // ---- 32-value blocks, two per 512-bit vector -------------------------------------------
 
 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -413,12 +463,16 @@ void install_avx512(TypeTraits* t) {
     r.isa = Isa::AVX512;
   };
   set(DType::F32, dot_ggml_1<float, load16_f32>, dot_ggml_4<float, load16_f32>);
-  t[uint32_t(DType::F32)].vec_dot_gemm_x4 = dot_gemm_4<float, load16_f32>;
-  t[uint32_t(DType::F32)].gemm_k = 16;
   set(DType::F16, dot_ggml_1<uint16_t, load16_f16>, dot_ggml_4<uint16_t, load16_f16>);
   t[uint32_t(DType::F16)].vec_dot_gemm_x4 = dot_gemm_4<uint16_t, load16_f16>;
   t[uint32_t(DType::F16)].gemm_k = 16;
-  set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
+  if (__builtin_cpu_supports("avx512bf16")) {  // llama.cpp's build for this CPU sums with vdpbf16ps
+    set(DType::BF16, dot_bf16_ggml_1, dot_bf16_ggml_4);
+    t[uint32_t(DType::BF16)].vec_dot_gemm_x4 = dot_bf16_gemm_4;
+    t[uint32_t(DType::BF16)].gemm_k = 32;
+  } else {
+    set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
+  }
   // Single rows use the same kernel as groups of four, so a row's result does not
   // depend on how a batch was grouped (batch invariance). Measured (min over repeated
   // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs
