@@ -35,11 +35,7 @@ void kda_step(int S, float* st, const float* q, const float* k, const float* v, 
     for (int i = 0; i < S; ++i) row[i] *= decay[i];
   }
   for (int j = 0; j < S; ++j) delta[j] = (v[j] - dot_f32(S, st + int64_t(j) * S, k)) * beta;
-  for (int j = 0; j < S; ++j) {
-    float* row = st + int64_t(j) * S;
-    const float dj = delta[j];
-    for (int i = 0; i < S; ++i) row[i] = std::fma(k[i], dj, row[i]);  // ggml_vec_mad_f32
-  }
+  for (int j = 0; j < S; ++j) mad_f32(S, st + int64_t(j) * S, k, delta[j]);
   if (out) {
     const float scale = 1.0f / std::sqrt(float(S));
     for (int j = 0; j < S; ++j) out[j] = dot_f32(S, st + int64_t(j) * S, q) * scale;

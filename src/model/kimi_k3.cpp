@@ -124,13 +124,13 @@ void res_mix(const std::vector<std::vector<float>>& R, const float* cur, const f
     for (size_t i = 0; i < nr; ++i) p[i] = res_score(&R[i][size_t(off)], w, E, eps);
     p[nr] = res_score(cur + off, w, E, eps);
     softmax_inplace(p.data(), int64_t(nr + 1));
+    // ggml_dsv4_hc_pre's `sum += x * w` is one fused multiply-add per checkpoint in
+    // llama.cpp's CPU build; the current stream is a separate mul and add.
+    std::fill_n(out + off, E, 0.0f);
+    for (size_t i = 0; i < nr; ++i) mad_f32(E, out + off, &R[i][size_t(off)], p[i]);
     for (int64_t e = 0; e < E; ++e) {
-      // ggml_dsv4_hc_pre's `sum += x * w` is one fused multiply-add per checkpoint in
-      // llama.cpp's CPU build; the current stream is a separate mul and add.
-      float sum = 0.0f;
-      for (size_t i = 0; i < nr; ++i) sum = std::fma(R[i][size_t(off + e)], p[i], sum);
       const float c = cur[off + e] * p[nr];
-      out[off + e] = sum + c;
+      out[off + e] += c;
     }
   }
 }

@@ -87,7 +87,11 @@ float float_of(uint32_t u) {
 
 // One lane of ggml_v_expf (ggml-cpu/vec.h), AVX-512 (lanes 16) or AVX2 (8) form:
 // every vector operation is an IEEE operation on the lane, so fma and float
-// arithmetic give its result bit for bit.
+// arithmetic give its result bit for bit. Only called where silu_lanes() > 0, i.e.
+// on a CPU with AVX2 and FMA, so std::fma can be the instruction.
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+#endif
 float ggml_expf_lane(float x, int lanes) {
   const float r = 0x1.8p23f;
   const float z = std::fma(x, 0x1.715476p+0f, r);
@@ -112,6 +116,22 @@ float ggml_expf_lane(float x, int lanes) {
 }
 
 }  // namespace
+
+namespace {
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void mad_f32_fma(int64_t n, float* y, const float* x, float v) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], v, y[i]);
+}
+const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+}  // namespace
+
+void mad_f32(int64_t n, float* y, const float* x, float v) {
+#if defined(__x86_64__)
+  if (kHasAvx2Fma) return mad_f32_fma(n, y, x, v);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], v, y[i]);
+}
 
 int silu_lanes() {
   static const int lanes = [] {

@@ -54,6 +54,10 @@ inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 // (silu). silu_lanes() follows the selected instruction set (16, 8, or 0: all silu).
 int silu_lanes();
 float silu_vec(float x, int lanes);
+// y[i] = fma(x[i], v, y[i]): one rounding per element, as ggml_vec_mad_f32 (and loops
+// the compiler contracts) in llama.cpp's CPU build. Model code is built for baseline
+// x86-64, where std::fma is a library call; this runs an FMA build where the CPU has it.
+void mad_f32(int64_t n, float* y, const float* x, float v);
 inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 
 // Reads row `row` of a 2-D table tensor (any type) into `out` as floats.
