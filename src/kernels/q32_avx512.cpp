@@ -463,6 +463,8 @@ void install_avx512(TypeTraits* t) {
     r.isa = Isa::AVX512;
   };
   set(DType::F32, dot_ggml_1<float, load16_f32>, dot_ggml_4<float, load16_f32>);
+  t[uint32_t(DType::F32)].vec_dot_gemm_x4 = dot_gemm_4<float, load16_f32>;
+  t[uint32_t(DType::F32)].gemm_k = 16;
   set(DType::F16, dot_ggml_1<uint16_t, load16_f16>, dot_ggml_4<uint16_t, load16_f16>);
   t[uint32_t(DType::F16)].vec_dot_gemm_x4 = dot_gemm_4<uint16_t, load16_f16>;
   t[uint32_t(DType::F16)].gemm_k = 16;

@@ -38,6 +38,9 @@ struct Config {
   RouterConfig router;
   FfnActParams act;
   int res_block = 0;  // B: attention-residual block size (0: off)
+  // F32 products (router, MLA's k_b/v_b) sum in ggml's batch order too: set on a file
+  // whose projections are F16/BF16, where llama.cpp rounds what follows them.
+  bool f32_gemm = false;
 };
 
 struct Layer {
@@ -297,6 +300,11 @@ class KimiK3 final : public ArchModel {
     };
     DF_TRY(bind_checked(file, opts, bind));
     if (opts.check_only) return {};
+    {
+      const Layer& L0 = layers_[0];
+      const DType t = L0.mla ? L0.att.wo.type : L0.kda.wo.type;
+      c_.f32_gemm = c_.mla.f32_gemm = t == DType::F16 || t == DType::BF16;
+    }
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
     describe("kimi-k3", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
@@ -413,7 +421,7 @@ class KimiK3 final : public ArchModel {
       linear(pool_, Ly.routed_down, f, n, xl.data());
       xin = xl.data();
     }
-    linear(pool_, Ly.gate_inp, f, n, rl.data());  // the router sees the full-width input
+    linear(pool_, Ly.gate_inp, f, n, rl.data(), c_.f32_gemm);  // the router sees the full-width input
     dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
     RouterConfig rc = c_.router;
     rc.score_bias = Ly.exp_probs_b.data();

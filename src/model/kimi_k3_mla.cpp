@@ -99,7 +99,7 @@ void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeig
   std::vector<float> o(size_t(n) * size_t(H) * size_t(dv)), zh(size_t(n) * size_t(r)), oh(size_t(n) * size_t(dv));
   for (int h = 0; h < H; ++h) {
     for (int t = 0; t < n; ++t) std::copy_n(&z[size_t((int64_t(t) * H + h) * r)], r, &zh[size_t(t) * size_t(r)]);
-    linear(pool, w.v_b.slice(h), zh.data(), n, oh.data());
+    linear(pool, w.v_b.slice(h), zh.data(), n, oh.data(), s.f32_gemm);
     for (int t = 0; t < n; ++t)
       std::copy_n(&oh[size_t(t) * size_t(dv)], dv, &o[size_t((int64_t(t) * H + h) * dv)]);
   }

@@ -25,6 +25,7 @@ struct K3MlaShape {
   int d_v = 0;                 // value head (value_length_mla)
   int kv_lora = 0;             // r_kv: latent width, also the attention's value width
   float eps = 0;
+  bool f32_gemm = false;  // v_b in ggml's batch order also when F32 (kernels/matmul.h)
   int64_t k_row() const { return int64_t(kv_lora) + d_rope; }
 };
 
