@@ -235,7 +235,9 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("mem/memcpy/1t", bm_memcpy)->UseRealTime();
   const DType types[] = {DType::Q8_0, DType::Q4_K, DType::MXFP4, DType::Q6_K, DType::F32, DType::F16,
                          DType::BF16, DType::Q4_0, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::Q4_1,
-                         DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0};
+                         DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0,
+                         DType::TQ1_0, DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS,
+                         DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S};
   for (DType t : types) {
     std::string n(dtype_name(t));
     const int64_t all = INT64_MAX, in_l2 = int64_t((1 << 20) / dtype_row_bytes(t, kCols));  // 1 MiB of weights

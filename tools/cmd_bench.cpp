@@ -10,7 +10,6 @@
 // Bytes, hit rate, GB/s and I/O wait are the expert store's counters over the
 // measured runs; GB/s is bytes over the time at least one read was in flight.
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/platform.h"
 #include "runtime/engine.h"
 #include "store_options.h"
 #include "tool_common.h"
@@ -38,12 +38,6 @@ struct TestResult {
   double seconds = 0;       // measured wall time, all repetitions
   StoreStats io;            // store counters over the measured repetitions
 };
-
-uint64_t peak_rss_bytes() {
-  struct rusage ru;
-  ::getrusage(RUSAGE_SELF, &ru);
-  return uint64_t(ru.ru_maxrss) * 1024;
-}
 
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> v;
@@ -69,7 +63,7 @@ Command add_bench(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prompt and generation throughput and expert streaming");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
   sub->add_option("-p,--n-prompt", o->pp, "Prompt lengths to test, comma-separated (0: none)")->capture_default_str();
   sub->add_option("-n,--n-gen", o->tg, "Generation lengths to test, comma-separated (0: none)")->capture_default_str();
   sub->add_option("-r,--repetitions", o->reps, "Measured runs per test")->capture_default_str();
@@ -266,7 +260,7 @@ Command add_bench(CLI::App& app) {
                 j["io_wait_fraction"] = wait_frac;
                 j["seconds"] = r.seconds;
                 j["direct_io"] = r.io.direct;
-                j["peak_rss"] = peak_rss_bytes();
+                j["peak_rss"] = platform::peak_rss_bytes();
                 // Next-layer prefetch over the measured runs: totals and per layer.
                 const LayerPrefetchStats pt = r.io.prefetch_total();
                 nlohmann::json pf;
@@ -296,7 +290,7 @@ Command add_bench(CLI::App& app) {
               }
               std::fflush(stdout);
             }
-            const uint64_t rss = peak_rss_bytes();
+            const uint64_t rss = platform::peak_rss_bytes();
             if (!o->json && !batching.empty()) fmt::print("\nbatching (measured side by side):\n{}\n", batching);
             if (!o->json) fmt::print("\npeak RSS {:.3f} GiB\n", rss / kGiB);
             if (!o->json && store) {

@@ -28,7 +28,7 @@ Command add_eval(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("eval", "Evaluate a token sequence and print top-K logits as JSON lines");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
   sub->add_option("--ids", o->ids, "Comma-separated token ids");
   sub->add_option("-p,--prompt", o->prompt, "Text to tokenize and evaluate");
   sub->add_option("--top", o->top, "Logits to print per position")->capture_default_str();

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "core/units.h"
+#include "format/hf_gguf_source.h"
 #include "format/model_file.h"
 #include "kernels/types.h"
 #include "model/model.h"
@@ -39,7 +40,7 @@ Command add_inspect(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model and what a RAM budget implies");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path (the first part of a split model), Hugging Face folder, URL or hf:// location")->required();
   sub->add_option("--mem", o->mem, "RAM budget to plan (e.g. 8G; default: as run, 80% of the RAM available)");
   sub->add_option("--reserve", o->reserve, "Part of --mem kept for the KV cache, activations and the program (as run)");
   sub->add_option("-c,--ctx-size", o->ctx, "Context size of the planned sequences")
@@ -86,6 +87,16 @@ Command add_inspect(CLI::App& app) {
             fmt::print("model:          {}\n", o->model);
             if (remote.remote) fmt::print("source:         {} (headers cached in {})\n", remote.remote->key(),
                                           remote.remote->dir());
+            if (const HfGgufSource* hf = hf_source_of(*mf)) {
+              const HfFolder& f = hf->folder();
+              fmt::print("source:         Hugging Face folder, model_type {}: {} safetensors shard(s), {} tensors run",
+                         f.model_type, f.shard_files.size(), f.tensors.size());
+              if (f.skipped_tensors)
+                fmt::print(", {} skipped ({}, not run: vision tower or projector)", f.skipped_tensors,
+                           human(double(f.skipped_bytes)));
+              fmt::print("\nheaders read:   {} bytes (config, index, shard headers, tokenizer); no tensor data\n",
+                         f.bytes_read);
+            }
             fmt::print("name:           {}\n", m.string_or("general.name", "?"));
             const auto archs = supported_architectures();
             const bool supported = std::count(archs.begin(), archs.end(), arch) > 0;

@@ -89,7 +89,7 @@ Command add_plan(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("plan", "Predict what this machine will do with a model (memory, speed, disk), "
                                               "from its headers alone");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
   sub->add_option("--mem", o->mem, "RAM budget (e.g. 64G; default: as run, 80% of the RAM available)");
   sub->add_option("--reserve", o->reserve, "Part of --mem kept for the KV cache, activations and the program (as run)");
   sub->add_option("--disk-read", o->disk_read,

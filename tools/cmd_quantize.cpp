@@ -41,9 +41,10 @@ Command add_quantize(CLI::App& app) {
               return 2;
             }
             q.fallback = fb.type;
-            // llama-quantize refuses these without an importance matrix; deltafin
+            // llama-quantize refuses these without an importance matrix (for every
+            // tensor but token_embd and output, tensor_requires_imatrix); deltafin
             // quantizes by plain squared error, which costs model quality.
-            for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S})
+            for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS})
               if (q.type == t)
                 fmt::print(stderr, "warning: {} without an importance matrix: every weight counts the same, "
                                    "expect a worse model than llama.cpp's imatrix quants\n",

@@ -3,7 +3,6 @@
 // prints --stats); a second Ctrl-C exits at once.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -12,6 +11,7 @@
 
 #include "commands.h"
 #include "core/log.h"
+#include "core/platform.h"
 #include "runtime/engine.h"
 #include "runtime/predict.h"
 #include "runtime/generate.h"
@@ -49,7 +49,7 @@ Command add_run(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("run", "Complete a prompt");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
   sub->add_option("-p,--prompt", o->prompt, "Prompt text");
   sub->add_option("-f,--file", o->file, "Read the prompt from a file");
   sub->add_option("-n,--n-predict", o->n, "Tokens to generate (-1: until end of text)")->capture_default_str();
@@ -171,10 +171,8 @@ Command add_run(CLI::App& app) {
             if (json && st.stop_reason != "eos")
               fmt::print(stderr, "warning: the JSON document is unfinished (stopped by {}; raise -n)\n", st.stop_reason);
             if (o->stats) {
-              struct rusage ru {};
-              ::getrusage(RUSAGE_SELF, &ru);
               fmt::print(stderr, "\nload: {:.3f} s; peak memory (RSS): {:.1f} MiB\n", load_s,
-                         double(ru.ru_maxrss) / 1024.0);
+                         double(platform::peak_rss_bytes()) / 1048576.0);
               fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_prompt, st.prefill_s,
                          st.n_prompt / std::max(st.prefill_s, 1e-9));
               fmt::print(stderr, "decode: {} tokens in {:.3f} s ({:.1f} tok/s)\n", st.n_generated, st.decode_s,

@@ -3,7 +3,6 @@
 // finish (at most --drain-timeout seconds), then exit; a second signal cancels them.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +13,7 @@
 
 #include "commands.h"
 #include "core/log.h"
+#include "core/platform.h"
 #include "runtime/engine.h"
 #include "runtime/prompt_disk_cache.h"
 #include "runtime/scheduler.h"
@@ -39,7 +39,7 @@ Command add_serve(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, URL or hf:// location")->required();
+  sub->add_option("model,-m,--model", o->model, "Model: .gguf path, Hugging Face model folder, URL or hf:// location")->required();
   sub->add_option("--host", o->host, "Address to listen on")->capture_default_str();
   sub->add_option("--port", o->port, "Port (0: any free port, printed at start)")->capture_default_str();
   sub->add_option("--api-key", o->api_key,
@@ -260,10 +260,8 @@ Command add_serve(CLI::App& app) {
                          ds.entries, double(ds.bytes) / 1048576.0, o->prompt_cache_disk);
             }
             {
-              struct rusage ru {};
-              ::getrusage(RUSAGE_SELF, &ru);
               fmt::print("deltafin serve: model loaded in {:.2f} s; peak memory (RSS) so far {:.1f} MiB\n", load_s,
-                         double(ru.ru_maxrss) / 1024.0);
+                         double(platform::peak_rss_bytes()) / 1048576.0);
             }
             std::fflush(stdout);
 

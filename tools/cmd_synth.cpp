@@ -1,5 +1,9 @@
-// deltafin synth: write a synthetic GGUF model with random weights.
+// deltafin synth: write a synthetic GGUF model with random weights (or, with
+// --format hf, the same model as a Hugging Face folder: format/hf_export.h).
 #include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
 
 #include <fstream>
 #include <sstream>
@@ -7,6 +11,7 @@
 #include "commands.h"
 #include "core/thread_pool.h"
 #include "format/gguf_writer.h"
+#include "format/hf_export.h"
 #include "model/registry.h"
 #include "synth/synth.h"
 #include "tool_common.h"
@@ -15,13 +20,13 @@ namespace deltafin::tools {
 
 Command add_synth(CLI::App& app) {
   struct Opts {
-    std::string preset = "tiny", arch, out, type, expert_type, vocab, size, mla, chat_template;
+    std::string preset = "tiny", format = "gguf", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0;
     int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
-    int64_t expert_width = 0, embd = 0, moe_latent = -1;
+    int64_t expert_width = 0, embd = 0, moe_latent = -1, vocab_size = 0;
     uint64_t seed = 1;
     float skew = -1;
-    bool force = false;
+    bool force = false, sparse = false;
     std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Opts>();
@@ -42,6 +47,12 @@ Command add_synth(CLI::App& app) {
       "Print the architectures --arch takes, one a line, and exit");
   sub->add_option("-o,--output", o->out, "Output .gguf path (missing directories are created)")->required();
   sub->add_flag("--force", o->force, "Overwrite the output if it exists");
+  sub->add_option("--format", o->format,
+                  "gguf, or hf: a Hugging Face folder at -o (safetensors shards with an index, experts out of "
+                  "order, a vision tower to skip, config.json, generation_config.json, tokenizer files); F32, F16 "
+                  "and BF16 models")
+      ->check(CLI::IsMember({"gguf", "hf"}))
+      ->capture_default_str();
   sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");
   sub->add_option("--expert-type", o->expert_type, "Type of the routed experts (default: --type, or the preset's)");
   sub->add_option("--layers", o->layers, "Number of layers");
@@ -63,6 +74,12 @@ Command add_synth(CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "Copy the tokenizer from this GGUF (default: built-in byte-level BPE)");
   sub->add_option("--chat-template", o->chat_template,
                   "Write this Jinja file as tokenizer.chat_template (e.g. one of ../shared/templates)");
+  sub->add_option("--vocab-size", o->vocab_size,
+                  "Pad the vocabulary with unused tokens to this many (a real model's embedding size)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  sub->add_flag("--sparse", o->sparse,
+                "Leave the tensor data as holes of a sparse file (all weights zero): a full-size model in a few "
+                "MB of disk, for inspect and plan");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--mla", o->mla,
@@ -120,6 +137,12 @@ Command add_synth(CLI::App& app) {
             s.nextn = o->nextn;
             s.seed = o->seed;
             s.vocab_path = o->vocab;
+            if (o->vocab_size) s.n_vocab = o->vocab_size;
+            s.sparse = o->sparse;
+            if (o->sparse && o->split > 1) {
+              fmt::print(stderr, "error: --sparse cannot be split (--split would write the holes out as zeros)\n");
+              return 2;
+            }
             if (!o->chat_template.empty()) {
               std::ifstream f(o->chat_template, std::ios::binary);
               if (!f) {
@@ -138,6 +161,41 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: bad --size '{}'\n", o->size);
               return 2;
             }
+            if (o->format == "hf") {
+              namespace fs = std::filesystem;
+              std::error_code ec;
+              if (o->split > 0) {
+                fmt::print(stderr, "error: --split is for --format gguf (a Hugging Face folder is always sharded)\n");
+                return 2;
+              }
+              if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec)) {
+                if (!o->force) {
+                  fmt::print(stderr, "error: -o '{}' exists; give --force to replace it, or another directory\n", o->out);
+                  return 2;
+                }
+                if (!fs::is_directory(o->out, ec) || !fs::exists(fs::path(o->out) / "config.json", ec)) {
+                  fmt::print(stderr, "error: -o '{}' is not a model folder; --force replaces only those\n", o->out);
+                  return 2;
+                }
+                fs::remove_all(o->out, ec);
+              }
+              const std::string tmp = o->out + ".synth.gguf";
+              ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
+              SynthReport r;
+              Status st = synth_model(s, tmp, pool, &r);
+              HfExportOptions eo;
+              eo.seed = s.seed;
+              HfExportReport er;
+              if (st.ok()) st = export_gguf_as_hf(tmp, o->out, eo, &er);
+              std::remove(tmp.c_str());
+              if (!st.ok()) {
+                fmt::print(stderr, "error: {}\n", st.error().message);
+                return 1;
+              }
+              fmt::print(stderr, "wrote {} ({} {} as a Hugging Face folder: {} shards, {} tensors, {:.1f} MiB)\n",
+                         o->out, s.arch, o->preset, er.shards, er.tensors, er.bytes / 1048576.0);
+              return 0;
+            }
             DF_CHECK_OR_EXIT(prepare_output(o->out, o->force, "-o"));
             if (o->split > 1) {  // the parts' names (split_gguf's default prefix: the path less .gguf)
               const std::string stem = o->out.size() > 5 && o->out.ends_with(".gguf")
@@ -154,9 +212,10 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
             }
-            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MiB, experts {:.1f} MiB) in {:.2f} s, {:.0f} MiB/s\n",
-                       o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1048576.0, r.expert_bytes / 1048576.0,
-                       r.seconds, r.bytes / 1048576.0 / std::max(r.seconds, 1e-9));
+            fmt::print(stderr, "wrote {} ({} {}, {} layers, {} experts, {:.1f} MiB, experts {:.1f} MiB{}) in {:.2f} s, "
+                       "{:.0f} MiB/s\n", o->out, s.arch, o->preset, s.n_layer, r.n_expert, r.bytes / 1048576.0,
+                       r.expert_bytes / 1048576.0, s.sparse ? ", sparse: data left as holes" : "", r.seconds,
+                       r.bytes / 1048576.0 / std::max(r.seconds, 1e-9));
             return 0;
           }};
 }

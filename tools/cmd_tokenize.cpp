@@ -4,15 +4,22 @@
 //   deltafin tokenize -m MODEL.gguf -f prompt.txt --pieces    one "id -> 'piece'" per line
 //   deltafin tokenize -m MODEL.gguf --batch texts.bin          texts separated by NUL bytes,
 //                                                             one line of ids per text
+//   deltafin tokenize -m HF_FOLDER --save-vocab V.gguf        also write the tokenizer keys as a
+//                                                             vocabulary-only GGUF (llama.cpp loads it)
 //
-// Works on full models and on vocab-only GGUFs: only the metadata is read.
+// Works on full models and on vocab-only GGUFs: only the metadata is read. MODEL
+// may also be a local Hugging Face folder: its tokenizer files (tokenizer.json,
+// tokenizer.model or tiktoken.model, tokenizer_config.json, config.json) converted as llama.cpp's
+// converter would.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "commands.h"
 #include "format/gguf.h"
+#include "format/hf_tokenizer.h"
 #include "io/byte_source.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +36,7 @@ struct TokenizeArgs {
   bool no_bos = false;
   bool no_parse_special = false;
   bool show_stats = false;
+  std::string save_vocab;
 };
 
 // Pieces for display: control bytes and broken UTF-8 escaped.
@@ -63,20 +71,51 @@ std::string id_line(const std::vector<int32_t>& ids) {
   return line;
 }
 
+// The tokenizer keys of a Hugging Face folder's files.
+Result<GGUFFile> folder_meta(const std::string& dir) {
+  HfTokenizerFiles f;
+  auto opt = [&](const char* name, std::string* out) {
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    if (std::filesystem::exists(p) && !read_file(p.string(), out)) return false;
+    return true;
+  };
+  if (!opt("tokenizer.json", &f.tokenizer_json) || !opt("tokenizer_config.json", &f.tokenizer_config_json) ||
+      !opt("tiktoken.model", &f.tiktoken_model) || !opt("tokenizer.model", &f.tokenizer_model) || !opt("chat_template.jinja", &f.chat_template_jinja) ||
+      !opt("config.json", &f.config_json))
+    return make_error("{}: cannot read the tokenizer files", dir);
+  GGUFFile meta;
+  DF_TRY(hf_tokenizer_to_gguf(f, &meta));
+  return meta;
+}
+
+Result<GGUFFile> model_meta(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return folder_meta(path);
+  DF_ASSIGN(auto src, open_file_source(path));
+  return parse_gguf(*src);
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   std::string text = a.prompt;
   if (!a.file.empty() && !read_file(a.file, &text)) return 1;
   std::string batch;
   if (!a.batch.empty() && !read_file(a.batch, &batch)) return 1;
-  auto src = open_file_source(a.model);
-  if (!src.ok()) {
-    std::fprintf(stderr, "error: %s\n", src.error().message.c_str());
-    return 1;
-  }
-  auto meta = parse_gguf(**src);
+  auto meta = model_meta(a.model);
   if (!meta.ok()) {
     std::fprintf(stderr, "error: %s: %s\n", a.model.c_str(), meta.error().message.c_str());
     return 1;
+  }
+  if (!a.save_vocab.empty()) {
+    GGUFFile v;
+    if (!meta->find("general.architecture")) v.set("general.architecture", GGUFValue::str("llama"));
+    for (const std::string& k : meta->keys)
+      if (k.rfind("tokenizer.", 0) == 0 || k == "general.architecture") v.set(k, meta->kv.at(k));
+    const std::string bytes = serialize_gguf_header(v);
+    FILE* out = std::fopen(a.save_vocab.c_str(), "wb");
+    const bool ok = out && std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+    if (!out || std::fclose(out) != 0 || !ok) {
+      std::fprintf(stderr, "error: --save-vocab %s: cannot write the file\n", a.save_vocab.c_str());
+      return 1;
+    }
   }
   auto tok = Tokenizer::from_gguf(*meta);
   if (!tok.ok()) {
@@ -116,7 +155,7 @@ int run_tokenize(const TokenizeArgs& a) {
 Command add_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand("tokenize", "Print the token ids of a text (works on vocab-only GGUFs)");
-  sub->add_option("model,-m,--model", args->model, "GGUF model or vocabulary file")->required();
+  sub->add_option("model,-m,--model", args->model, "GGUF model or vocabulary file, or a Hugging Face folder")->required();
   auto* p = sub->add_option("-p,--prompt", args->prompt, "Text to tokenize");
   auto* f = sub->add_option("-f,--file", args->file, "Read the text from a file");
   auto* b = sub->add_option("--batch", args->batch, "Tokenize each NUL-separated text of a file; one line of ids each");
@@ -128,6 +167,9 @@ Command add_tokenize(CLI::App& app) {
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Treat special-token text (<|im_start|> ...) as plain text");
   sub->add_flag("--stats", args->show_stats, "Print size and speed on stderr");
+  sub->add_option("--save-vocab", args->save_vocab,
+                  "Also write the model's tokenizer keys as a vocabulary-only GGUF (e.g. those of a Hugging Face "
+                  "folder, for llama.cpp)");
   return {sub, [args] { return run_tokenize(*args); }};
 }
 

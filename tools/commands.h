@@ -29,6 +29,7 @@ Command add_serve(CLI::App& app);
 Command add_quantize(CLI::App& app);
 Command add_pull(CLI::App& app);
 Command add_cache(CLI::App& app);
+Command add_convert(CLI::App& app);
 
 // Parses sizes such as "2G", "512M", "1.5GiB", "4096"; returns false if malformed.
 bool parse_size(const std::string& s, uint64_t* out);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/platform.h"
 #include "kernels/types.h"
 
 namespace deltafin::tools {
@@ -18,7 +19,10 @@ std::string var(const char* name) {
 Environment read_environment() {
   Environment e;
   const std::string xdg = var("XDG_CACHE_HOME"), home = var("HOME");
-  const std::string user_cache = !xdg.empty() ? xdg : !home.empty() ? home + "/.cache" : "";
+  // deltafin's own: the OS's cache directory (~/.cache, ~/Library/Caches).
+  const std::string user_cache = platform::user_cache_dir(xdg, home);
+  // Hugging Face's: XDG's on every OS, as huggingface_hub has it.
+  const std::string xdg_cache = !xdg.empty() ? xdg : !home.empty() ? home + "/.cache" : "";
   if (std::string d = var("DELTAFIN_CACHE_DIR"); !d.empty()) e.cache_dir = d;
   else if (!user_cache.empty()) e.cache_dir = user_cache + "/deltafin";
   if (!user_cache.empty()) e.profile_base = user_cache;
@@ -31,7 +35,7 @@ Environment read_environment() {
   e.hf_token_path = var("HF_TOKEN_PATH");
   if (e.hf_token_path.empty()) {
     std::string hf_home = var("HF_HOME");
-    if (hf_home.empty() && !user_cache.empty()) hf_home = user_cache + "/huggingface";
+    if (hf_home.empty() && !xdg_cache.empty()) hf_home = xdg_cache + "/huggingface";
     if (!hf_home.empty()) e.hf_token_path = hf_home + "/token";
   }
   e.ca_bundle = var("CURL_CA_BUNDLE");

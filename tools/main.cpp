@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
   app.fallthrough();  // -v/-q after the command too
   app.set_version_flag("--version", version_text());
   app.footer("\nEvery command that reads a model takes it as its first argument or with -m; a model is a .gguf "
-             "path,\nan http(s):// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf, or hf://OWNER/REPO[:QUANT] "
+             "path,\na Hugging Face model folder, an http(s):// URL, hf://OWNER/REPO[@REVISION]/FILE.gguf, or hf://OWNER/REPO[:QUANT] "
              "(-hf OWNER/REPO[:QUANT]).\n`deltafin help COMMAND` or `deltafin COMMAND --help` shows a command's "
              "options.");
   int verbosity = 0;
@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
 
   std::vector<Command> cmds = {add_run(app),   add_chat(app),    add_eval(app),     add_perplexity(app),
                                add_synth(app), add_inspect(app), add_plan(app), add_tokenize(app), add_bench(app),
-                               add_serve(app), add_quantize(app), add_pull(app), add_cache(app)};
+                               add_serve(app), add_quantize(app), add_pull(app), add_cache(app), add_convert(app)};
   for (auto& c : cmds)
     for (const char* name : {"run", "chat", "eval", "perplexity", "bench", "serve"})
       if (c.app->get_name() == name) add_gpu_layers_option(c.app);

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include "environment.h"
+#include "format/hf_gguf_source.h"
 #include "model/model.h"
 #include "remote/location.h"
 
@@ -21,6 +22,7 @@ Result<OpenedRemote> open_remote(const std::string& location, const RemoteOption
 
 Result<std::unique_ptr<ModelFile>> open_headers(const std::string& location, const RemoteOptions& ro,
                                                 OpenedRemote* remote) {
+  if (is_local_hf_folder(location)) return open_local_hf_model(location);
   if (!is_remote_location(location)) return ModelFile::open(location, local_file_opener());
   DF_ASSIGN(*remote, open_remote(location, ro));
   return std::move(remote->file);

@@ -29,7 +29,7 @@ struct RemoteCli {
 inline void add_remote_options(CLI::App* sub, RemoteCli& o) {
   sub->add_option("--cache-dir", o.cache_dir,
                   "Disk cache for remote models (default: $DELTAFIN_CACHE_DIR, else $XDG_CACHE_HOME/deltafin or "
-                  "~/.cache/deltafin)");
+                  "~/.cache/deltafin; ~/Library/Caches/deltafin on macOS)");
   sub->add_option("--disk-cache", o.disk_cache,
                   "Size budget of the disk cache (e.g. 200G); the least used experts are evicted, never a core "
                   "(default: no limit)");

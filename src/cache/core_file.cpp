@@ -12,6 +12,7 @@
 
 #include "cache/fs.h"
 #include "core/log.h"
+#include "core/platform.h"
 
 namespace deltafin {
 
@@ -200,7 +201,7 @@ Status CoreFile::store(const CoreChunk& chunk, const char* data) {
     if (w < 0) return make_error("cannot write the model core to '{}': {}", data_path_, std::strerror(errno));
     done += uint64_t(w);
   }
-  if (::fdatasync(fd_) != 0) return make_error("cannot sync '{}': {}", data_path_, std::strerror(errno));
+  if (!platform::sync_data(fd_)) return make_error("cannot sync '{}': {}", data_path_, std::strerror(errno));
   // Journal: the chunk counts once its line is complete.
   const std::string jpath = base_ + ".journal";
   const std::string head = fmt::format("deltafin-core 1 {}\n", file_size_);
@@ -210,7 +211,7 @@ Status CoreFile::store(const CoreChunk& chunk, const char* data) {
   std::string line = (::fstat(jfd, &st) == 0 && st.st_size == 0 ? head : std::string()) + chunk_line(c);
   ssize_t w = ::write(jfd, line.data(), line.size());
   const int err = errno;
-  const bool synced = w == ssize_t(line.size()) && ::fdatasync(jfd) == 0;
+  const bool synced = w == ssize_t(line.size()) && platform::sync_data(jfd);
   ::close(jfd);
   if (!synced) return make_error("cannot write '{}': {}", jpath, std::strerror(w < 0 ? err : ENOSPC));
   auto it = std::lower_bound(stored_.begin(), stored_.end(), c, by_offset);
@@ -265,9 +266,11 @@ std::string CoreFile::stamp() const {
   struct stat st;
   auto manifest = read_small_file(base_ + ".ok");
   if (::fstat(fd_, &st) != 0 || !manifest.ok()) return "";
+  constexpr int64_t kNs = 1000000000;
+  const int64_t m = platform::mtime_ns(st), c = platform::ctime_ns(st);
   return fmt::format("deltafin-core-verified 1 {} {} {}.{:09} {}.{:09} {:016x}\n", uint64_t(st.st_size),
-                     uint64_t(st.st_ino), int64_t(st.st_mtim.tv_sec), st.st_mtim.tv_nsec, int64_t(st.st_ctim.tv_sec),
-                     st.st_ctim.tv_nsec, XXH3_64bits(manifest->data(), manifest->size()));
+                     uint64_t(st.st_ino), m / kNs, m % kNs, c / kNs, c % kNs,
+                     XXH3_64bits(manifest->data(), manifest->size()));
 }
 
 Result<int> CoreFile::verify_if_changed(bool* skipped) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/fs.h"
+#include "core/platform.h"
 
 namespace deltafin {
 
@@ -87,7 +88,7 @@ EntryRead read_payload(int fd, const RawHeader& h, char* const dst[kExpertParts]
   }
   const uint64_t got = XXH3_64bits_digest(s);
   XXH3_freeState(s);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // the bytes live in the RAM cache now
+  platform::drop_cached_pages(fd, 0, 0);  // the bytes live in the RAM cache now
   if (!ok) return corrupt("short read");
   if (got != h.payload_hash) return corrupt("payload checksum mismatch");
   return {EntryState::Ok, ""};

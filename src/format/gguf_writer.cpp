@@ -30,6 +30,12 @@ void GGUFWriter::add_tensor(const std::string& name, DType type, std::initialize
 }
 
 Status GGUFWriter::raw_write(const void* p, size_t n) {
+  if (!p) {  // a hole: seek past it; finish() sets the file's length
+    if (n && ::fseeko(f_, off_t(n), SEEK_CUR) != 0)
+      return make_error("{}: seek failed after {} bytes: {}", tmp_path_, written_, std::strerror(errno));
+    written_ += n;
+    return {};
+  }
   if (n && std::fwrite(p, 1, n, f_) != n)
     return make_error("{}: write failed after {} bytes: {}", tmp_path_, written_, std::strerror(errno));
   written_ += n;
@@ -52,7 +58,7 @@ Status GGUFWriter::write_data(const void* data, size_t n) {
     const GGUFTensorInfo& t = file_.tensors[cur_];
     size_t take = size_t(std::min<uint64_t>(n, t.bytes - cur_done_));
     DF_TRY(raw_write(p, take));
-    p += take;
+    if (p) p += take;
     n -= take;
     cur_done_ += take;
     if (cur_done_ == t.bytes) {
@@ -70,7 +76,7 @@ Status GGUFWriter::write_data(const void* data, size_t n) {
 Status GGUFWriter::finish() {
   if (cur_ != file_.tensors.size())
     return make_error("{}: tensor '{}' was not fully written", path_, file_.tensors[cur_].name);
-  if (std::fflush(f_) != 0 || ::fsync(fileno(f_)) != 0)
+  if (std::fflush(f_) != 0 || ::ftruncate(fileno(f_), off_t(written_)) != 0 || ::fsync(fileno(f_)) != 0)
     return make_error("{}: flush failed: {}", tmp_path_, std::strerror(errno));
   std::fclose(f_);
   f_ = nullptr;

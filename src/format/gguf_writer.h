@@ -22,6 +22,7 @@ class GGUFWriter {
   // Writes the header; tensor data follows with write_data() in directory order.
   Status begin();
   // Appends bytes of the current tensor; a tensor may be written in several calls.
+  // data == nullptr leaves a hole of n bytes (read back as zeros; a sparse file).
   Status write_data(const void* data, size_t n);
   // Checks every tensor got exactly its bytes, syncs and renames into place.
   Status finish();

@@ -17,9 +17,7 @@ Result<std::unique_ptr<DirectFile>> DirectFile::open(const std::string& path, bo
   struct stat st;
   if (::fstat(f->fd_, &st) != 0 || !S_ISREG(st.st_mode)) return make_error("'{}' is not a regular file", path);
   f->size_ = uint64_t(st.st_size);
-#ifdef O_DIRECT
-  if (want_direct) f->direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-#endif
+  if (want_direct) f->direct_fd_ = platform::open_uncached(path);
   return f;
 }
 
@@ -65,21 +63,15 @@ Status DirectFile::read_aligned(uint64_t offset, void* dst, size_t n) {
     direct_failed_.store(true, std::memory_order_relaxed);
   }
   DF_TRY(read_fd(fd_, offset, p, n, &err));
-#ifdef POSIX_FADV_DONTNEED
-  ::posix_fadvise(fd_, off_t(offset), off_t(n), POSIX_FADV_DONTNEED);
-#endif
+  platform::drop_cached_pages(fd_, offset, n);
   return {};
 }
 
 void drop_file_cache(const std::string& path) {
-#ifdef POSIX_FADV_DONTNEED
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  platform::drop_cached_pages(fd, 0, 0);
   ::close(fd);
-#else
-  (void)path;
-#endif
 }
 
 }  // namespace deltafin

@@ -1,8 +1,9 @@
 // A local file read in large aligned requests without filling the page cache: the
-// expert store's read path. Bytes come through an O_DIRECT descriptor where the
-// file system allows it; elsewhere (tmpfs, some network file systems) through a
-// buffered descriptor whose pages are dropped right after each read
-// (posix_fadvise DONTNEED), so that the process's memory budget stays honest.
+// expert store's read path. Bytes come through an uncached descriptor where the
+// file system allows it (O_DIRECT on Linux, F_NOCACHE on macOS: core/platform.h);
+// elsewhere (tmpfs, some network file systems) through a buffered descriptor whose
+// pages are dropped right after each read, so that the process's memory budget
+// stays honest.
 //
 // Thread safety: read_aligned may be called from many threads at once (pread).
 #pragma once
@@ -12,13 +13,13 @@
 #include <memory>
 #include <string>
 
+#include "core/platform.h"
 #include "core/result.h"
 
 namespace deltafin {
 
-// O_DIRECT wants offset, length and buffer address aligned to the device's logical
-// block size; 4096 covers every device we expect.
-inline constexpr uint64_t kDirectAlign = 4096;
+// Uncached reads want offset, length and buffer address aligned (platform.h).
+inline constexpr uint64_t kDirectAlign = platform::kDirectIoBlock;
 inline uint64_t align_down(uint64_t v, uint64_t a) { return v / a * a; }
 inline uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -37,7 +38,7 @@ class DirectFile {
 
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
-  // True while reads bypass the page cache through O_DIRECT.
+  // True while reads bypass the page cache (O_DIRECT, F_NOCACHE).
   bool direct() const { return direct_fd_ >= 0 && !direct_failed_.load(std::memory_order_relaxed); }
 
  private:
@@ -45,8 +46,8 @@ class DirectFile {
   Status read_fd(int fd, uint64_t offset, char* dst, size_t n, int* err);
   std::string path_;
   int fd_ = -1;         // buffered
-  int direct_fd_ = -1;  // O_DIRECT, -1 if unavailable
-  std::atomic<bool> direct_failed_{false};  // the file system refused an O_DIRECT read (set once)
+  int direct_fd_ = -1;  // uncached (platform::open_uncached), -1 if unavailable
+  std::atomic<bool> direct_failed_{false};  // the file system refused an uncached read (set once)
   uint64_t size_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/platform.h"
 #include "io/byte_source.h"
 
 namespace deltafin {
@@ -25,9 +26,10 @@ class FileSource final : public ByteSource {
     if (offset > size_ || n > size_ - offset)
       return make_error("{}: read of {} bytes at offset {} is past the end of the file ({} bytes)",
                         path_, n, offset, size_);
-    // O_DIRECT needs offset, length and buffer aligned to the logical block size.
-    bool aligned = direct_fd_ >= 0 && offset % 4096 == 0 && n % 4096 == 0 &&
-                   reinterpret_cast<uintptr_t>(dst) % 4096 == 0;
+    // Uncached reads need offset, length and buffer aligned to the block size.
+    constexpr uint64_t block = platform::kDirectIoBlock;
+    bool aligned = direct_fd_ >= 0 && offset % block == 0 && n % block == 0 &&
+                   reinterpret_cast<uintptr_t>(dst) % block == 0;
     int fd = aligned ? direct_fd_ : fd_;
     auto* p = static_cast<char*>(dst);
     size_t done = 0;
@@ -79,10 +81,7 @@ Result<std::unique_ptr<ByteSource>> open_file_source(const std::string& path, Fi
     ::close(fd);
     return make_error("'{}' is not a regular file", path);
   }
-  int direct_fd = -1;
-#ifdef O_DIRECT
-  if (opts.direct) direct_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-#endif
+  const int direct_fd = opts.direct ? platform::open_uncached(path) : -1;
   return std::unique_ptr<ByteSource>(
       new FileSource(path, fd, direct_fd, static_cast<uint64_t>(st.st_size)));
 }

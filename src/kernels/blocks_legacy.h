@@ -1,7 +1,7 @@
 // Block layouts of the other 32-value types, byte-for-byte as GGUF stores them: the
 // offset types Q4_1 and Q5_1 with their activation type Q8_1, the 5-bit Q5_0, the
 // non-linear IQ4_NL, IQ4_XS (IQ4_NL's levels in 256-value super-blocks), and the
-// ternary TQ2_0. Internal to src/kernels, like blocks.h.
+// ternary TQ2_0 and TQ1_0. Internal to src/kernels, like blocks.h.
 #pragma once
 #include <cstdint>
 
@@ -54,7 +54,20 @@ struct BlockTQ2_0 {
   uint16_t d;  // fp16
 };
 
+// Ternary, base 3: x = d * (t - 1), t in 0..2, five digits a byte (four in qh). A
+// byte b holds the digits of v = sum t_k 3^(4-k) as b = ceil(v * 256 / 243), so digit
+// k is the integer part of 3 * frac((b * 3^k mod 256) / 256) = (uint8(b * 3^k) * 3)
+// >> 8; every byte decodes to some digits. Element 32k + m (k < 5, m < 32) is digit k
+// of qs[m]; 160 + 16k + m (k < 5, m < 16) digit k of qs[32 + m]; 240 + 4k + j (k < 4,
+// j < 4) digit k of qh[j].
+struct BlockTQ1_0 {
+  uint8_t qs[48];
+  uint8_t qh[4];
+  uint16_t d;  // fp16
+};
+
 static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockTQ1_0) == 54);
 static_assert(sizeof(BlockTQ2_0) == 66);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);

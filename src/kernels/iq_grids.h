@@ -1,5 +1,5 @@
 // Block layouts, codebooks and sign tables of the "i-quants" (IQ2_XXS, IQ2_XS,
-// IQ3_XXS): the
+// IQ3_XXS, IQ2_S, IQ3_S, IQ1_S, IQ1_M): the
 // facts of the GGUF format these types' blocks index into. Internal to src/kernels.
 //
 // IQ2_XXS quantizes groups of eight values to a point of a 256-entry codebook taken
@@ -19,6 +19,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace deltafin::kern {
 
@@ -198,5 +199,219 @@ inline constexpr std::array<uint64_t, 128> kEvenSignBytes = [] {
     for (int j = 0; j < 8; ++j) t[s] |= uint64_t((kEvenSigns[s] >> j) & 1 ? 0xff : 0x01) << (8 * j);
   return t;
 }();
+
+
+// IQ2_S uses a third E8 codebook, 1024 points of IQ2_XXS's three magnitudes (again
+// chosen separately: it shares 380 points with IQ2_XS's), and IQ3_S 512 points of four
+// odd coordinates 1..15 (levels 0..7, byte 2 l + 1), which unlike IQ3_XXS's do not
+// all lie in a D4 coset. As IQ1_S's, both are written as the sets they are, one bit per
+// level vector (base-3 key sum_j l_j 3^j for IQ2_S, 12-bit level code sum_j l_j 8^j
+// for IQ3_S), and grid index i is the i-th member in ascending order of that key: the
+// order kIq2xsLevels and kIq3xxsLevels list theirs in.
+inline constexpr uint64_t kIq2sMembers[103] = {
+    0x1555455551555555, 0x5545505155551105, 0x5010515414150514, 0x5550101111000455,
+    0x5145541555555545, 0x5414555514555550, 0x1451000455401051, 0x1155154000105004,
+    0x0540010110515555, 0x0040401051440455, 0x0000100510140100, 0x4551515554004000,
+    0x5555541451151555, 0x5000145505155545, 0x0414000504414114, 0x1455551455455000,
+    0x5505155540105154, 0x0514400010500414, 0x4000001000041401, 0x0140105154045155,
+    0x0010500414550000, 0x1000041004000010, 0x5154000000000400, 0x0011010405415115,
+    0x1401050540415054, 0x0104510010100004, 0x0514554400050000, 0x1440001050041455,
+    0x0000110004140105, 0x0004000400010500, 0x1050001411000000, 0x0004150000400000,
+    0x0000100000000000, 0x0140040000004004, 0x1555554555555000, 0x5505554550514414,
+    0x1541401051541455, 0x4000005004145104, 0x4550515554555555, 0x1051541455550041,
+    0x5004145500004150, 0x5514100000400010, 0x0001040041455051, 0x0100004140105154,
+    0x0000400010500040, 0x1555455000000000, 0x5540005154145555, 0x0010500414550515,
+    0x1400041401051440, 0x5154145555000000, 0x0414550000414010, 0x1400000040001050,
+    0x0000000000110004, 0x0040414010515400, 0x0040001050000001, 0x1000100000000000,
+    0x4400004000000000, 0x1040041451051545, 0x0004140105154000, 0x0400010400100010,
+    0x1451010000000100, 0x0000004000105004, 0x0010001010000414, 0x0000000000040004,
+    0x0000105000100000, 0x0010010000100000, 0x0000000000004000, 0x0000000400000000,
+    0x5414114515404000, 0x1455450001411011, 0x1140004140005154, 0x0000000010500015,
+    0x0041455011555400, 0x4140105154000105, 0x0010500001010000, 0x1000000000000050,
+    0x0000000105000141, 0x4000010000014040, 0x0004000000000000, 0x5545010000400500,
+    0x0000414010515410, 0x0000101050001411, 0x0000100004140000, 0x4010515440000000,
+    0x1050004001000041, 0x1100000000004000, 0x0010001000000010, 0x0001100041400000,
+    0x0000005000000000, 0x0000000000001100, 0x0040000000000000, 0x0000105410111100,
+    0x0010000001040000, 0x4004100000000400, 0x5100014400000014, 0x0100000000400010,
+    0x0000000010001040, 0x0000000000000000, 0x0040000000000004, 0x0100000000000040,
+    0x0400004000000000, 0x0000011401400000, 0x0000000100001000,
+};
+
+inline constexpr std::array<uint64_t, 1024> kIq2sGrid = [] {
+  std::array<uint64_t, 1024> g{};
+  int i = 0;
+  for (int key = 0; key < 6561; ++key) {
+    if (!((kIq2sMembers[key / 64] >> (key % 64)) & 1)) continue;
+    if (i == 1024) return std::array<uint64_t, 1024>{};  // more than 1024 bits set: the test fails
+    int rest = key;
+    for (int j = 0; j < 8; ++j, rest /= 3) g[size_t(i)] |= uint64_t(kIq2xxsMagnitudes[rest % 3]) << (8 * j);
+    ++i;
+  }
+  return g;
+}();
+
+inline constexpr uint64_t kIq3sMembers[64] = {
+    0x92050aa5082357a7, 0x0422001022892317, 0x09000aa4112249a3, 0x228005104a052208,
+    0x0100020904128801, 0x084000a208450014, 0x0200040002000a40, 0x0000110008450015,
+    0x040250005205ab17, 0x410005020902114b, 0x040120090411a401, 0x0104000211820992,
+    0x000011440a001428, 0x0000020005020902, 0x0000005000910000, 0x010400022002050a,
+    0x2980052a058a55ab, 0x0000020412248905, 0x12008802810a0092, 0x004001040a140225,
+    0x2400000224090082, 0x0100080180040210, 0x0002200000020085, 0x0000010801400220,
+    0x020802942a04aa04, 0x44010001000a102a, 0x0000010014010401, 0x0800208a018a1102,
+    0x0011040002044208, 0x0800401004200502, 0x0000000200004000, 0x000000002005000a,
+    0x0100010204910411, 0x0000220821040a84, 0x010480010802210a, 0x0000000022050a10,
+    0x0200000180100005, 0x00040000000200a0, 0x0001000010000800, 0x0000020801002100,
+    0x1040049100041104, 0x040000000402042a, 0x0000080041080201, 0x0820021000800184,
+    0x0000004004010012, 0x00000a0000400400, 0x0000000400000000, 0x0000000000040014,
+    0x000100000a002a00, 0x0010000000810001, 0x0104200410000400, 0x0000000100021001,
+    0x0004000800200000, 0x0001000010000009, 0x0000000100000020, 0x0000000000000a00,
+    0x0004100140050091, 0x0000002800100204, 0x0000020001024112, 0x0000080024000004,
+    0x0000010000010822, 0x0000000400040000, 0x0000000002000004, 0x0000000000000001,
+};
+
+inline constexpr std::array<uint32_t, 512> kIq3sGrid = [] {
+  std::array<uint32_t, 512> g{};
+  int i = 0;
+  for (int key = 0; key < 4096; ++key) {
+    if (!((kIq3sMembers[key / 64] >> (key % 64)) & 1)) continue;
+    if (i == 512) return std::array<uint32_t, 512>{};
+    for (int j = 0; j < 4; ++j) g[size_t(i)] |= uint32_t(2 * ((key >> (3 * j)) & 7) + 1) << (8 * j);
+    ++i;
+  }
+  return g;
+}();
+
+// 256 values in 8 groups of 32, each of four runs of eight: qs[4ib + l] is the low 8
+// bits of run l's 10-bit grid index, bits 2l..2l+1 of qh[ib] the high two; qs[32 + r]
+// holds run r's eight sign bits (bit j: value j negative; any pattern); scales[ib]
+// the 4-bit codes of its halves of 16 (low nibble first). x = d (2 ls + 1) / 8 * grid
+// byte * sign.
+struct BlockIQ2_S {
+  uint16_t d;  // fp16
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ2_S) == 82);
+
+// 256 values in 8 groups of 32, each of eight cells of four: qs[8ib + k] is the low 8
+// bits of cell k's 9-bit grid index, bit k of qh[ib] the ninth; signs[4ib + l] the
+// eight sign bits of run l (cells 2l, 2l + 1); scales[ib / 2] the 4-bit code of group
+// ib (even: low nibble). x = d (2 ls + 1) * grid byte * sign.
+struct BlockIQ3_S {
+  uint16_t d;  // fp16
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+static_assert(sizeof(BlockIQ3_S) == 110);
+
+// IQ1_S and IQ1_M share one codebook of 2048 ternary points: eight coordinates in
+// {-1, 0, +1}, a third of the 3^8 = 6561 such points. The choice of points follows
+// no lattice rule that we could find (it is not closed under negation or coordinate
+// permutation, and the counts by number of nonzero coordinates are irregular: all
+// 129 points with at most two nonzeros, 250 of the 256 with none zero); what the
+// format does fix is their order, by a rule: grid index i is the i-th selected point in ascending
+// order of its base-3 key sum_j (c_j + 1) 3^j (coordinate 0 the least significant
+// digit). So the codebook is written as the set it is, one bit per key
+// (kIq1sMembers, 6561 bits), and the grid generated from it;
+// tests/unit/test_iq_kernels.cpp checks the count and the structural facts above,
+// and the tests/oracle/arch_matrix.sh cells (random blocks, so every index) check
+// every point against llama.cpp's dequantization.
+
+// Bit k of word k / 64: the ternary point with key k is in the codebook.
+inline constexpr uint64_t kIq1sMembers[103] = {
+    0x514202a085142555, 0xa28a2086a8314508, 0x14508514202a081a, 0xa005152545442082,
+    0x8208001888208202, 0x0aaabb88a02a03a0, 0xaa0a0022000baa90, 0x4508514008a0828c,
+    0x0851421450808821, 0x2a8008a09808308a, 0x4248208514214508, 0x20a0c22c01450855,
+    0xa2aaa8242a00268a, 0x0028280808afe208, 0xa82028aa284202a0, 0xa8bab9089b0a2080,
+    0x3aaaaea289aeca20, 0xb80e82bbbaeaeb7c, 0x2202920ed3caba22, 0x820aba8aa8202200,
+    0x3ba2e04a2a000802, 0x81408100a22b2022, 0x8514012208288aaa, 0x5421450920821550,
+    0x203aa8230208a085, 0xa208514254208284, 0x082a021450950820, 0x200248a08082a8b8,
+    0xab2802a268a28208, 0x083082082085082a, 0xa085142145004045, 0x8229014500514200,
+    0x1430a1082a828a00, 0x2145082882145005, 0x2aaa200202208514, 0xa828ae8ab1122000,
+    0x0a820070a8aaa1ba, 0x8200840222280208, 0xaa2ab0eaa0804800, 0xa7daea22ba8b20c2,
+    0xaa2ab092a86e8b8b, 0x48202a0c448a8b72, 0x20aa082a8a284084, 0xa09aafa222a2ccc8,
+    0xa82a00020002a8e8, 0xa2a28ba080200088, 0xba0a328280a0ba28, 0x2ba0a2ebfebab8be,
+    0x00a2ea280a8a08a2, 0xdeeaa4fa0c0232a1, 0xeb7ebe8d2ea82bef, 0xdeba7de6bf7ff7fa,
+    0x12fa26bfff27fb69, 0x0ebeaa10228ae1e9, 0xae820ba8b208aa84, 0x62048083e924baff,
+    0x002ba40aa8f2682c, 0x0012aae208082a02, 0x82c920a60a2a8202, 0x8c00a20028829089,
+    0x6c00080882001380, 0x8abea602bbaaaa8a, 0xd02e976b8002caa0, 0xdeaa2e108210e9b2,
+    0x820a0004a5d11528, 0x20a1010820828a00, 0xa0843222ba39aa82, 0x0262a28a00188009,
+    0xac21450051441481, 0x20aa085142145082, 0x45082a120a87aa28, 0x08514208a0051421,
+    0x22a240a002200145, 0x8a6a08a208008800, 0x0a200080aaaab86e, 0x5044082122c8e282,
+    0x8515208a09514214, 0x2a2aaa080a861450, 0x21450851420a0080, 0xe2085142145000a8,
+    0x082a82180a828820, 0x0a028bb08aaaa2aa, 0x0aaa80822820aa2a, 0x220288a900280828,
+    0xba8a08b8280bbea0, 0xaef8a4baffaeb24b, 0x30a0b668285220aa, 0x6a220828020a80e6,
+    0x2baaaa020a208062, 0x0808a2a0a9a2eaaa, 0x0e8200228aa02010, 0x400aa08514214500,
+    0x4a0006a921450851, 0x440d1000a50802aa, 0x0514214508288214, 0x0020f2ac82820800,
+    0x20ba0a280aaa0000, 0x280948820002a2ea, 0x0051454b110014e9, 0x5142145002a80145,
+    0x400a288808248808, 0x02a0051401450008, 0x0000000145085140,
+};
+
+// Point i as eight signed bytes (coordinate j in byte j: 0xff, 0x00 or 0x01).
+inline constexpr std::array<uint64_t, 2048> kIq1sGrid = [] {
+  std::array<uint64_t, 2048> g{};
+  int i = 0;
+  for (int key = 0; key < 6561; ++key) {
+    if (!((kIq1sMembers[key / 64] >> (key % 64)) & 1)) continue;
+    if (i == 2048) return std::array<uint64_t, 2048>{};  // more than 2048 bits set: the test fails
+    int rest = key;
+    for (int j = 0; j < 8; ++j, rest /= 3) g[size_t(i)] |= uint64_t(uint8_t(int8_t(rest % 3 - 1))) << (8 * j);
+    ++i;
+  }
+  return g;
+}();
+
+// The same points times 8 (bytes -8, 0, 8), for the SIMD kernels, which add the
+// delta +-1 (the format's +-1/8 in units of 1/8) bytewise.
+inline constexpr std::array<uint64_t, 2048> kIq1sGrid8 = [] {
+  std::array<uint64_t, 2048> g{};
+  for (size_t i = 0; i < 2048; ++i)
+    for (int j = 0; j < 8; ++j)
+      g[i] |= uint64_t(uint8_t(int8_t(8 * int8_t((kIq1sGrid[i] >> (8 * j)) & 255)))) << (8 * j);
+  return g;
+}();
+
+// 256 values in 8 groups of 32, each of four runs of eight. qs[4ib + l] is the low 8
+// bits of run l's grid index; qh[ib] holds the high 3 bits of run l in bits 3l..3l+2,
+// the group's scale code ls in bits 12..14 and the delta sign in bit 15 (set: -).
+// x = d (2 ls + 1) (grid + delta), delta = +-1/8.
+struct BlockIQ1_S {
+  uint16_t d;  // fp16
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+static_assert(sizeof(BlockIQ1_S) == 50);
+
+// 256 values in 8 groups of 32, each of two halves of 16 with their own scale and
+// four runs of eight with their own delta sign. qs[4ib + l] is the low 8 bits of run
+// l's grid index; qh[2ib + h] holds run 2h's high 3 bits in bits 0..2 and its delta
+// sign in bit 3, run 2h + 1's in bits 4..6 and 7. The scales are four 16-bit words:
+// word w holds the 3-bit codes of halves 4w .. 4w + 3 in bits 0..11 and, in bits
+// 12..15, nibble w of the fp16 super-scale d. x = d (2 ls + 1) (grid + delta).
+struct BlockIQ1_M {
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
+static_assert(sizeof(BlockIQ1_M) == 56);
+
+// IQ1_M's deltas of four runs of eight as bytes +1 / -1: entry b, bit l set: run l's
+// delta is -1 (the SIMD kernels index it by a group's four delta bits).
+inline constexpr std::array<std::array<uint64_t, 4>, 16> kIq1mDeltaBytes = [] {
+  std::array<std::array<uint64_t, 4>, 16> t{};
+  for (int b = 0; b < 16; ++b)
+    for (int l = 0; l < 4; ++l) t[size_t(b)][size_t(l)] = (b >> l) & 1 ? ~0ULL : 0x0101010101010101ULL;
+  return t;
+}();
+
+// IQ1_M's fp16 super-scale from its four scale words.
+inline uint16_t iq1m_d(const BlockIQ1_M& b) {
+  uint16_t w[4];
+  std::memcpy(w, b.scales, 8);
+  return uint16_t((w[0] >> 12) | ((w[1] >> 8) & 0x00f0) | ((w[2] >> 4) & 0x0f00) | (w[3] & 0xf000));
+}
 
 }  // namespace deltafin::kern

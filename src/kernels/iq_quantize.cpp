@@ -1,7 +1,8 @@
-// Quantizers of the i-quants (from_float). IQ2_XXS, IQ2_XS and IQ3_XXS share one
-// scheme: each group of values (32; 16 for IQ2_XS) gets an odd scale step, each run
-// of eight values a sign pattern with an even count of negatives, and each cell
-// (eight values for IQ2_XXS and IQ2_XS, four for IQ3_XXS) a codebook point. The
+// Quantizers of the grid i-quants (from_float). IQ2_XXS, IQ2_XS, IQ3_XXS, IQ2_S and
+// IQ3_S share one scheme: each group of values (32; 16 for IQ2_XS and IQ2_S) gets an
+// odd scale step, each run of eight values a sign pattern (with an even count of
+// negatives, except IQ2_S and IQ3_S, whose eight sign bits are free), and each cell
+// (eight values for IQ2_*, four for IQ3_*) a codebook point. The
 // search is exhaustive where it is cheap: for a cell, the products <target, point>
 // and the points' squared norms do not depend on the scale, so every candidate scale
 // costs one pass of comparisons over the codebook; the best scale per group is
@@ -30,7 +31,7 @@ struct Codebook {
 
 template <int N>
 Codebook<8, N, (N == 256 ? 32 : 16)> make_e8_book(const uint64_t* grid) {
-  Codebook<8, N, (N == 256 ? 32 : 16)> c{};
+  Codebook<8, N, (N == 256 ? 32 : 16)> c{};  // IQ2_XXS: groups of 32, IQ2_XS / IQ2_S: 16
   for (int p = 0; p < N; ++p)
     for (int j = 0; j < 8; ++j) c.g[p][j] = float((grid[p] >> (8 * j)) & 255);
   c.gmin = kIq2xxsMagnitudes[0], c.gmax = kIq2xxsMagnitudes[2], c.step = 8;
@@ -44,6 +45,22 @@ const auto& iq2xxs_book() {
 
 const auto& iq2xs_book() {
   static const auto b = make_e8_book<512>(kIq2xsGrid.data());
+  return b;
+}
+
+const auto& iq2s_book() {
+  static const auto b = make_e8_book<1024>(kIq2sGrid.data());
+  return b;
+}
+
+const Codebook<4, 512, 32>& iq3s_book() {
+  static const Codebook<4, 512, 32> b = [] {
+    Codebook<4, 512, 32> c{};
+    for (int p = 0; p < 512; ++p)
+      for (int j = 0; j < 4; ++j) c.g[p][j] = float((kIq3sGrid[size_t(p)] >> (8 * j)) & 255);
+    c.gmin = 1, c.gmax = 15, c.step = 1;
+    return c;
+  }();
   return b;
 }
 
@@ -135,10 +152,17 @@ float fit_group(const Cell<N>* cells, const float* x, float gmin, float gmax) {
   return best_s;
 }
 
+// The sign bits of eight values as they are; t = |x|.
+uint8_t free_signs(const float* x, float* t) {
+  uint8_t bits = 0;
+  for (int j = 0; j < 8; ++j) bits |= uint8_t((x[j] < 0) << j), t[j] = std::fabs(x[j]);
+  return bits;
+}
+
 // Quantizes one super-block: d (fp16), the point of every cell (pts[kQK / Dim]), the
-// 7-bit sign code of every eight values (signs[32]) and the scale code of every
-// group (ls[kQK / G]).
-template <class Book>
+// sign code of every eight values (signs[32]: 7 bits, or all 8 if FreeSigns) and the
+// scale code of every group (ls[kQK / G]).
+template <bool FreeSigns = false, class Book>
 void quantize_block(const Book& cb, const float* x, const float* weights, uint16_t* d_out, uint16_t* pts_out,
                     uint8_t* signs_out, uint8_t* ls_out) {
   constexpr int Dim = Book::kDim, N = Book::kN, G = Book::kG, NC = G / Dim, NG = kQK / G;
@@ -146,7 +170,8 @@ void quantize_block(const Book& cb, const float* x, const float* weights, uint16
   if (weights == nullptr) std::fill(ones, ones + kQK, 1.0f), weights = ones;
   static thread_local Cell<N> cells[kQK / Dim];
   float t[kQK], s[NG], smax = 0;
-  for (int r = 0; r < kQK / 8; ++r) signs_out[r] = even_signs(x + 8 * r, weights + 8 * r, t + 8 * r) & 127;
+  for (int r = 0; r < kQK / 8; ++r)
+    signs_out[r] = FreeSigns ? free_signs(x + 8 * r, t + 8 * r) : even_signs(x + 8 * r, weights + 8 * r, t + 8 * r) & 127;
   for (int c = 0; c < kQK / Dim; ++c) prepare_cell(cb, t + Dim * c, weights + Dim * c, &cells[c]);
   for (int ig = 0; ig < NG; ++ig) {
     s[ig] = fit_group<NC, G>(cells + NC * ig, x + G * ig, cb.gmin, cb.gmax);
@@ -222,6 +247,37 @@ void from_float_iq3_xxs_ref(const float* src, void* dst, int64_t n) {
       const uint32_t w = signs_scale_word(signs + 4 * ib, ls[ib]);
       std::memcpy(b[i].qs + 64 + 4 * ib, &w, 4);
     }
+  }
+}
+
+
+void from_float_iq2_s_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ2_S*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint16_t pts[32];
+    uint8_t signs[32], ls[16];
+    quantize_block<true>(iq2s_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    std::memset(b[i].qh, 0, sizeof b[i].qh);
+    for (int r = 0; r < 32; ++r) {
+      b[i].qs[r] = uint8_t(pts[r] & 255), b[i].qs[32 + r] = signs[r];
+      b[i].qh[r / 4] = uint8_t(b[i].qh[r / 4] | (pts[r] >> 8) << (2 * (r % 4)));
+    }
+    for (int ib = 0; ib < 8; ++ib) b[i].scales[ib] = uint8_t(ls[2 * ib] | (ls[2 * ib + 1] << 4));
+  }
+}
+
+void from_float_iq3_s_ref(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockIQ3_S*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    uint16_t pts[64];
+    uint8_t ls[8];
+    quantize_block<true>(iq3s_book(), src + i * kQK, nullptr, &b[i].d, pts, b[i].signs, ls);
+    std::memset(b[i].qh, 0, sizeof b[i].qh);
+    for (int c = 0; c < 64; ++c) {
+      b[i].qs[c] = uint8_t(pts[c] & 255);
+      b[i].qh[c / 8] = uint8_t(b[i].qh[c / 8] | (pts[c] >> 8) << (c % 8));
+    }
+    for (int ib = 0; ib < 4; ++ib) b[i].scales[ib] = uint8_t(ls[2 * ib] | (ls[2 * ib + 1] << 4));
   }
 }
 

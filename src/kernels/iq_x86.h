@@ -9,6 +9,10 @@
 
 #include "kernels/x86_common.h"
 
+// For the per-group helpers the kernels call: GCC otherwise declines to inline some
+// of them (IQ1_M's, IQ2_S's), passing vectors through memory at half the speed.
+#define DF_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace deltafin::kern {
 namespace {
 

@@ -47,6 +47,19 @@ void install_kquants_avx512(TypeTraits* table);
 void install_legacy_avx2(TypeTraits* table);
 void install_legacy_avx512(TypeTraits* table);
 void install_legacy_neon(TypeTraits* table);
+// The NEON sets: the *_neon.cpp installers, built plain and (suffix _sdot) with the
+// dot-product extension (neon_common.h); install_neon_all (neon_install.cpp) runs one
+// build's installers, the _sdot ones if `sdot`.
+void install_neon_sdot(TypeTraits* table);
+void install_legacy_neon_sdot(TypeTraits* table);
+void install_kquants_neon(TypeTraits* table);
+void install_kquants_neon_sdot(TypeTraits* table);
+void install_iq_neon(TypeTraits* table);
+void install_iq_neon_sdot(TypeTraits* table);
+void install_neon_all(TypeTraits* table, bool sdot);
+// Whether this AArch64 CPU has the dot-product extension (platform_cpu_arm.cpp; false
+// elsewhere).
+bool cpu_has_arm_dotprod();
 
 // Helper for rows without a dedicated x4 kernel.
 template <VecDotFn F>

@@ -1,7 +1,8 @@
 // AArch64 Advanced SIMD kernels: F32, F16, BF16, the 32-value block types (Q8_0, Q4_0,
-// MXFP4 against Q8_0) and the Q8_0 activation quantizer. Other rows keep the scalar
-// reference. Uses SDOT where the target has it (__ARM_FEATURE_DOTPROD), else widening
-// multiplies. Built only on aarch64 (CMake drops *_neon.cpp elsewhere).
+// MXFP4 against Q8_0), single-row, x4 and r4, and the Q8_0 activation quantizer. The
+// other types' kernels are in legacy_neon.cpp, kquants_neon.cpp and iq_neon.cpp. Uses
+// SDOT where the build has it (neon_common.h), else widening multiplies. Built only
+// on aarch64 (CMake drops *_neon.cpp elsewhere).
 #include <arm_neon.h>
 
 #include <cstring>
@@ -16,6 +17,7 @@ namespace {
 using neon::dot_i8;
 using neon::dot_q32_1;
 using neon::dot_q32_4;
+using neon::dot_q32_r4;
 
 // Decoders of a 32-value weight block: elements 0..15 in lo, 16..31 in hi.
 struct DecodeQ8_0 {
@@ -123,22 +125,55 @@ void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_float<T, 2>(n, out + 2, w, xp + 2);
 }
 
+// Four weight rows against one activation row: each row with dot_float's four
+// accumulators, in its order, so each result equals dot_float_1's bit for bit. Two
+// rows at a time, as dot_float_4.
+template <class T>
+void dot_float_r2(int64_t n, float* out, const T* a0, const T* a1, const T* b) {
+  constexpr int U = 4;
+  const T* a[2] = {a0, a1};
+  float32x4_t acc[2][U];
+  for (int r = 0; r < 2; ++r)
+    for (int u = 0; u < U; ++u) acc[r][u] = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 4 * U <= n; i += 4 * U) {
+    for (int u = 0; u < U; ++u) {
+      float32x4_t vb = load4(b + i + 4 * u);
+      for (int r = 0; r < 2; ++r) acc[r][u] = vfmaq_f32(acc[r][u], load4(a[r] + i + 4 * u), vb);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = vaddq_f32(acc[r][0], acc[r][u]);
+    float s = vaddvq_f32(acc[r][0]);
+    for (int64_t j = i; j < n; ++j) s += scalar(a[r][j]) * scalar(b[j]);
+    out[r] = s;
+  }
+}
+template <class T>
+void dot_float_r4(int64_t n, float* out, const void* w, size_t stride, const void* x) {
+  const auto* base = static_cast<const uint8_t*>(w);
+  const T* b = static_cast<const T*>(x);
+  auto row = [&](int r) { return reinterpret_cast<const T*>(base + r * stride); };
+  dot_float_r2<T>(n, out, row(0), row(1), b);
+  dot_float_r2<T>(n, out + 2, row(2), row(3), b);
+}
+
 }  // namespace
 
-void install_neon(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+void DF_NEON_NAME(install_neon)(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
-    r.vec_dot_r4 = nullptr;  // see types.h: no r4 kernel of this set yet
+    r.vec_dot_r4 = dot_r4;
     r.isa = Isa::NEON;
   };
-  set(DType::F32, dot_float_1<float>, dot_float_4<float>);
-  set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>);
-  set(DType::BF16, dot_float_1<Bf16>, dot_float_4<Bf16>);
-  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>);
-  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>);
-  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>);
+  set(DType::F32, dot_float_1<float>, dot_float_4<float>, dot_float_r4<float>);
+  set(DType::F16, dot_float_1<uint16_t>, dot_float_4<uint16_t>, dot_float_r4<uint16_t>);
+  set(DType::BF16, dot_float_1<Bf16>, dot_float_4<Bf16>, dot_float_r4<Bf16>);
+  set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_r4<DecodeQ8_0>);
+  set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_r4<DecodeQ4_0>);
+  set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_r4<DecodeMXFP4>);
   t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_neon;
 }
 

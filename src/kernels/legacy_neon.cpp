@@ -1,8 +1,9 @@
-// AArch64 Advanced SIMD kernels of Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and TQ2_0
-// (blocks_legacy.h): each 32-value (sub-)block decoded to two vectors of 16 bytes and
-// dotted with the activation block (SDOT where the target has it) by neon_common.h's
-// dot_q32, the same dot as Q8_0's (plus a scalar sum of m * s for the offset types). IQ4_XS and TQ2_0 sum each super-block exactly in
-// integers first.
+// AArch64 Advanced SIMD kernels of Q8_1, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and TQ2_0
+// (blocks_legacy.h), single-row, x4 and r4. The 32-value types: each block decoded to
+// two vectors of 16 bytes and dotted with the activation block (SDOT where the build
+// has it) by neon_common.h's dot_q32, the same dot as Q8_0's (plus a scalar sum of
+// m * s for the offset types). IQ4_XS and TQ2_0 as super-blocks by its dot_k: each
+// super-block summed exactly in integers first. And the Q8_1 activation quantizer.
 #include <arm_neon.h>
 
 #include <cstring>
@@ -15,9 +16,9 @@
 namespace deltafin::kern {
 namespace {
 
-using neon::dot_i8;
 using neon::dot_q32_1;
 using neon::dot_q32_4;
+using neon::dot_q32_r4;
 
 // 16 where bit e of qh is set, for elements 0..15 (lo) and 16..31 (hi).
 inline void q5_high_bits(const uint8_t* qh, uint8x16_t* lo, uint8x16_t* hi) {
@@ -59,6 +60,15 @@ struct DecodeIQ4_NL {
     *hi = vqtbl1q_s8(lut, h);
   }
 };
+struct DecodeQ8_1 {  // Q8_1 as a weight row (the activation type's own dot)
+  using Block = BlockQ8_1;
+  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  using Act = BlockQ8_1;
+  static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
+    *lo = vld1q_s8(b.qs);
+    *hi = vld1q_s8(b.qs + 16);
+  }
+};
 struct DecodeQ4_1 {
   using Block = BlockQ4_1;
   static float d(const Block& b) { return fp16_to_f32(b.d); }
@@ -83,82 +93,85 @@ struct DecodeQ5_1 {
   }
 };
 
-template <int NT>
-void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockIQ4_XS*>(w);
-  const BlockQ8_K* b[NT];
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
-  float acc[NT] = {};
-  const int8x16_t lut = vld1q_s8(kIq4nlValues);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    int32x4_t sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = vdupq_n_s32(0);
+// IQ4_XS and TQ2_0 as 256-value super-blocks (neon_common.h's dot_k): the exact
+// integer sum of the block, then float(isum) * (d * d_x) as the references do.
+struct KIQ4_XS {
+  using Block = BlockIQ4_XS;
+  // Sub-block j (32 values): low nibbles of qs[16j ..] then their high nibbles.
+  static void decode(const Block& a, neon::Decoded* d) {
+    const int8x16_t lut = vld1q_s8(kIq4nlValues);
     for (int j = 0; j < 8; ++j) {
       uint8x16_t l, h;
-      nibbles(a[i].qs + 16 * j, &l, &h);
-      const int8x16_t lo = vqtbl1q_s8(lut, l), hi = vqtbl1q_s8(lut, h);
-      const int ls = iq4xs_scale(a[i], j);
-      for (int t = 0; t < NT; ++t) {
-        int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs + 32 * j));
-        s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 32 * j + 16));
-        sumi[t] = vmlaq_n_s32(sumi[t], s, ls);
-      }
+      nibbles(a.qs + 16 * j, &l, &h);
+      d->v[2 * j] = vqtbl1q_s8(lut, l);
+      d->v[2 * j + 1] = vqtbl1q_s8(lut, h);
+      d->sc[2 * j] = d->sc[2 * j + 1] = iq4xs_scale(a, j);
     }
-    const float d = fp16_to_f32(a[i].d);
-    for (int t = 0; t < NT; ++t) acc[t] += float(vaddvq_s32(sumi[t])) * (d * b[t][i].d);
   }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t];
-}
-
-void dot_iq4_xs_1(int64_t n, float* out, const void* w, const void* x) { dot_iq4_xs<1>(n, out, w, &x); }
-void dot_iq4_xs_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<4>(n, out, w, xp); }
-
-template <int NT>
-void dot_tq2_0(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockTQ2_0*>(w);
-  const BlockQ8_K* b[NT];
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
-  float acc[NT] = {};
-  const uint8x16_t three = vdupq_n_u8(3);
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    int32x4_t sumi[NT];
-    for (int t = 0; t < NT; ++t) sumi[t] = vdupq_n_s32(0);
-    for (int h = 0; h < 2; ++h) {
-      const uint8x16_t r0 = vld1q_u8(a[i].qs + 32 * h), r1 = vld1q_u8(a[i].qs + 32 * h + 16);
-      for (int l = 0; l < 4; ++l) {
-        const int8x16_t q0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(r0, vdupq_n_s8(int8_t(-2 * l))), three)), vdupq_n_s8(1));
-        const int8x16_t q1 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(r1, vdupq_n_s8(int8_t(-2 * l))), three)), vdupq_n_s8(1));
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* y = b[t][i].qs + 128 * h + 32 * l;
-          sumi[t] = dot_i8(dot_i8(sumi[t], q0, vld1q_s8(y)), q1, vld1q_s8(y + 16));
-        }
-      }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
+};
+struct KTQ2_0 {
+  using Block = BlockTQ2_0;
+  // Values 128h + 32l + m: bits 2l of qs[32h + m], minus 1.
+  static void decode(const Block& a, neon::Decoded* d) {
+    for (int k = 0; k < 16; ++k) {
+      const int h = k / 8, l = (k % 8) / 2, half = k % 2;
+      const uint8x16_t raw = vld1q_u8(a.qs + 32 * h + 16 * half);
+      const uint8x16_t q = vandq_u8(vshlq_u8(raw, vdupq_n_s8(int8_t(-2 * l))), vdupq_n_u8(3));
+      d->v[k] = vsubq_s8(vreinterpretq_s8_u8(q), vdupq_n_s8(1));
+      d->sc[k] = 1;
     }
-    const float d = fp16_to_f32(a[i].d);
-    for (int t = 0; t < NT; ++t) acc[t] += float(vaddvq_s32(sumi[t])) * (d * b[t][i].d);
   }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t];
-}
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
+};
 
-void dot_tq2_0_1(int64_t n, float* out, const void* w, const void* x) { dot_tq2_0<1>(n, out, w, &x); }
-void dot_tq2_0_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_tq2_0<4>(n, out, w, xp); }
+// The Q8_1 activation quantizer, with from_float_q8_1_ref's float operations (as
+// kernels_neon.cpp's Q8_0 one) and s = d * sum(q): the same bytes.
+void quantize_q8_1_neon(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = vld1q_f32(x + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    const float amax = vmaxvq_f32(m);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int k = 0; k < 8; k += 4) {
+      int32x4_t q[4];
+      for (int u = 0; u < 4; ++u) q[u] = vcvtnq_s32_f32(vmulq_n_f32(v[k + u], id));
+      const int16x8_t q01 = vcombine_s16(vqmovn_s32(q[0]), vqmovn_s32(q[1]));
+      const int16x8_t q23 = vcombine_s16(vqmovn_s32(q[2]), vqmovn_s32(q[3]));
+      const int8x16_t q8 = vmaxq_s8(vcombine_s8(vqmovn_s16(q01), vqmovn_s16(q23)), vdupq_n_s8(-127));
+      vst1q_s8(y[i].qs + 4 * k, q8);
+      sum += vaddlvq_s8(q8);
+    }
+    y[i].d = f32_to_fp16(d);
+    y[i].s = f32_to_fp16(d * float(sum));
+  }
+}
 
 }  // namespace
 
-void install_legacy_neon(TypeTraits* t) {
-  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4) {
+void DF_NEON_NAME(install_legacy_neon)(TypeTraits* t) {
+  auto set = [&](DType type, VecDotFn dot, VecDotX4Fn dot4, VecDotR4Fn dot_r4) {
     TypeTraits& r = t[uint32_t(type)];
     r.vec_dot = dot;
     r.vec_dot_x4 = dot4;
-    r.vec_dot_r4 = nullptr;
+    r.vec_dot_r4 = dot_r4;
     r.isa = Isa::NEON;
   };
-  set(DType::Q5_0, dot_q32_1<DecodeQ5_0>, dot_q32_4<DecodeQ5_0>);
-  set(DType::IQ4_NL, dot_q32_1<DecodeIQ4_NL>, dot_q32_4<DecodeIQ4_NL>);
-  set(DType::Q4_1, dot_q32_1<DecodeQ4_1>, dot_q32_4<DecodeQ4_1>);
-  set(DType::Q5_1, dot_q32_1<DecodeQ5_1>, dot_q32_4<DecodeQ5_1>);
-  set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4);
-  set(DType::TQ2_0, dot_tq2_0_1, dot_tq2_0_4);
+  set(DType::Q5_0, dot_q32_1<DecodeQ5_0>, dot_q32_4<DecodeQ5_0>, dot_q32_r4<DecodeQ5_0>);
+  set(DType::IQ4_NL, dot_q32_1<DecodeIQ4_NL>, dot_q32_4<DecodeIQ4_NL>, dot_q32_r4<DecodeIQ4_NL>);
+  set(DType::Q8_1, dot_q32_1<DecodeQ8_1>, dot_q32_4<DecodeQ8_1>, dot_q32_r4<DecodeQ8_1>);
+  t[uint32_t(DType::Q8_1)].from_float = quantize_q8_1_neon;
+  set(DType::Q4_1, dot_q32_1<DecodeQ4_1>, dot_q32_4<DecodeQ4_1>, dot_q32_r4<DecodeQ4_1>);
+  set(DType::Q5_1, dot_q32_1<DecodeQ5_1>, dot_q32_4<DecodeQ5_1>, dot_q32_r4<DecodeQ5_1>);
+  set(DType::IQ4_XS, neon::dot_k_1<KIQ4_XS>, neon::dot_k_4<KIQ4_XS>, neon::dot_k_r4<KIQ4_XS>);
+  set(DType::TQ2_0, neon::dot_k_1<KTQ2_0>, neon::dot_k_4<KTQ2_0>, neon::dot_k_r4<KTQ2_0>);
 }
 
 }  // namespace deltafin::kern

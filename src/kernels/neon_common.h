@@ -1,6 +1,12 @@
-// Pieces the AArch64 kernel files share (kernels_neon.cpp, legacy_neon.cpp): the
-// signed-byte dot step and the dot of a 32-value weight block type against its
-// activation blocks. Included only by *_neon.cpp files.
+// Pieces the AArch64 kernel files share (*_neon.cpp): the signed-byte dot step, the
+// dot of a 32-value weight block type against its activation blocks, and that of a
+// 256-value super-block type against Q8_K (below). Included only by *_neon.cpp files.
+//
+// Every *_neon.cpp is compiled twice (CMakeLists.txt): as plain Advanced SIMD, and with
+// the dot-product extension and DELTAFIN_NEON_SDOT defined. DF_NEON_NAME gives each
+// build's installers their own names (install_neon / install_neon_sdot), and the inline
+// namespace keeps this header's inline functions of the two builds apart, so the
+// linker never hands a CPU without SDOT a copy compiled with it.
 //
 // A decoder `Dec` names its Block, decodes a block's 32 values into two vectors of 16
 // signed bytes (q) and gives its scale (d); Dec::Act, if present, is the activation
@@ -9,12 +15,22 @@
 #pragma once
 #include <arm_neon.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/blocks.h"
 #include "kernels/kernels_impl.h"
 
+#if defined(DELTAFIN_NEON_SDOT)
+#define DF_NEON_NAME(f) f##_sdot
+#define DF_NEON_VARIANT sdot
+#else
+#define DF_NEON_NAME(f) f
+#define DF_NEON_VARIANT plain
+#endif
+
 namespace deltafin::kern::neon {
+inline namespace DF_NEON_VARIANT {
 
 // acc + four-way sums of products of signed bytes (lane i: a[4i..4i+3] . b[4i..4i+3]
 // with SDOT; pairwise-widened sums otherwise, which total the same).
@@ -77,4 +93,107 @@ void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_q32<Dec, 4>(n, out, w, xp);
 }
 
+// out[r] = dot(w + r * stride, x) for four weight rows against one activation row:
+// each row's blocks with the operations of dot_q32 (the activation block loaded once).
+template <class Dec>
+void dot_q32_r4(int64_t n, float* out, const void* w, size_t stride, const void* x) {
+  using Block = typename Dec::Block;
+  using Act = typename ActOf<Dec>::type;
+  constexpr bool kOffset = requires(const Block& blk) { blk.m; };
+  const auto* b = static_cast<const Act*>(x);
+  const Block* a[4];
+  for (int r = 0; r < 4; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * stride);
+  float32x4_t acc[4];
+  float accm[4];
+  for (int r = 0; r < 4; ++r) acc[r] = vdupq_n_f32(0.0f), accm[r] = 0.0f;
+  for (int64_t i = 0; i < n / kQ32; ++i) {
+    const int8x16_t ylo = vld1q_s8(b[i].qs), yhi = vld1q_s8(b[i].qs + 16);
+    const float db = fp16_to_f32(b[i].d);
+    for (int r = 0; r < 4; ++r) {
+      int8x16_t lo, hi;
+      Dec::q(a[r][i], &lo, &hi);
+      int32x4_t s = dot_i8(vdupq_n_s32(0), lo, ylo);
+      s = dot_i8(s, hi, yhi);
+      acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(s), Dec::d(a[r][i]) * db);
+      if constexpr (kOffset) accm[r] += fp16_to_f32(a[r][i].m) * fp16_to_f32(b[i].s);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    if constexpr (kOffset) out[r] = vaddvq_f32(acc[r]) + accm[r];
+    else out[r] = vaddvq_f32(acc[r]);
+  }
+}
+
+
+// ---- 256-value super-block types against Q8_K (kquants_neon.cpp, iq_neon.cpp) --------
+//
+// A decoder K names its Block, decodes a block into Decoded (values and a scale per
+// 16-value sub-block) and combines the block's exact integer sum with its float scales
+// in its scalar reference's expression; K::kOutScale, if present, multiplies the final
+// sum (the i-quants' 1/8 and 1/4). Every form (one row, x4, r4) runs a row's blocks
+// through the same operations, so their results are bit-identical.
+
+// A decoded super-block: v[k] holds values 16k..16k+15, sc[k] their sub-block's scale.
+struct Decoded {
+  int8x16_t v[16];
+  int32_t sc[16];
+};
+
+template <class K>
+inline float out_scale(float sum) {
+  if constexpr (requires { K::kOutScale; }) return K::kOutScale * sum;
+  else return sum;
+}
+
+// sum over k of sc[k] * (v[k] . y[16k .. 16k + 15]), exactly.
+inline int isum_of(const Decoded& d, const int8_t* y) {
+  int32x4_t acc = vdupq_n_s32(0);
+  for (int k = 0; k < 16; ++k) acc = vmlaq_n_s32(acc, dot_i8(vdupq_n_s32(0), d.v[k], vld1q_s8(y + 16 * k)), d.sc[k]);
+  return vaddvq_s32(acc);
+}
+
+// out[t] = dot(w, x[t]) for NT activation rows, each block decoded once.
+template <class K, int NT>
+void dot_k(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const typename K::Block*>(w);
+  const BlockQ8_K* b[NT];
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+  float sum[NT] = {};
+  Decoded d;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    K::decode(a[i], &d);
+    for (int t = 0; t < NT; ++t) sum[t] += K::combine(a[i], b[t][i], isum_of(d, b[t][i].qs));
+  }
+  for (int t = 0; t < NT; ++t) out[t] = out_scale<K>(sum[t]);
+}
+
+template <class K>
+void dot_k_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_k<K, 1>(n, out, w, &x);
+}
+template <class K>
+void dot_k_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_k<K, 4>(n, out, w, xp);
+}
+
+// out[r] = dot(w + r * stride, x) for four weight rows: each row's blocks in the order
+// and with the operations of dot_k, four independent float sums.
+template <class K>
+void dot_k_r4(int64_t n, float* out, const void* w, size_t stride, const void* x) {
+  using Block = typename K::Block;
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  const Block* a[4];
+  for (int r = 0; r < 4; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * stride);
+  float sum[4] = {};
+  Decoded d;
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    for (int r = 0; r < 4; ++r) {
+      K::decode(a[r][i], &d);
+      sum[r] += K::combine(a[r][i], b[i], isum_of(d, b[i].qs));
+    }
+  }
+  for (int r = 0; r < 4; ++r) out[r] = out_scale<K>(sum[r]);
+}
+
+}  // namespace DF_NEON_VARIANT
 }  // namespace deltafin::kern::neon

@@ -341,6 +341,79 @@ void fill_blocks(DType t, Rng& r, float sd, uint8_t* out, int64_t nb) {
       }
       break;
     }
+    case DType::IQ2_S:
+    case DType::IQ3_S: {  // as IQ2_XS / IQ3_XXS (uniform bytes are valid blocks), free signs
+      const bool two = t == DType::IQ2_S;
+      double g2 = 0;
+      if (two) {
+        for (uint64_t p : kIq2sGrid)
+          for (int j = 0; j < 8; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+        g2 /= 1024.0 * 8.0 * 64.0;  // and the step d (2 ls + 1) / 8
+      } else {
+        for (uint32_t p : kIq3sGrid)
+          for (int j = 0; j < 4; ++j) g2 += double((p >> (8 * j)) & 255) * double((p >> (8 * j)) & 255);
+        g2 /= 512.0 * 4.0;
+      }
+      const uint16_t d = scale_fp16(float(sd / std::sqrt(341.0 * g2)));
+      for (int64_t i = 0; i < nb; ++i) {
+        if (two) {
+          BlockIQ2_S b;
+          uint8_t raw[80];
+          r.bytes(raw, sizeof raw);
+          std::memcpy(b.qs, raw, 64), std::memcpy(b.qh, raw + 64, 8), std::memcpy(b.scales, raw + 72, 8);
+          b.d = d;
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {
+          BlockIQ3_S b;
+          uint8_t raw[112];
+          r.bytes(raw, sizeof raw);
+          std::memcpy(b.qs, raw, 64), std::memcpy(b.qh, raw + 64, 8), std::memcpy(b.signs, raw + 72, 32);
+          std::memcpy(b.scales, raw + 104, 4);
+          b.d = d;
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
+    case DType::TQ1_0: {  // every byte is valid base-3 digits, near uniform (E[(t - 1)^2] ~ 2/3)
+      BlockTQ1_0 b;
+      b.d = scale_fp16(sd * 1.2247449f);
+      for (int64_t i = 0; i < nb; ++i) {
+        r.bytes(b.qs, sizeof b.qs);
+        uint64_t h = r.next();
+        std::memcpy(b.qh, &h, sizeof b.qh);
+        std::memcpy(out + i * sizeof b, &b, sizeof b);
+      }
+      break;
+    }
+    case DType::IQ1_S:
+    case DType::IQ1_M: {
+      // Uniform bytes are valid blocks (any point, delta sign and 3-bit scale code);
+      // d so that E[x^2] = sd^2: E[(2 ls + 1)^2] = 85 over ls < 8, E[(g +- 1/8)^2]
+      // = E[g^2] + 1/64 over the grid (the delta's sign is random).
+      double g2 = 0;
+      for (uint64_t p : kIq1sGrid)
+        for (int j = 0; j < 8; ++j) g2 += double(int8_t((p >> (8 * j)) & 255)) * double(int8_t((p >> (8 * j)) & 255));
+      g2 = g2 / (2048.0 * 8.0) + 1.0 / 64.0;
+      const uint16_t d = scale_fp16(float(sd / std::sqrt(85.0 * g2)));
+      for (int64_t i = 0; i < nb; ++i) {
+        if (t == DType::IQ1_S) {
+          BlockIQ1_S b;
+          r.bytes(b.qs, sizeof b.qs);
+          r.bytes(b.qh, sizeof b.qh);
+          b.d = d;
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        } else {  // the fp16 d in the top nibbles of the four scale words
+          BlockIQ1_M b;
+          r.bytes(b.qs, sizeof b.qs);
+          r.bytes(b.qh, sizeof b.qh);
+          r.bytes(b.scales, sizeof b.scales);
+          for (int w = 0; w < 4; ++w) b.scales[2 * w + 1] = uint8_t((b.scales[2 * w + 1] & 15) | ((d >> (4 * w)) & 15) << 4);
+          std::memcpy(out + i * sizeof b, &b, sizeof b);
+        }
+      }
+      break;
+    }
     default:
       for (int64_t i = 0; i < nb; ++i) fill_kquant_block(t, r, sd, out + i * block_geometry(t).block_bytes);
       break;

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 
+#include "kernels/cpu_x86.h"
 #include "kernels/iq_impl.h"
 #include "kernels/kernels_impl.h"
 
@@ -42,6 +43,10 @@ Table make_ref_table() {
   DF_REF_ROW(IQ2_XXS, iq2_xxs, Q8_K)
   DF_REF_ROW(IQ2_XS, iq2_xs, Q8_K)
   DF_REF_ROW(IQ3_XXS, iq3_xxs, Q8_K)
+  DF_REF_ROW(IQ2_S, iq2_s, Q8_K)
+  DF_REF_ROW(IQ3_S, iq3_s, Q8_K)
+  DF_REF_ROW(IQ1_S, iq1_s, Q8_K)
+  DF_REF_ROW(IQ1_M, iq1_m, Q8_K)
   DF_REF_ROW(Q8_1, q8_1, Q8_1)
   DF_REF_ROW(Q4_1, q4_1, Q8_1)
   DF_REF_ROW(Q5_0, q5_0, Q8_0)
@@ -49,6 +54,7 @@ Table make_ref_table() {
   DF_REF_ROW(IQ4_NL, iq4_nl, Q8_0)
   DF_REF_ROW(IQ4_XS, iq4_xs, Q8_K)
   DF_REF_ROW(TQ2_0, tq2_0, Q8_K)
+  DF_REF_ROW(TQ1_0, tq1_0, Q8_K)
   return t;
 }
 #undef DF_REF_ROW
@@ -63,7 +69,7 @@ struct Tables {
     avx2 = avx512 = neon = ref;
 #if defined(DELTAFIN_X86)
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+               cpu_x86_f16c() && __builtin_cpu_supports("bmi2");
     has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni");
@@ -71,15 +77,20 @@ struct Tables {
     install_avx2(avx2.data());
     install_legacy_avx2(avx2.data());
     install_iq_avx2(avx2.data());
+    install_iq_s_avx2(avx2.data());
+    install_iq1_avx2(avx2.data());
+    install_tq1_avx2(avx2.data());
     avx512 = avx2;
     install_avx512(avx512.data());
     install_legacy_avx512(avx512.data());
     install_iq_avx512(avx512.data());
+    install_iq_s_avx512(avx512.data());
+    install_iq1_avx512(avx512.data());
+    install_tq1_avx512(avx512.data());
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64
-    install_neon(neon.data());
-    install_legacy_neon(neon.data());
+    install_neon_all(neon.data(), cpu_has_arm_dotprod());
     best = Isa::NEON;
 #endif
   }

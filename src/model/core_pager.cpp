@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "core/platform.h"
+
 namespace deltafin {
 
 namespace {
@@ -104,7 +106,7 @@ Result<const void*> CorePager::map(const std::string& name, const TensorRef& t) 
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return make_error("{}: cannot open to map core layer {}: {}", path, layer, std::strerror(errno));
   }
-  static const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t page = platform::page_size();
   const uint64_t off = t.file_offset / page * page;
   const size_t len = size_t(t.file_offset + t.info->bytes - off);
   void* base = ::mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, off_t(off));
@@ -118,7 +120,7 @@ Result<const void*> CorePager::map(const std::string& name, const TensorRef& t) 
 
 void CorePager::page_in(int layer) {
   if (in_[size_t(layer)]) return;
-  for (const Range& r : ranges_[size_t(layer)]) ::madvise(const_cast<char*>(r.addr), r.len, MADV_WILLNEED);
+  for (const Range& r : ranges_[size_t(layer)]) platform::advise_willneed(r.addr, r.len);
   in_[size_t(layer)] = 1;
   ++stats_.pages_in;
 }
@@ -126,9 +128,9 @@ void CorePager::page_in(int layer) {
 void CorePager::page_out(int layer) {
   if (!in_[size_t(layer)]) return;
   for (const Range& r : ranges_[size_t(layer)]) {
-    ::madvise(const_cast<char*>(r.addr), r.len, MADV_DONTNEED);
+    platform::advise_dontneed(r.addr, r.len);
     // Not ours to keep in the page cache either (the budget is honest).
-    ::posix_fadvise(r.fd, off_t(r.file_offset), off_t(r.len), POSIX_FADV_DONTNEED);
+    platform::drop_cached_pages(r.fd, r.file_offset, r.len);
   }
   in_[size_t(layer)] = 0;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_x86.h"
 #include "kernels/types.h"
 
 #if defined(__x86_64__)
@@ -13,13 +14,18 @@
 namespace deltafin {
 
 // The compiler's half type: __fp16 on AArch64 (GCC 12 has no _Float16 in C++ there),
-// _Float16 on x86-64; both convert with round-to-nearest-even.
+// _Float16 on x86-64; both convert with round-to-nearest-even. A compiler without
+// one (clang before 15 on x86-64) uses the F16 row's scalar reference, which rounds
+// the same way.
 #if defined(__aarch64__)
+#define DF_HAS_HALF 1
 using Half = __fp16;
-#else
+#elif defined(__FLT16_MAX__)
+#define DF_HAS_HALF 1
 using Half = _Float16;
 #endif
 
+#if defined(DF_HAS_HALF)
 float fp16_to_fp32(uint16_t h) {
   Half v;
   std::memcpy(&v, &h, 2);
@@ -31,6 +37,18 @@ uint16_t fp32_to_fp16(float f) {
   std::memcpy(&h, &v, 2);
   return h;
 }
+#else
+float fp16_to_fp32(uint16_t h) {
+  float f;
+  type_traits_ref(DType::F16)->to_float(&h, &f, 1);
+  return f;
+}
+uint16_t fp32_to_fp16(float f) {
+  uint16_t h;
+  type_traits_ref(DType::F16)->from_float(&f, &h, 1);
+  return h;
+}
+#endif
 
 #if defined(__x86_64__)
 namespace {
@@ -68,7 +86,7 @@ __attribute__((target("avx,f16c"))) void axpy_f16c(float a, const uint16_t* x, f
     _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, load8_h(x + i))));
   for (; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
 }
-const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+const bool kHasF16c = cpu_x86_f16c() && __builtin_cpu_supports("avx");
 }  // namespace
 #endif
 

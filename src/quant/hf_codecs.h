@@ -9,7 +9,9 @@
 //     llama.cpp's converter does (value * scale in F32, then to BF16).
 //   INT4 (compressed-tensors pack-quantized, symmetric, group 32): weight_packed I32
 //     [rows, cols/8], weight_scale BF16 [rows, cols/32]; widened the way llama.cpp's
-//     converter does.
+//     converter does ((code - 8) * scale in F32, then to BF16: its dequant_packed, as
+//     for Kimi K2 Thinking; a lossless Q4_0 repack was only ever a closed demo there).
+// Bit layouts and rounding: hf_codecs.cpp's header comment.
 // The encoders (the other direction) are for `synth --format hf`.
 #pragma once
 #include <cstdint>

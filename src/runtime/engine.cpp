@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/log.h"
+#include "format/hf_gguf_source.h"
 #include "io/direct_file.h"
 #include "remote/location.h"
 
@@ -51,7 +52,11 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
     if (::stat(path.c_str(), &st) != 0)
       return make_error("model file '{}' does not exist (generate one with `deltafin synth -o {}` or "
                         "give the path of a .gguf file)", path, path);
-    DF_ASSIGN(e->file_, ModelFile::open(path, local_file_opener()));
+    if (S_ISDIR(st.st_mode) && !is_local_hf_folder(path))
+      return make_error("'{}' is a directory without config.json; give a .gguf file or a Hugging Face model folder",
+                        path);
+    // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
+    DF_ASSIGN(e->file_, S_ISDIR(st.st_mode) ? open_local_hf_model(path) : ModelFile::open(path, local_file_opener()));
   }
   e->pool_ = std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : default_thread_count());
   LoadOptions lo;

@@ -1,13 +1,12 @@
 #include "runtime/memory_budget.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include "core/log.h"
+#include "core/platform.h"
 #include "core/units.h"
 
 namespace deltafin {
@@ -52,13 +51,9 @@ uint64_t lend_limit(int slots, uint64_t slot_bytes) {
 }  // namespace
 
 uint64_t available_memory_budget() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  unsigned long long kb = 0;
-  while (std::getline(f, line))
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) == 1) return uint64_t(kb) * 1024 / 10 * 8;
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : (uint64_t(4) << 30);
+  const platform::MemoryInfo m = platform::memory_info();
+  if (m.available) return m.available / 10 * 8;
+  return m.total ? m.total / 2 : (uint64_t(4) << 30);
 }
 
 uint64_t MemoryPlan::states_bytes() const {
@@ -86,14 +81,21 @@ Result<MemoryPlan> plan_memory(const ModelMemory& m, const MemoryRequest& r) {
   } else {
     const uint64_t slot = m.slot_bytes;
     const uint64_t least = uint64_t(double(m.core_bytes + base + slot) / (1.0 - share)) + 1;
-    // When the core does not fit, its layers stream too: the expert cache keeps a
-    // quarter of what the reserve leaves (at least four experts), the core the rest:
-    // its first layers resident, the others paged per layer (model/core_pager.h).
+    // When the core does not fit, its layers stream too: its first layers resident,
+    // the others paged per layer (model/core_pager.h). A resident core byte saves a
+    // read every token, a cached expert only when a token routes to it (n_used of a
+    // layer's experts), so the core comes first: the expert cache keeps two layers'
+    // routed experts (the one computing and the one prefetched; at least four) and
+    // what the sequence states take from it, the core all the rest.
     const uint64_t avail = p.total > p.reserve ? p.total - p.reserve : 0;
-    const uint64_t paged_cache = std::max(avail / 4, 4 * slot);
+    const SequenceRequest& sq = r.seqs;
+    const uint64_t states = sq.n_states > 0 ? m.state_bytes * uint64_t(sq.n_states) : 0;
+    const uint64_t states_covered = sq.serving ? 0 : p.reserve / 2;
+    const uint64_t paged_cache = uint64_t(std::max(4, 2 * m.n_used)) * slot +
+                                 (states > states_covered ? states - states_covered : 0);
     if (p.total >= least) {
       p.expert_cache = p.total - m.core_bytes - p.reserve;
-    } else if (!m.remote && avail >= paged_cache + m.core_least) {
+    } else if (!m.remote && m.mappable && avail >= paged_cache + m.core_least) {
       p.expert_cache = paged_cache;
       // What the core may take; CorePager::plan splits it into resident and paged layers.
       p.paged_core = true;
@@ -101,10 +103,15 @@ Result<MemoryPlan> plan_memory(const ModelMemory& m, const MemoryRequest& r) {
       p.core_paged = m.core_bytes - p.core_resident;
     } else {
       std::string paged;
-      if (!m.remote) {
-        const uint64_t avail_min = std::max(4 * slot + m.core_least, m.core_least / 3 * 4 + 4);
+      if (!m.remote && m.mappable) {
+        // The least total whose avail holds paged_cache + core_least (the part of the
+        // states the reserve does not hold grows as the reserve shrinks).
+        const double fixed = double(uint64_t(std::max(4, 2 * m.n_used)) * slot + m.core_least);
+        double least_paged = (fixed + double(base)) / (1.0 - share) + 1;
+        if (double(states) > (double(base) + share * least_paged) / 2)
+          least_paged = (fixed + double(states) + double(base) / 2) / (1.0 - share / 2) + 1;
         paged = fmt::format(" (or at least {:.1f} MiB to stream the core's layers from the file as well, which is "
-                            "slower)", (double(avail_min + base) / (1.0 - share) + 1) / MiB + 0.05);
+                            "slower)", least_paged / MiB + 0.05);
       }
       return make_error("{}: a memory budget of {:.1f} MiB is too small: the resident core takes {:.1f} MiB, {:.1f} "
                         "MiB is kept for the KV cache and buffers, and one expert takes {:.3f} MiB: give --mem of at "
@@ -160,6 +167,10 @@ Result<ModelMemory> model_memory(ModelFile& file, bool remote, int n_ctx, const 
   m.path = file.path();
   m.file_bytes = file.total_bytes();
   m.remote = remote;
+  for (int s = 0; s < file.shard_count(); ++s) {
+    struct stat st;
+    if (::stat(file.source(s).name().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) m.mappable = false;
+  }
   const std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
   if (!layers.empty()) {
     DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
@@ -190,6 +201,10 @@ Result<ModelMemory> model_memory(ModelFile& file, bool remote, int n_ctx, const 
     mi.n_embd = g.int_or(arch + ".embedding_length", 0);
     mi.n_expert_used = int(g.int_or(arch + ".expert_used_count", 0));
     m.batch_token_bytes = batch_bytes_per_token(mi);
+  }
+  {
+    const GGUFFile& g = file.meta();
+    m.n_used = int(g.int_or(g.string_or("general.architecture", "") + ".expert_used_count", 0));
   }
   return m;
 }

@@ -42,10 +42,12 @@ struct ModelMemory {
   uint64_t expert_bytes = 0;    // the routed experts
   uint64_t slot_bytes = 0;      // one expert cache slot (expert_slot_bytes: aligned ranges)
   int n_experts = 0;            // routed experts of all layers (0: a dense model)
+  int n_used = 0;               // routed experts a token uses in one layer
   uint64_t core_least = 0;      // least RAM a paged core needs (CorePager::least_bytes)
   uint64_t state_bytes = 0;     // one sequence state of SequenceRequest::n_ctx positions
   uint64_t batch_token_bytes = 0;  // one prompt token in a batched pass (batch_bytes_per_token)
   bool remote = false;          // experts come through a disk cache: always streamed, core never paged
+  bool mappable = true;         // every part is a local file the core pager can map (not a Hugging Face folder's GGUF view)
 };
 
 // The sequences a command decodes at once, each of n_ctx positions.

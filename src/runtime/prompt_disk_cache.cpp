@@ -12,6 +12,7 @@
 
 #include "cache/fs.h"
 #include "core/log.h"
+#include "core/platform.h"
 
 namespace deltafin {
 
@@ -26,8 +27,6 @@ template <class T>
 void put_pod(std::string& s, const T& v) {
   s.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
-
-int64_t mtime_ns(const struct stat& st) { return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
 
 // What read_header found.
 enum class Header { Ok, Foreign, Damaged };
@@ -94,7 +93,7 @@ Result<std::unique_ptr<PromptDiskCache>> PromptDiskCache::open(const std::string
     if (h == Header::Foreign) continue;  // another format version's: not ours to remove
     if (id != model_id) continue;  // another model's
     en.bytes = uint64_t(st.st_size);
-    en.used_ns = mtime_ns(st);
+    en.used_ns = platform::mtime_ns(st);
     c->entries_.push_back(std::move(en));
   }
   ::closedir(d);
@@ -127,7 +126,7 @@ Status PromptDiskCache::put(const std::vector<int32_t>& tokens, const SeqState& 
     if (e.tokens == tokens) {
       ::utimensat(AT_FDCWD, e.path.c_str(), nullptr, 0);  // now
       struct stat st {};
-      if (::stat(e.path.c_str(), &st) == 0) e.used_ns = mtime_ns(st);
+      if (::stat(e.path.c_str(), &st) == 0) e.used_ns = platform::mtime_ns(st);
       return {};
     }
   std::string head(kMagic, 8);
@@ -158,7 +157,7 @@ Status PromptDiskCache::put(const std::vector<int32_t>& tokens, const SeqState& 
   e.tokens = tokens;
   e.bytes = bytes;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) e.used_ns = mtime_ns(st);
+  if (::stat(path.c_str(), &st) == 0) e.used_ns = platform::mtime_ns(st);
   entries_.push_back(std::move(e));
   ++stats_.writes;
   return {};
@@ -199,7 +198,7 @@ Status PromptDiskCache::load(int i, SeqState& state, std::vector<int32_t>* token
   *tokens = e.tokens;
   ::utimensat(AT_FDCWD, e.path.c_str(), nullptr, 0);
   struct stat st {};
-  if (::stat(e.path.c_str(), &st) == 0) e.used_ns = mtime_ns(st);
+  if (::stat(e.path.c_str(), &st) == 0) e.used_ns = platform::mtime_ns(st);
   ++stats_.hits;
   return {};
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/platform.h"
 #include "server/api.h"
 
 namespace deltafin::server {
@@ -159,7 +160,7 @@ class ConnStream final : public httplib::Stream {
     reading_ = false;  // the answer has begun: the next read is the next request's
     if (poll_one(fd_, POLLOUT, write_ms_) <= 0) return -1;
     ssize_t n;
-    do n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+    do n = platform::send_nosignal(fd_, ptr, size);
     while (n < 0 && errno == EINTR);
     return n;
   }
@@ -183,7 +184,7 @@ class ConnStream final : public httplib::Stream {
                     double(request_timeout_.count()) / 1000));
     DF_LOG_WARN("closed a connection from {}: its request did not arrive within {} ms", peer_of(fd_),
                 request_timeout_.count());
-    (void)::send(fd_, r.data(), r.size(), MSG_NOSIGNAL);
+    (void)platform::send_nosignal(fd_, r.data(), r.size());
     return -1;
   }
 
@@ -349,7 +350,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   if (!admit(client, &why)) {
     DF_LOG_DEBUG("refused a connection: {}", why);
     const std::string r = canned_response(503, "Service Unavailable", why);
-    if (poll_one(sock, POLLOUT, 1000) > 0) (void)::send(sock, r.data(), r.size(), MSG_NOSIGNAL);
+    if (poll_one(sock, POLLOUT, 1000) > 0) (void)platform::send_nosignal(sock, r.data(), r.size());
     close_gently(sock);
     return false;
   }

@@ -26,7 +26,7 @@ Status plan_deepseek2(const SynthSpec& s, SynthPlan* p) {
                       s.n_group, s.n_group_used, s.n_used);
 
   GGUFFile& m = p->meta;
-  DF_ASSIGN(int64_t n_vocab, synth_vocab(s.vocab_path, &m));
+  DF_ASSIGN(int64_t n_vocab, synth_vocab(s, &m));
   const std::string a = "deepseek2.";
   auto u32 = [&](const char* k, int64_t v) { m.set(a + k, GGUFValue::u32(uint32_t(v))); };
   auto f32 = [&](const char* k, float v) { m.set(a + k, GGUFValue::f32(v)); };

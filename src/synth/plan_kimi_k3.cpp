@@ -17,7 +17,7 @@ Status plan_kimi_k3(const SynthSpec& s, SynthPlan* p) {
   if (s.n_expert % std::max(s.n_group, 1) != 0)
     return make_error("synth kimi-k3: {} experts do not split into {} groups", s.n_expert, s.n_group);
   GGUFFile& m = p->meta;
-  DF_ASSIGN(int64_t n_vocab, synth_vocab(s.vocab_path, &m));
+  DF_ASSIGN(int64_t n_vocab, synth_vocab(s, &m));
   const std::string a = "kimi-k3.";
   auto u32 = [&](const std::string& k, int64_t v) { m.set(a + k, GGUFValue::u32(uint32_t(v))); };
   auto f32 = [&](const std::string& k, float v) { m.set(a + k, GGUFValue::f32(v)); };

@@ -18,7 +18,7 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   if (s.n_expert < 0 || (s.n_expert > 0 && (s.n_used <= 0 || s.n_used > s.n_expert)))
     return make_error("synth: llama needs 0 < experts used <= experts (or no experts: dense)");
   GGUFFile& m = p->meta;
-  DF_ASSIGN(int64_t n_vocab, synth_vocab(s.vocab_path, &m));
+  DF_ASSIGN(int64_t n_vocab, synth_vocab(s, &m));
   const bool moe = s.n_expert > 0;
   const int64_t E = s.n_embd, HD = s.head_dim, F = moe ? s.n_ff_exp : s.n_ff;
   const float freq_base = 1000000.0f;  // Mixtral's

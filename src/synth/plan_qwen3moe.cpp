@@ -9,7 +9,7 @@ namespace deltafin {
 
 Status plan_qwen3moe(const SynthSpec& s, SynthPlan* p) {
   GGUFFile& m = p->meta;
-  DF_ASSIGN(int64_t n_vocab, synth_vocab(s.vocab_path, &m));
+  DF_ASSIGN(int64_t n_vocab, synth_vocab(s, &m));
   const std::string a = "qwen3moe.";
   m.set(a + "block_count", GGUFValue::u32(uint32_t(s.n_layer)));
   m.set(a + "context_length", GGUFValue::u32(uint32_t(s.n_ctx)));

@@ -7,7 +7,8 @@
 namespace deltafin {
 
 std::vector<std::string> synth_preset_names() {
-  return {"tiny", "qwen3-moe-mini", "kimi-k2-mini", "kimi-k3-mini", "mixtral-mini"};
+  return {"tiny", "qwen3-moe-mini", "kimi-k2-mini", "kimi-k3-mini", "mixtral-mini", "kimi-k3", "kimi-k2",
+          "deepseek-v3"};
 }
 
 namespace {
@@ -39,6 +40,33 @@ void mla_mini_shape(SynthSpec* d) {
   d->n_ff_exp = 512;
   d->n_ff = 2048;
 }
+// The real DeepSeek-V3 / Kimi K2 shape (their config.json): hidden 7168, 61 layers
+// of which the first (K2; V3: three) are dense (width 18432), MLA with q-LoRA 1536, kv-LoRA 512,
+// rope/nope/v head dims 64/128/128, one shared expert and routed experts of width
+// 2048, top-8, a BF16 core and Q4_K experts (a popular GGUF of them). K2: 64 heads,
+// 384 experts in one group; V3: 128 heads, 256 experts in 8 groups (top 4 groups).
+void deepseek_real_shape(SynthSpec* d) {
+  d->arch = "deepseek2";
+  d->n_layer = 61;
+  d->n_embd = 7168;
+  d->n_dense_lead = 1;
+  d->n_ff = 18432;
+  d->n_shared = 1;
+  d->n_ff_exp = 2048;
+  d->n_used = 8;
+  d->q_lora_rank = 1536;
+  d->kv_lora_rank = 512;
+  d->rope_dim = 64;
+  d->nope_dim = 128;
+  d->v_head_dim = 128;
+  d->mla_split_kv_b = true;
+  d->n_ctx = 131072;
+  d->yarn_factor = 32.0f;
+  d->yarn_orig_ctx = 4096;
+  d->type = DType::BF16;
+  d->expert_type = DType::Q4_K;
+}
+
 }  // namespace
 
 bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec* s) {
@@ -98,6 +126,50 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.n_expert = 8;
     d.n_used = 2;
     d.n_ff_exp = 2048;
+  } else if (preset == "kimi-k2") {
+    deepseek_real_shape(&d);
+    d.name = preset;
+    d.n_head = d.n_head_kv = 64;
+    d.n_expert = 384;
+    d.n_vocab = 163840;
+    d.freq_base = 50000.0f;
+    d.routed_scale = 2.827f;
+  } else if (preset == "deepseek-v3") {
+    deepseek_real_shape(&d);
+    d.name = preset;
+    d.n_head = d.n_head_kv = 128;
+    d.n_dense_lead = 3;
+    d.n_expert = 256;
+    d.n_group = 8;
+    d.n_group_used = 4;
+    d.n_vocab = 129280;
+    d.routed_scale = 2.5f;
+  } else if (preset == "kimi-k3") {
+    // Kimi K3 as described by its release: 896 routed experts (top-16) of
+    // 17,547,264 bytes each (MXFP4 gate/up/down of 3584 x 3072: the experts run at
+    // a latent width of 3584 from a hidden 7168) in 92 MoE layers after one dense
+    // layer, 2 shared experts, 3 KDA layers to 1 gated MLA, attention residuals, a
+    // BF16 core. The attention widths are K2's with 96 heads instead of 64: K3's are
+    // not stated in what we know of it, and 96 gives its stated 114 GB core and 2.8 T
+    // parameters (1.56 TB in all).
+    deepseek_real_shape(&d);
+    d.arch = "kimi-k3";
+    d.name = preset;
+    d.n_layer = 93;
+    d.n_head = d.n_head_kv = 96;
+    d.n_expert = 896;
+    d.n_used = 16;
+    d.n_shared = 2;
+    d.n_ff_exp = 3072;
+    d.moe_latent = 3584;
+    d.kda_period = 4;
+    d.kda_head_dim = 128;
+    d.attn_res_block = 4;
+    d.n_vocab = 163840;
+    d.freq_base = 50000.0f;
+    d.routed_scale = 2.827f;
+    d.type = DType::BF16;
+    d.expert_type = DType::MXFP4;
   } else {
     return false;
   }

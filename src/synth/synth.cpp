@@ -215,6 +215,10 @@ Status synth_model(const SynthSpec& spec_in, const std::string& path, ThreadPool
     for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
     const uint64_t rb = dtype_row_bytes(t.type, uint64_t(cols));
     if (t.expert) expert_bytes += rb * uint64_t(rows);
+    if (spec.sparse) {
+      DF_TRY(w.write_data(nullptr, size_t(rb * uint64_t(rows))));
+      continue;
+    }
     // Generate in chunks of about 64 MiB, rows split over the threads.
     const int64_t chunk_rows = std::max<int64_t>(1, int64_t((64ull << 20) / std::max<uint64_t>(rb, 1)));
     AlignedBuffer buf(size_t(std::min(rows, chunk_rows)) * rb);

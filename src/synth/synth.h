@@ -42,6 +42,13 @@ struct SynthSpec {
   // Tokenizer: copied from this GGUF's tokenizer.* keys, or a small built-in
   // byte-level BPE vocabulary when empty.
   std::string vocab_path;
+  // When larger than the vocabulary: padded with unused "[PAD<id>]" tokens to this
+  // many (as llama.cpp's converter pads a vocabulary to the embedding's rows), so a
+  // real model's embedding and output sizes can be had without its tokenizer.
+  int64_t n_vocab = 0;
+  // Tensor data left as holes of a sparse file (all weights zero): full-size shapes
+  // in a few MB of disk, for `inspect` and `plan`, not for meaningful output.
+  bool sparse = false;
   // DeepSeek2 / Kimi shapes.
   int n_dense_lead = 1;       // leading dense layers
   int n_shared = 1;           // shared experts
@@ -77,7 +84,9 @@ struct SynthSpec {
 };
 
 // Named presets: "tiny" (per architecture), "qwen3-moe-mini", "kimi-k2-mini",
-// "kimi-k3-mini", "mixtral-mini". Returns false if unknown.
+// "kimi-k3-mini", "mixtral-mini", and the real models' shapes "kimi-k3", "kimi-k2",
+// "deepseek-v3" (all layers; --layers picks fewer, each of the real size).
+// Returns false if unknown.
 bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec* out);
 std::vector<std::string> synth_preset_names();
 
@@ -132,8 +141,9 @@ void tiny_deepseek2(SynthSpec* s);
 void tiny_kimi_k3(SynthSpec* s);
 void tiny_llama(SynthSpec* s);
 
-// Tokenizer metadata into `meta`; returns the vocabulary size.
-Result<int64_t> synth_vocab(const std::string& vocab_path, GGUFFile* meta);
+// Tokenizer metadata into `meta` (s.vocab_path's, else the built-in vocabulary,
+// padded to s.n_vocab); returns the vocabulary size.
+Result<int64_t> synth_vocab(const SynthSpec& s, GGUFFile* meta);
 // Zipf-like router offsets for skewed routing (empty when skew == 0).
 std::vector<float> synth_router_skew(const SynthSpec& s, int n_expert);
 // A matrix type for a tensor of `cols` columns: `want` if its block fits, else F32.

@@ -34,7 +34,9 @@ std::vector<std::string> byte_chars() {
 
 }  // namespace
 
-Result<int64_t> synth_vocab(const std::string& vocab_path, GGUFFile* meta) {
+namespace {
+
+Result<int64_t> base_vocab(const std::string& vocab_path, GGUFFile* meta) {
   if (!vocab_path.empty()) {
     DF_ASSIGN(auto src, open_file_source(vocab_path));
     DF_ASSIGN(GGUFFile v, parse_gguf(*src));
@@ -86,6 +88,27 @@ Result<int64_t> synth_vocab(const std::string& vocab_path, GGUFFile* meta) {
   meta->set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(eos)));
   meta->set("tokenizer.ggml.add_bos_token", GGUFValue::boolean(false));
   return n;
+}
+
+}  // namespace
+
+Result<int64_t> synth_vocab(const SynthSpec& s, GGUFFile* meta) {
+  DF_ASSIGN(const int64_t n, base_vocab(s.vocab_path, meta));
+  if (s.n_vocab <= n) return n;
+  GGUFValue tokens = meta->kv.at("tokenizer.ggml.tokens");
+  GGUFValue types = meta->kv.at("tokenizer.ggml.token_type");
+  for (int64_t id = n; id < s.n_vocab; ++id) {
+    tokens.strings.push_back("[PAD" + std::to_string(id) + "]");
+    types.ints.push_back(5);  // unused
+  }
+  meta->set("tokenizer.ggml.tokens", std::move(tokens));
+  meta->set("tokenizer.ggml.token_type", std::move(types));
+  if (const GGUFValue* sc = meta->find("tokenizer.ggml.scores")) {
+    GGUFValue scores = *sc;
+    scores.floats.resize(size_t(s.n_vocab), 0.0);
+    meta->set("tokenizer.ggml.scores", std::move(scores));
+  }
+  return s.n_vocab;
 }
 
 }  // namespace deltafin

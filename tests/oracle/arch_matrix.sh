@@ -28,7 +28,8 @@ set -u
 declare -A MIN_TOP1=([F32]=0.99 [F16]=0.99 [BF16]=0.99)
 declare -A TOL=([F32]=1e-3 [F16]=2e-3 [BF16]=2e-2 [Q8_0]=2e-2 [Q4_0]=2e-2 [Q4_K]=2e-2 [Q5_K]=2e-2
                 [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [Q4_1]=2e-2 [Q5_0]=2e-2 [Q5_1]=2e-2
-                [IQ4_NL]=2e-2 [IQ4_XS]=2e-2 [TQ2_0]=2e-2 [IQ2_XXS]=3e-2 [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2)
+                [IQ4_NL]=2e-2 [IQ4_XS]=2e-2 [TQ2_0]=2e-2 [IQ2_XXS]=3e-2 [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2
+                [IQ2_S]=3e-2 [IQ3_S]=3e-2 [IQ1_S]=3e-2 [IQ1_M]=3e-2 [TQ1_0]=2e-2)
 # Q3_K: on deepseek2 llama.cpp's own batch and single logits differ by a median
 # 1.1e-2 of the logit range (measured), so 2e-2 sits inside its own spread.
 declare -A MAX_OVER=([F32]=0.01 [F16]=0.01)
@@ -83,16 +84,20 @@ declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1"
   [deepseek2-Q4_0]="--mla joined" [deepseek2-Q4_K]="--mla joined" [deepseek2-Q5_K]="--mla joined"
   [deepseek2-Q6_K]="--mla joined"
   [kimi-k3-IQ4_XS]="--moe-latent 256" [kimi-k3-TQ2_0]="--moe-latent 256" [kimi-k3-IQ2_XXS]="--moe-latent 256"
-  [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256")
+  [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256" [kimi-k3-IQ1_S]="--moe-latent 256"
+  [kimi-k3-IQ1_M]="--moe-latent 256")
 # (kimi-k3's tiny experts work in a 128-wide latent; 256-value block types need 256.)
 
 # Types that run as routed experts only, under an F32 core (so a cell measures the
 # experts' kernels, and float-core cells never take the stated bounds below), on the
 # architectures listed for each (default: qwen3moe and kimi-k3, the MoE architectures
 # whose published quants use them; deepseek2 samples one type per activation type,
-# Q8_0 and Q8_1; Q8_K is sampled by the K-quant cells). Other architectures show "-".
-EXPERT_ONLY="Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS TQ2_0 IQ2_XXS IQ2_XS IQ3_XXS"
-declare -A EXPERT_ONLY_ARCHS=([Q4_1]="qwen3moe kimi-k3 deepseek2" [Q5_0]="qwen3moe kimi-k3 deepseek2")
+# Q8_0 and Q8_1; Q8_K is sampled by the K-quant cells; IQ2_S, IQ3_S and TQ1_0, whose
+# kernels are built as their siblings', run on qwen3moe only, for CI time). Other
+# architectures show "-".
+EXPERT_ONLY="Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS TQ2_0 IQ2_XXS IQ2_XS IQ3_XXS IQ2_S IQ3_S IQ1_S IQ1_M TQ1_0"
+declare -A EXPERT_ONLY_ARCHS=([Q4_1]="qwen3moe kimi-k3 deepseek2" [Q5_0]="qwen3moe kimi-k3 deepseek2" [IQ2_S]="qwen3moe"
+  [IQ3_S]="qwen3moe" [TQ1_0]="qwen3moe")
 
 ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 $EXPERT_ONLY"
 TYPES=${TYPES:-$ALL_TYPES}

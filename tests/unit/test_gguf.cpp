@@ -3,7 +3,6 @@
 // which must fail with a message naming the field and offset; truncation at every
 // byte; limits that must fail fast; split models.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <functional>
 #include <limits>
 
+#include "core/platform.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "format/model_file.h"
@@ -598,11 +598,7 @@ class SparseSource final : public ByteSource {
   std::string name_ = "sparse.gguf";
 };
 
-long max_rss_kb() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss;
-}
+long max_rss_kb() { return long(platform::peak_rss_bytes() / 1024); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
+#include "kernels/kernels_impl.h"
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
@@ -582,6 +584,9 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
     for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::TQ2_0})
       EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_r4, nullptr);
   }
+  if (isa_supported(Isa::NEON)) {
+    for (DType t : kWeightTypes) EXPECT_NE(type_traits_isa(t, Isa::NEON)->vec_dot_r4, nullptr) << name(t);
+  }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
 }
 
@@ -631,6 +636,33 @@ TEST(KernelDot, SimdMatchesReference) {
       }
     }
   }
+}
+
+// On aarch64 every computed type has NEON kernels, and the NEON table holds the build
+// with the dot-product extension exactly when the CPU has it (HWCAP / sysctl). Under
+// qemu, scripts/test-aarch64 states what the emulated CPU has in
+// DELTAFIN_EXPECT_DOTPROD (0 or 1), which checks the detection itself.
+TEST(KernelDot, NeonSetFollowsCpuFeatures) {
+#if !defined(DELTAFIN_ARM)
+  GTEST_SKIP() << "not an AArch64 build";
+#else
+  EXPECT_EQ(best_isa(), Isa::NEON);
+  const bool sdot = cpu_has_arm_dotprod();
+  if (const char* want = std::getenv("DELTAFIN_EXPECT_DOTPROD")) {
+    EXPECT_EQ(sdot, std::string(want) == "1");
+  }
+  std::vector<TypeTraits> with(kDTypeCount), without(kDTypeCount);
+  install_neon_all(with.data(), true);
+  install_neon_all(without.data(), false);
+  for (DType t : kAllTypes) {
+    const TypeTraits* tt = type_traits_isa(t, Isa::NEON);
+    EXPECT_EQ(tt->isa, Isa::NEON) << name(t) << " has no NEON kernel";
+    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) continue;  // no integer dot
+    const TypeTraits& want = sdot ? with[uint32_t(t)] : without[uint32_t(t)];
+    EXPECT_EQ(tt->vec_dot, want.vec_dot) << name(t);
+    EXPECT_NE(with[uint32_t(t)].vec_dot, without[uint32_t(t)].vec_dot) << name(t);
+  }
+#endif
 }
 
 TEST(KernelDot, DispatchPicksBestIsa) {

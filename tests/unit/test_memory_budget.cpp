@@ -63,16 +63,33 @@ TEST(MemoryBudget, TooSmallABudgetNamesTheSizes) {
 
 TEST(MemoryBudget, BelowTheResidentCoreTheCorePages) {
   const ModelMemory m = sizes();
-  // 64 + 3% reserve of 150 MiB leaves 81.5 MiB: a quarter (20.4 MiB) for experts, the core the rest.
+  // 64 + 3% reserve of 150 MiB leaves 81.5 MiB: the least expert cache (4 slots) and
+  // the core all the rest.
   auto p = plan_memory(m, with_mem(150 * kMiB));
   ASSERT_TRUE(p.ok()) << p.error().message;
   EXPECT_TRUE(p->streaming);
   EXPECT_TRUE(p->paged_core);
   const uint64_t avail = 150 * kMiB - p->reserve;
-  EXPECT_EQ(p->expert_cache, avail / 4);
-  EXPECT_EQ(p->core_resident, avail - avail / 4);
+  EXPECT_EQ(p->expert_cache, 4 * kMiB);
+  EXPECT_EQ(p->core_resident, avail - 4 * kMiB);
   EXPECT_EQ(p->core_resident + p->core_paged, m.core_bytes);
-  EXPECT_EQ(p->slots, int(avail / 4 / kMiB));
+  EXPECT_EQ(p->slots, 4);
+  // Two layers' routed experts when a token uses more than two, and the part of the
+  // sequence state the reserve does not hold.
+  ModelMemory k = m;
+  k.n_used = 6;
+  k.state_bytes = 50 * kMiB;  // more than the half of the reserve that holds a state
+  MemoryRequest rq = with_mem(150 * kMiB);
+  rq.seqs.n_ctx = 4096;
+  rq.seqs.n_states = 1;
+  auto q = plan_memory(k, rq);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_TRUE(q->paged_core);
+  const uint64_t state_part = k.state_bytes - q->reserve / 2;
+  EXPECT_EQ(q->expert_cache, 12 * kMiB + state_part);
+  EXPECT_EQ(q->core_resident, avail - 12 * kMiB - state_part);
+  EXPECT_EQ(q->slots_built, 12 + int(state_part / kMiB));
+  EXPECT_EQ(q->states_from_cache, state_part);
 }
 
 TEST(MemoryBudget, AutomaticBudget) {

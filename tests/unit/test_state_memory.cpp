@@ -3,7 +3,11 @@
 // model of each architecture: a new state's caches, and for kimi-k3 the KDA states
 // with their rollback log and the copy pin() keeps.
 #include <gtest/gtest.h>
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+#else
 #include <malloc.h>
+#endif
 
 #include <algorithm>
 
@@ -16,10 +20,17 @@ using namespace deltafin;
 
 namespace {
 
-// Bytes malloc has handed out on this thread's arena and in mmapped blocks.
+// Bytes malloc has handed out on this thread's arena and in mmapped blocks
+// (glibc); in the default zone (macOS).
 uint64_t allocated() {
+#if defined(__APPLE__)
+  malloc_statistics_t st{};
+  malloc_zone_statistics(malloc_default_zone(), &st);
+  return uint64_t(st.size_in_use);
+#else
   const struct mallinfo2 mi = mallinfo2();
   return uint64_t(mi.uordblks) + uint64_t(mi.hblkhd);
+#endif
 }
 
 class StateMemory : public ::testing::TestWithParam<const char*> {};

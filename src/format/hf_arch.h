@@ -1,0 +1,61 @@
+// How one architecture is published on Hugging Face, against the GGUF deltafin (and
+// llama.cpp) reads: config.json <-> the GGUF metadata keys, and one table of tensor
+// names that drives both directions (import: a folder opened as a GGUF; export:
+// `synth --format hf`). One architecture per file (hf_arch_<name>.cpp); this file
+// holds the registry and the name-pattern helpers.
+//
+// Name patterns carry {L} (layer) and {E} (expert). A rule with {E} maps one GGUF
+// tensor stacked over the experts (ne[2] = expert) to one HF tensor per expert.
+// HF shapes are outermost first, GGUF ne innermost first: the same bytes.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "format/gguf.h"
+
+namespace deltafin {
+
+struct HfNameRule {
+  std::string gguf;       // "blk.{L}.ffn_gate_exps.weight"
+  std::string hf;         // "model.layers.{L}.mlp.experts.{E}.gate_proj.weight"
+  bool optional = false;  // may be absent (lm_head.weight of a tied model)
+  bool f32 = false;       // stored F32 in GGUF whatever the HF dtype (llama.cpp's router rule)
+};
+
+struct HfArch {
+  std::string model_type;  // config.json model_type ("qwen3_moe")
+  std::string gguf_arch;   // general.architecture ("qwen3moe")
+  std::string hf_class;    // config.json architectures[0] written on export
+  std::vector<HfNameRule> rules;
+  // config (the text config when nested) -> the architecture's GGUF keys. An
+  // unsupported setting is an error naming the config.json field.
+  Status (*config_to_gguf)(const nlohmann::json& config, GGUFFile* meta) = nullptr;
+  // The inverse for export: the config.json of a model with these keys.
+  Status (*gguf_to_config)(const GGUFFile& meta, nlohmann::json* config) = nullptr;
+};
+
+const std::vector<const HfArch*>& hf_architectures();
+const HfArch* find_hf_arch_by_model_type(const std::string& model_type);
+const HfArch* find_hf_arch_by_gguf(const std::string& gguf_arch);
+// "qwen3_moe, ..." for messages.
+std::string hf_model_type_list();
+
+// Does `name` match `pattern`? Sets *layer / *expert to the {L} / {E} values (-1 when
+// the pattern has none). Placeholders match decimal numbers without leading zeros.
+bool hf_name_match(const std::string& pattern, const std::string& name, int* layer, int* expert);
+// `pattern` with {L} and {E} replaced.
+std::string hf_name_expand(const std::string& pattern, int layer, int expert);
+inline bool hf_rule_has_expert(const HfNameRule& r) { return r.hf.find("{E}") != std::string::npos; }
+inline bool hf_rule_has_layer(const HfNameRule& r) { return r.gguf.find("{L}") != std::string::npos; }
+
+// config.json helpers for the per-architecture files: a required field (error names
+// it), or a default.
+Result<int64_t> hf_config_int(const nlohmann::json& c, const char* field);
+Result<double> hf_config_float(const nlohmann::json& c, const char* field);
+
+// Per-architecture descriptions (one file each).
+const HfArch& hf_arch_qwen3moe();
+
+}  // namespace deltafin

@@ -1,0 +1,227 @@
+// The GGUF view of a Hugging Face folder (hf_gguf_source.h).
+#include "format/hf_gguf_source.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "format/hf_tokenizer.h"
+#include "kernels/blocks.h"
+
+namespace deltafin {
+namespace {
+
+bool float_dtype(const std::string& d, DType* out) {
+  if (d == "BF16") *out = DType::BF16;
+  else if (d == "F16") *out = DType::F16;
+  else if (d == "F32") *out = DType::F32;
+  else return false;
+  return true;
+}
+
+std::string base_name(std::string s) {
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  const size_t slash = s.rfind('/');
+  return slash == std::string::npos ? s : s.substr(slash + 1);
+}
+
+// llama_ftype of the model's matrices (general.file_type), as the converter writes it.
+uint32_t file_type_of(const GGUFFile& m) {
+  std::map<DType, uint64_t> bytes;
+  for (const auto& t : m.tensors)
+    if (t.n_dims >= 2) bytes[t.type] += t.bytes;
+  DType best = DType::F32;
+  uint64_t most = 0;
+  for (auto [t, b] : bytes)
+    if (b > most) most = b, best = t;
+  return best == DType::BF16 ? 32 : best == DType::F16 ? 1 : 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFolder> folder) {
+  auto v = std::unique_ptr<HfGgufSource>(new HfGgufSource());
+  const HfFolder& f = *folder;
+  const std::string& loc = f.location;
+  v->folder_ = folder;
+  v->name_ = loc + " [as GGUF]";  // not a path: the store reads it through read_at
+  v->arch_ = find_hf_arch_by_model_type(f.model_type);
+  if (!v->arch_)
+    return make_error("{}: config.json model_type '{}' is not supported (supported: {})", loc, f.model_type,
+                      hf_model_type_list());
+  const HfArch& arch = *v->arch_;
+  GGUFFile& m = v->meta_;
+  m.set("general.architecture", GGUFValue::str(arch.gguf_arch));
+  m.set("general.name", GGUFValue::str(base_name(loc)));
+  if (Status s = arch.config_to_gguf(f.config, &m); !s.ok()) return make_error("{}/{}", loc, s.error().message);
+  if (f.tokenizer.tokenizer_json.empty() && f.tokenizer.tiktoken_model.empty())
+    return make_error("{}: no tokenizer.json or tiktoken.model", loc);
+  if (Status s = hf_tokenizer_to_gguf(f.tokenizer, &m); !s.ok()) return make_error("{}: {}", loc, s.error().message);
+  if (!m.find("tokenizer.ggml.eos_token_id") && !f.eos_ids.empty())
+    m.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(f.eos_ids[0])));
+
+  const int n_layer = int(m.int_or(arch.gguf_arch + ".block_count", 0));
+  const int n_expert = int(m.int_or(arch.gguf_arch + ".expert_count", 0));
+
+  // The tensor directory in llama.cpp's order: the rules before the first layer
+  // rule, every layer's, then the rest. Each tensor keeps its HF inputs.
+  struct Planned {
+    std::vector<const HfTensor*> inputs;
+    DType from = DType::F32;
+  };
+  std::vector<Planned> planned;
+  std::set<std::string> used;
+  auto add = [&](const HfNameRule& r, int layer) -> Status {
+    const bool stacked = hf_rule_has_expert(r);
+    Planned p;
+    for (int e = 0; e < (stacked ? n_expert : 1); ++e) {
+      const std::string hn = hf_name_expand(r.hf, layer, e);
+      auto it = f.tensors.find(hn);
+      if (it == f.tensors.end()) {
+        if (r.optional && !stacked) return {};
+        return make_error("{}: tensor '{}' is missing (needed for {})", loc, hn, hf_name_expand(r.gguf, layer, -1));
+      }
+      const HfTensor& t = it->second;
+      if (!p.inputs.empty() && (t.dtype != p.inputs[0]->dtype || t.shape != p.inputs[0]->shape))
+        return make_error("{}: expert tensor '{}' is {} {} but expert 0's is {} {}", loc, hn, t.dtype,
+                          nlohmann::json(t.shape).dump(), p.inputs[0]->dtype, nlohmann::json(p.inputs[0]->shape).dump());
+      p.inputs.push_back(&t);
+      used.insert(hn);
+    }
+    const HfTensor& t0 = *p.inputs[0];
+    if (!float_dtype(t0.dtype, &p.from))
+      return make_error("{}: tensor '{}' is {}; this architecture's {} form is read from BF16, F16 or F32 only", loc,
+                        t0.name, t0.dtype, arch.model_type);
+    const size_t nd = t0.shape.size() + (stacked ? 1 : 0);
+    if (t0.shape.empty() || nd > size_t(kMaxDims))
+      return make_error("{}: tensor '{}' has {} dimensions", loc, t0.name, t0.shape.size());
+    GGUFTensorInfo ti;
+    ti.name = hf_name_expand(r.gguf, layer, -1);
+    ti.n_dims = uint32_t(nd);
+    for (size_t d = 0; d < t0.shape.size(); ++d) ti.ne[d] = t0.shape[t0.shape.size() - 1 - d];
+    if (stacked) ti.ne[t0.shape.size()] = n_expert;
+    ti.type = (t0.shape.size() == 1 || r.f32) ? DType::F32 : p.from;
+    m.tensors.push_back(ti);
+    planned.push_back(std::move(p));
+    return {};
+  };
+  size_t first_layer_rule = arch.rules.size();
+  for (size_t i = 0; i < arch.rules.size(); ++i)
+    if (hf_rule_has_layer(arch.rules[i])) {
+      first_layer_rule = std::min(first_layer_rule, i);
+    }
+  for (size_t i = 0; i < first_layer_rule; ++i) DF_TRY(add(arch.rules[i], -1));
+  for (int L = 0; L < n_layer; ++L)
+    for (const HfNameRule& r : arch.rules)
+      if (hf_rule_has_layer(r)) DF_TRY(add(r, L));
+  for (size_t i = first_layer_rule; i < arch.rules.size(); ++i)
+    if (!hf_rule_has_layer(arch.rules[i])) DF_TRY(add(arch.rules[i], -1));
+  for (const auto& [name, t] : f.tensors)
+    if (!used.count(name))
+      return make_error("{}: tensor '{}' ({}) is not part of the {} model deltafin runs", loc, name,
+                        f.shard_files[size_t(t.shard)], arch.model_type);
+
+  m.set("general.file_type", GGUFValue::u32(file_type_of(m)));
+  v->header_ = serialize_gguf_header(m);
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const GGUFTensorInfo& ti = m.tensors[i];
+    const Planned& p = planned[i];
+    uint64_t out = m.data_offset + ti.offset;
+    const uint64_t per = ti.bytes / p.inputs.size();
+    for (const HfTensor* in : p.inputs) {
+      Piece pc;
+      pc.out_off = out;
+      pc.out_len = per;
+      pc.shard = in->shard;
+      pc.in_off = in->offset;
+      pc.op = ti.type == p.from ? Op::Copy : p.from == DType::BF16 ? Op::WidenBF16 : Op::WidenF16;
+      if (ti.type != p.from && ti.type != DType::F32)
+        return make_error("{}: tensor '{}': no recipe from {} to {}", loc, in->name, dtype_name(p.from),
+                          dtype_name(ti.type));
+      const uint64_t in_expect = pc.op == Op::Copy ? per : per / 2;
+      if (in->bytes != in_expect)
+        return make_error("{}: tensor '{}': {} bytes where {} are needed", loc, in->name, in->bytes, in_expect);
+      v->pieces_.push_back(pc);
+      out += per;
+    }
+    v->size_ = std::max(v->size_, m.data_offset + ti.offset + ti.bytes);
+  }
+  v->size_ = std::max<uint64_t>(v->size_, v->header_.size());
+  std::sort(v->pieces_.begin(), v->pieces_.end(), [](const Piece& a, const Piece& b) { return a.out_off < b.out_off; });
+  return v;
+}
+
+Status HfGgufSource::read_piece(const Piece& p, uint64_t off, char* dst, size_t n) {
+  ByteSource& src = *folder_->shards[size_t(p.shard)];
+  const uint64_t rel = off - p.out_off;
+  if (p.op == Op::Copy) return src.read_at(p.in_off + rel, dst, n);
+  // Widening: 2 input bytes per 4 output bytes; read the covering elements in
+  // bounded chunks and copy out the asked-for bytes.
+  constexpr uint64_t kChunk = 1 << 18;  // elements
+  uint64_t e = rel / 4;
+  const uint64_t e_end = (rel + n + 3) / 4;
+  std::vector<uint16_t> in(size_t(std::min(kChunk, e_end - e)));
+  std::vector<float> outf(in.size());
+  uint64_t pos = rel;  // next output byte, relative to the piece
+  while (e < e_end) {
+    const uint64_t k = std::min(kChunk, e_end - e);
+    DF_TRY(src.read_at(p.in_off + e * 2, in.data(), size_t(k * 2)));
+    for (uint64_t i = 0; i < k; ++i)
+      outf[i] = p.op == Op::WidenBF16 ? kern::bf16_to_f32(in[i]) : kern::fp16_to_f32(in[i]);
+    const uint64_t chunk_lo = e * 4, chunk_hi = (e + k) * 4;
+    const uint64_t hi = std::min(chunk_hi, rel + n);
+    std::memcpy(dst + (pos - rel), reinterpret_cast<const char*>(outf.data()) + (pos - chunk_lo), size_t(hi - pos));
+    pos = hi;
+    e += k;
+  }
+  return {};
+}
+
+Status HfGgufSource::read_at(uint64_t off, void* dst_v, size_t n) {
+  if (off > size_ || n > size_ - off)
+    return make_error("{}: read of {} bytes at offset {} is past the end ({} bytes)", name_, n, off, size_);
+  char* dst = static_cast<char*>(dst_v);
+  while (n > 0) {
+    size_t k;
+    if (off < header_.size()) {
+      k = size_t(std::min<uint64_t>(n, header_.size() - off));
+      std::memcpy(dst, header_.data() + off, k);
+    } else {
+      auto it = std::upper_bound(pieces_.begin(), pieces_.end(), off,
+                                 [](uint64_t o, const Piece& p) { return o < p.out_off; });
+      if (it != pieces_.begin() && off < std::prev(it)->out_off + std::prev(it)->out_len) {
+        const Piece& p = *std::prev(it);
+        k = size_t(std::min<uint64_t>(n, p.out_off + p.out_len - off));
+        DF_TRY(read_piece(p, off, dst, k));
+      } else {  // alignment padding
+        const uint64_t next = it == pieces_.end() ? size_ : it->out_off;
+        k = size_t(std::min<uint64_t>(n, next - off));
+        std::memset(dst, 0, k);
+      }
+    }
+    dst += k;
+    off += k;
+    n -= k;
+  }
+  return {};
+}
+
+Result<std::unique_ptr<ModelFile>> open_hf_model(const std::string& location, const SourceOpener& files) {
+  SourceOpener view = [files](const std::string& loc) -> Result<std::unique_ptr<ByteSource>> {
+    DF_ASSIGN(std::shared_ptr<HfFolder> folder, open_hf_folder(loc, files));
+    DF_ASSIGN(std::unique_ptr<HfGgufSource> src, HfGgufSource::build(std::move(folder)));
+    return std::unique_ptr<ByteSource>(std::move(src));
+  };
+  return ModelFile::open(location, view);
+}
+
+Result<std::unique_ptr<ModelFile>> open_local_hf_model(const std::string& dir) {
+  return open_hf_model(dir, hf_local_opener(dir));
+}
+
+const HfGgufSource* hf_source_of(ModelFile& file) {
+  return file.shard_count() == 1 ? dynamic_cast<const HfGgufSource*>(&file.source(0)) : nullptr;
+}
+
+}  // namespace deltafin

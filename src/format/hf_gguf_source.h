@@ -1,0 +1,72 @@
+// A Hugging Face folder seen as one GGUF file, without converting it: a ByteSource
+// whose first bytes are a GGUF header synthesized in memory (metadata from
+// config.json and the tokenizer files, the tensor directory with llama.cpp's names,
+// types and shapes) and whose tensor data is produced on read_at() from recipes over
+// the safetensors shards:
+//   copy      a byte range as it is (a BF16 matrix stays BF16 byte for byte);
+//   stack     the per-expert tensors of a layer into one [.., .., n_expert] tensor,
+//             each expert one piece wherever it lies in whichever shard;
+//   widen     BF16/F16 -> F32 for 1-D tensors and the router, as llama.cpp's
+//             converter stores them (exact).
+// Any sub-range can be read (the expert store reads single expert slices), so
+// ModelFile, ExpertIndex, the store, caches and speculation work on it unchanged,
+// and `convert` is this source streamed to a file: the converted GGUF is byte for
+// byte what `run DIR` reads.
+//
+// Thread-safe for concurrent read_at calls (the shards are).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "format/hf_arch.h"
+#include "format/hf_folder.h"
+#include "format/model_file.h"
+
+namespace deltafin {
+
+class HfGgufSource final : public ByteSource {
+ public:
+  // Builds the GGUF view of an inventory (errors name the folder and the tensor).
+  static Result<std::unique_ptr<HfGgufSource>> build(std::shared_ptr<HfFolder> folder);
+
+  uint64_t size() const override { return size_; }
+  Status read_at(uint64_t offset, void* dst, size_t n) override;
+  const std::string& name() const override { return name_; }
+
+  const HfFolder& folder() const { return *folder_; }
+  const HfArch& arch() const { return *arch_; }
+  // The synthesized header (metadata and tensor directory, data offsets set).
+  const GGUFFile& meta() const { return meta_; }
+  uint64_t header_size() const { return header_.size(); }
+
+  enum class Op : uint8_t { Copy, WidenBF16, WidenF16 };
+  // One contiguous run of the virtual file's tensor data and where it comes from.
+  struct Piece {
+    uint64_t out_off = 0, out_len = 0;  // in the virtual file
+    int shard = 0;
+    uint64_t in_off = 0;                // in the shard
+    Op op = Op::Copy;
+  };
+
+ private:
+  Status read_piece(const Piece& p, uint64_t off, char* dst, size_t n);
+  std::shared_ptr<HfFolder> folder_;
+  const HfArch* arch_ = nullptr;
+  std::string name_;
+  GGUFFile meta_;
+  std::string header_;
+  std::vector<Piece> pieces_;  // by out_off
+  uint64_t size_ = 0;
+};
+
+// Opens the Hugging Face folder at `location`, reading its files through `files`
+// (relative names), as a ModelFile.
+Result<std::unique_ptr<ModelFile>> open_hf_model(const std::string& location, const SourceOpener& files);
+// A local folder (hf_local_opener).
+Result<std::unique_ptr<ModelFile>> open_local_hf_model(const std::string& dir);
+// The HF view behind a ModelFile opened by open_hf_model (null for a GGUF).
+const HfGgufSource* hf_source_of(ModelFile& file);
+
+}  // namespace deltafin

@@ -1,0 +1,152 @@
+// AVX-512 (BW + VNNI) dot products of IQ1_S and IQ1_M against Q8_K. Each 512-bit
+// vector covers two groups of 32 (64 consecutive values): eight codebook points
+// gathered with scalar loads from the table of 8 g, the runs' deltas (+-1) added
+// bytewise, so each weight is the odd integer 8 g + delta of the scalar reference
+// (ref_iq1.cpp); its sign becomes a mask that negates the activations, maddubs forms
+// the pair products with its magnitude and vpdpwssd multiplies them by the scales
+// (2 ls + 1: per group for IQ1_S, per half of 16 for IQ1_M) and accumulates. One
+// float FMA per super-block, 1/8 at the end.
+#include "kernels/iq_grids.h"
+#include "kernels/iq_impl.h"
+#include "kernels/iq_x86.h"
+
+namespace deltafin::kern {
+namespace {
+
+DF_ALWAYS_INLINE int64_t delta_bytes(bool neg) { return neg ? int64_t(-1) : int64_t(0x0101010101010101LL); }
+
+// Runs 8c .. 8c + 7 (points idx[0..7], deltas as bytes) as 64 weights.
+DF_ALWAYS_INLINE __m512i iq1_weights(const int* idx, const int64_t* delta) {
+  const uint64_t* g8 = kIq1sGrid8.data();
+  const __m512i g = _mm512_set_epi64(int64_t(g8[idx[7]]), int64_t(g8[idx[6]]), int64_t(g8[idx[5]]), int64_t(g8[idx[4]]),
+                                     int64_t(g8[idx[3]]), int64_t(g8[idx[2]]), int64_t(g8[idx[1]]), int64_t(g8[idx[0]]));
+  return _mm512_add_epi8(g, _mm512_set_epi64(delta[7], delta[6], delta[5], delta[4], delta[3], delta[2], delta[1], delta[0]));
+}
+
+DF_ALWAYS_INLINE float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
+
+// Groups 2c and 2c + 1 of an IQ1_S block: 64 weights, the two scales as 16-bit lanes.
+DF_ALWAYS_INLINE __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
+  int idx[8];
+  int64_t delta[8];
+  short ls[2];
+  DF_UNROLL
+  for (int k = 0; k < 2; ++k) {
+    const int h = b.qh[2 * c + k];
+    ls[k] = short(2 * ((h >> 12) & 7) + 1);
+    DF_UNROLL
+    for (int l = 0; l < 4; ++l) {
+      idx[4 * k + l] = b.qs[8 * c + 4 * k + l] | (((h >> (3 * l)) & 7) << 8);
+      delta[4 * k + l] = delta_bytes(h & 0x8000);
+    }
+  }
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(ls[0])), _mm256_set1_epi16(ls[1]), 1);
+  return iq1_weights(idx, delta);
+}
+
+// Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
+// (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
+// 4k..4k+2, its delta sign at 4k + 3.
+DF_ALWAYS_INLINE __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
+  uint32_t h;
+  std::memcpy(&h, b.qh + 4 * c, 4);
+  int idx[8];
+  DF_UNROLL
+  for (int k = 0; k < 8; ++k) idx[k] = b.qs[8 * c + k] | int((h >> (4 * k)) & 7) << 8;
+  const uint32_t d0 = (h >> 3 & 1) | (h >> 6 & 2) | (h >> 9 & 4) | (h >> 12 & 8), d1 = (h >> 19 & 1) | (h >> 22 & 2) |
+                                                                                   (h >> 25 & 4) | (h >> 28 & 8);
+  const __m512i delta = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d0].data()))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d1].data())), 1);
+  uint16_t w;
+  std::memcpy(&w, b.scales + 2 * c, 2);
+  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 3) & 7) + 1)), _mm_set1_epi16(short(2 * (w & 7) + 1)));
+  const __m256i hi =
+      _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 9) & 7) + 1)), _mm_set1_epi16(short(2 * ((w >> 6) & 7) + 1)));
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  const uint64_t* g8 = kIq1sGrid8.data();
+  const __m512i g = _mm512_set_epi64(int64_t(g8[idx[7]]), int64_t(g8[idx[6]]), int64_t(g8[idx[5]]), int64_t(g8[idx[4]]),
+                                     int64_t(g8[idx[3]]), int64_t(g8[idx[2]]), int64_t(g8[idx[1]]), int64_t(g8[idx[0]]));
+  return _mm512_add_epi8(g, delta);
+}
+
+// Super(block) is the block's d, Pair(block, c, &scales) its groups 2c, 2c + 1.
+template <int NR, int NT, auto Super, auto Pair, class Block>
+void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y) {
+  __m512 acc[NR][NT];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m512i sumi[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      __m512i q8[NT];
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __m512i sc;
+        const __m512i w = Pair(a[r][i], c, &sc);
+        const __m512i aw = _mm512_abs_epi8(w);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) {
+          const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
+          sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(aw, qs), sc);
+        }
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const float d = Super(a[r][i]);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t)
+        acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+template <int NR, int NT>
+struct DotIq1s512 {
+  static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
+    iq1_dot<NR, NT, iq1s_super, iq1s_pair>(n, out, a, y);
+  }
+};
+
+template <int NR, int NT>
+struct DotIq1m512 {
+  static void run(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
+    iq1_dot<NR, NT, iq1m_super, iq1m_pair>(n, out, a, y);
+  }
+};
+
+}  // namespace
+
+void install_iq1_avx512(TypeTraits* t) {
+  TypeTraits& s = t[uint32_t(DType::IQ1_S)];
+  s.vec_dot = iq_one<BlockIQ1_S, DotIq1s512>;
+  s.vec_dot_x4 = iq_x4<BlockIQ1_S, DotIq1s512>;
+  s.vec_dot_r4 = iq_r4<BlockIQ1_S, DotIq1s512>;
+  s.isa = Isa::AVX512;
+  TypeTraits& m = t[uint32_t(DType::IQ1_M)];
+  m.vec_dot = iq_one<BlockIQ1_M, DotIq1m512>;
+  m.vec_dot_x4 = iq_x4<BlockIQ1_M, DotIq1m512>;
+  m.vec_dot_r4 = iq_r4<BlockIQ1_M, DotIq1m512>;
+  m.isa = Isa::AVX512;
+}
+
+}  // namespace deltafin::kern

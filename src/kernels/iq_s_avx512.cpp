@@ -1,0 +1,126 @@
+// AVX-512 (BW + VNNI) dot products of IQ2_S and IQ3_S against Q8_K. Each 512-bit
+// vector covers two groups of 32 (64 consecutive values): the codebook points
+// gathered with scalar loads, the 64 free sign bits loaded as the mask that negates
+// the activations, maddubs forms pair products and vpdpwssd multiplies them by the
+// odd scales (per 16 for IQ2_S, per 32 for IQ3_S) and accumulates. One float FMA per
+// super-block, 1/8 (IQ2_S) at the end.
+#include "kernels/iq_grids.h"
+#include "kernels/iq_impl.h"
+#include "kernels/iq_x86.h"
+
+namespace deltafin::kern {
+namespace {
+
+// Groups 2c and 2c + 1 of an IQ2_S block: the points, sign mask and scales.
+DF_ALWAYS_INLINE __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, __m512i* sc) {
+  const uint64_t* grid = kIq2sGrid.data();
+  int idx[8];
+  DF_UNROLL
+  for (int k = 0; k < 8; ++k) idx[k] = b.qs[8 * c + k] | (((b.qh[2 * c + k / 4] >> (2 * (k % 4))) & 3) << 8);
+  uint64_t m;
+  std::memcpy(&m, b.qs + 32 + 8 * c, 8);
+  *neg = _cvtu64_mask64(m);
+  const int s0 = b.scales[2 * c], s1 = b.scales[2 * c + 1];
+  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s0 >> 4) + 1)), _mm_set1_epi16(short(2 * (s0 & 15) + 1)));
+  const __m256i hi = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s1 >> 4) + 1)), _mm_set1_epi16(short(2 * (s1 & 15) + 1)));
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  return _mm512_set_epi64(int64_t(grid[idx[7]]), int64_t(grid[idx[6]]), int64_t(grid[idx[5]]), int64_t(grid[idx[4]]),
+                          int64_t(grid[idx[3]]), int64_t(grid[idx[2]]), int64_t(grid[idx[1]]), int64_t(grid[idx[0]]));
+}
+
+// Groups 2c and 2c + 1 of an IQ3_S block (scale byte c holds both codes).
+DF_ALWAYS_INLINE __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
+  const uint32_t* grid = kIq3sGrid.data();
+  int g[16];
+  DF_UNROLL
+  for (int k = 0; k < 16; ++k) g[k] = int(grid[b.qs[16 * c + k] | (((b.qh[2 * c + k / 8] >> (k % 8)) & 1) << 8)]);
+  uint64_t m;
+  std::memcpy(&m, b.signs + 8 * c, 8);
+  *neg = _cvtu64_mask64(m);
+  const int s = b.scales[c];
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (s & 15) + 1))),
+                           _mm256_set1_epi16(short(2 * (s >> 4) + 1)), 1);
+  return _mm512_set_epi32(g[15], g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5], g[4], g[3], g[2], g[1],
+                          g[0]);
+}
+
+DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
+DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
+
+template <int NR, int NT, auto Super, auto Pair, class Block>
+void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
+  __m512 acc[NR][NT];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m512i sumi[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      __m512i q8[NT];
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __mmask64 neg;
+        __m512i sc;
+        const __m512i g = Pair(a[r][i], c, &neg, &sc);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) {
+          const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
+          sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(g, qs), sc);
+        }
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const float d = Super(a[r][i]);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t)
+        acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) out[r * NT + t] = scale * _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+template <int NR, int NT>
+struct DotIq2s512 {
+  static void run(int64_t n, float* out, const BlockIQ2_S* const* a, const BlockQ8_K* const* y) {
+    iq_s_dot<NR, NT, iq2s_d, iq2s_pair>(n, out, a, y, 0.125f);
+  }
+};
+
+template <int NR, int NT>
+struct DotIq3s512 {
+  static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
+    iq_s_dot<NR, NT, iq3s_d, iq3s_pair>(n, out, a, y, 1.0f);
+  }
+};
+
+}  // namespace
+
+void install_iq_s_avx512(TypeTraits* t) {
+  TypeTraits& r2 = t[uint32_t(DType::IQ2_S)];
+  r2.vec_dot = iq_one<BlockIQ2_S, DotIq2s512>;
+  r2.vec_dot_x4 = iq_x4<BlockIQ2_S, DotIq2s512>;
+  r2.vec_dot_r4 = iq_r4<BlockIQ2_S, DotIq2s512>;
+  r2.isa = Isa::AVX512;
+  TypeTraits& r3 = t[uint32_t(DType::IQ3_S)];
+  r3.vec_dot = iq_one<BlockIQ3_S, DotIq3s512>;
+  r3.vec_dot_x4 = iq_x4<BlockIQ3_S, DotIq3s512>;
+  r3.vec_dot_r4 = iq_r4<BlockIQ3_S, DotIq3s512>;
+  r3.isa = Isa::AVX512;
+}
+
+}  // namespace deltafin::kern
