@@ -129,7 +129,8 @@ struct RowPtrs {
 };
 
 void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const QuantizedActs& acts,
-         const int32_t* tokens, int64_t n, float* Y, int64_t y_stride, bool mul_mat = false) {
+         const int32_t* tokens, int64_t n, float* Y, int64_t y_stride, bool mul_mat = false,
+         bool f32_gemm = false) {
   const TypeTraits& tt = traits_or_die(wtype);
   assert(acts.type == tt.vec_dot_type && acts.cols == cols);
   if (n <= 0 || rows <= 0) return;
@@ -137,7 +138,8 @@ void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t col
   const auto* w = static_cast<const uint8_t*>(W);
   const size_t wrow = size_t(dtype_row_bytes(wtype, uint64_t(cols)));
   // ggml's mul_mat hands batches to tinyBLAS where it takes them (types.h).
-  const bool gemm = mul_mat && n >= 2 && tt.vec_dot_gemm_x4 != nullptr && cols % tt.gemm_k == 0 && rows % 4 == 0;
+  const bool gemm = mul_mat && (wtype != DType::F32 || f32_gemm) && n >= 2 && tt.vec_dot_gemm_x4 != nullptr &&
+                    cols % tt.gemm_k == 0 && rows % 4 == 0;
   auto kernel = gemm ? rows_gemm : rows_kernel;
   if (pool == nullptr || pool->size() == 1) {
     kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);
@@ -154,8 +156,8 @@ void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t col
 }  // namespace
 
 void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
-              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat) {
-  run(pool, wtype, W, rows, cols, acts, nullptr, acts.n_tok, Y, y_stride, mul_mat);
+              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat, bool f32_gemm) {
+  run(pool, wtype, W, rows, cols, acts, nullptr, acts.n_tok, Y, y_stride, mul_mat, f32_gemm);
 }
 
 void matmul_q_tokens(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
@@ -184,10 +186,10 @@ void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t 
 }
 
 void matmul(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* X,
-            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat) {
+            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat, bool f32_gemm) {
   QuantizedActs acts;
   quantize_acts(pool, wtype, X, n_tok, cols, x_stride, &acts);
-  matmul_q(pool, wtype, W, rows, cols, acts, Y, y_stride, mul_mat);
+  matmul_q(pool, wtype, W, rows, cols, acts, Y, y_stride, mul_mat, f32_gemm);
 }
 
 }  // namespace deltafin

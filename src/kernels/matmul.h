@@ -44,8 +44,12 @@ void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok,
 // mul_mat: sum as ggml's mul_mat of a dense weight does (a batch of two or more rows
 // in the type's gemm order where it has one, see types.h) rather than row by row as
 // its mul_mat_id does for experts (false). Differs only in the last bits of a sum.
+// F32's gemm order applies only with f32_gemm as well: F32 products keep one order at
+// every batch size (batch invariance) except where a model asks for ggml's (kimi-k3
+// on an F16/BF16 file, whose activations are rounded after such sums).
 void matmul_q(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols,
-              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat = false);
+              const QuantizedActs& acts, float* Y, int64_t y_stride, bool mul_mat = false,
+              bool f32_gemm = false);
 
 // A subset of the activation rows, e.g. the tokens routed to one expert, without
 // copying them: Y[i * y_stride + r] = dot(W row r, acts row tokens[i]), i < n_tokens.
@@ -63,6 +67,7 @@ void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, 
 void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,
             float* y);
 void matmul(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* X,
-            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat = false);
+            int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool mul_mat = false,
+            bool f32_gemm = false);
 
 }  // namespace deltafin

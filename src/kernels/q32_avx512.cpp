@@ -3,6 +3,9 @@
 // blocks at a time, the activation quantizers (x86_common.h); install_avx512 also
 // pulls in the K-quants (kquants_avx512.cpp). Rows it does not set keep their AVX2
 // kernels.
+#include <cmath>
+#include <type_traits>
+
 #include "kernels/kernels_impl.h"
 #include "kernels/x86_common.h"
 
@@ -70,18 +73,20 @@ void dot_float_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_float<T, Load, Scalar, 2>(n, out + 2, w, xp + 2);
 }
 
-// F16 rows in the summation orders of ggml's CPU backend (AVX-512 build), whose F16
-// matmuls round their activations to F16: a sum that differs from ggml's in its last
-// bit now and then puts an element on the other side of a rounding step downstream.
-// vec_dot (ggml_vec_dot_f16): four 16-lane accumulators over 64-value steps, summed
-// (0+2)+(1+3), then across lanes; the n % 64 tail added in double. Per row the same
-// operations whatever NT is (x4 == single).
-template <int NT>
-void dot_f16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const uint16_t*>(w);
-  const uint16_t* b[NT];
+// F16 and F32 rows in the summation orders of ggml's CPU backend (AVX-512 build),
+// whose F16 matmuls round their activations to F16: a sum that differs from ggml's in
+// its last bit now and then puts an element on the other side of a rounding step
+// downstream (also after an F32 matmul, e.g. MLA's k_b/v_b in an F16 file).
+// vec_dot (ggml_vec_dot_f16/_f32): four 16-lane accumulators over 64-value steps,
+// summed (0+2)+(1+3), then across lanes; the n % 64 tail added in double (F16) or
+// in float, multiply then add (F32). Per row the same operations whatever NT is
+// (x4 == single).
+template <class T, __m512 (*Load)(const T*), int NT>
+void dot_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
+  const T* a = static_cast<const T*>(w);
+  const T* b[NT];
   DF_UNROLL
-  for (int t = 0; t < NT; ++t) b[t] = static_cast<const uint16_t*>(xp[t]);
+  for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
   __m512 s[NT][4];
   DF_UNROLL
   for (int t = 0; t < NT; ++t)
@@ -91,33 +96,98 @@ void dot_f16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int64_t i = 0; i < np; i += 64) {
     DF_UNROLL
     for (int u = 0; u < 4; ++u) {
-      const __m512 va = load16_f16(a + i + 16 * u);
+      const __m512 va = Load(a + i + 16 * u);
       DF_UNROLL
-      for (int t = 0; t < NT; ++t) s[t][u] = _mm512_fmadd_ps(va, load16_f16(b[t] + i + 16 * u), s[t][u]);
+      for (int t = 0; t < NT; ++t) s[t][u] = _mm512_fmadd_ps(va, Load(b[t] + i + 16 * u), s[t][u]);
     }
   }
   DF_UNROLL
   for (int t = 0; t < NT; ++t) {
     const __m512 r = _mm512_add_ps(_mm512_add_ps(s[t][0], s[t][2]), _mm512_add_ps(s[t][1], s[t][3]));
-    double sum = _mm512_reduce_add_ps(r);
-    for (int64_t i = np; i < n; ++i) sum += double(h2f(a[i]) * h2f(b[t][i]));
-    out[t] = float(sum);
+    if constexpr (std::is_same_v<T, float>) {
+      float sum = _mm512_reduce_add_ps(r);
+      for (int64_t i = np; i < n; ++i) {
+        float p = a[i] * b[t][i];
+        __asm__("" : "+v"(p));  // a separate multiply and add, never contracted to an FMA
+        sum += p;
+      }
+      out[t] = sum;
+    } else {
+      double sum = _mm512_reduce_add_ps(r);
+      for (int64_t i = np; i < n; ++i) sum += double(h2f(a[i]) * h2f(b[t][i]));
+      out[t] = float(sum);
+    }
   }
 }
-void dot_f16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_f16_ggml<1>(n, out, w, &x); }
-void dot_f16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  dot_f16_ggml<2>(n, out, w, xp);
-  dot_f16_ggml<2>(n, out + 2, w, xp + 2);
+template <class T, __m512 (*Load)(const T*)>
+void dot_ggml_1(int64_t n, float* out, const void* w, const void* x) {
+  dot_ggml<T, Load, 1>(n, out, w, &x);
+}
+template <class T, __m512 (*Load)(const T*)>
+void dot_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_ggml<T, Load, 2>(n, out, w, xp);
+  dot_ggml<T, Load, 2>(n, out + 2, w, xp + 2);
 }
 // vec_dot_gemm_x4 (tinyBLAS<16, __m512>): one 16-lane accumulator per row over all n
 // (n % 16 == 0), then across lanes.
-void dot_f16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const uint16_t*>(w);
+template <class T, __m512 (*Load)(const T*)>
+void dot_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  const T* a = static_cast<const T*>(w);
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t i = 0; i < n; i += 16) {
-    const __m512 va = load16_f16(a + i);
+    const __m512 va = Load(a + i);
     DF_UNROLL
-    for (int t = 0; t < 4; ++t) acc[t] = _mm512_fmadd_ps(va, load16_f16(static_cast<const uint16_t*>(xp[t]) + i), acc[t]);
+    for (int t = 0; t < 4; ++t) acc[t] = _mm512_fmadd_ps(va, Load(static_cast<const T*>(xp[t]) + i), acc[t]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// BF16 rows in the orders of ggml's CPU build on a CPU with AVX512_BF16, whose BF16
+// matmuls round their activations to BF16 and sum with vdpbf16ps: per 32-value step
+// each of 16 lanes adds its odd pair's product, then its even pair's (two fused
+// multiply-adds; BF16 products are exact in F32). vec_dot (ggml_vec_dot_bf16): two
+// accumulators over 64-value steps, each summed across lanes into a double, the tail
+// in double; vec_dot_gemm_x4 (tinyBLAS<32, __m512bh>): one accumulator per row over
+// all n (n % 32 == 0), then across lanes.
+inline void bf16_pairs(const uint16_t* p, __m512& even, __m512& odd) {
+  const __m512i v = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))));
+}
+inline __m512 dp_bf16(__m512 c, const uint16_t* a, const uint16_t* b) {
+  __m512 ae, ao, be, bo;
+  bf16_pairs(a, ae, ao);
+  bf16_pairs(b, be, bo);
+  return _mm512_fmadd_ps(ae, be, _mm512_fmadd_ps(ao, bo, c));
+}
+template <int NT>
+void dot_bf16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    const auto* b = static_cast<const uint16_t*>(xp[t]);
+    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      c1 = dp_bf16(c1, a + i, b + i);
+      c2 = dp_bf16(c2, a + i + 32, b + i + 32);
+    }
+    double sum = 0;
+    sum += double(_mm512_reduce_add_ps(c1));
+    sum += double(_mm512_reduce_add_ps(c2));
+    for (; i < n; ++i) sum += double(bf16_to_f32(a[i]) * bf16_to_f32(b[i]));
+    out[t] = float(sum);
+  }
+}
+void dot_bf16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_bf16_ggml<1>(n, out, w, &x); }
+void dot_bf16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_bf16_ggml<4>(n, out, w, xp); }
+void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const uint16_t*>(w);
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 32) {
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) acc[t] = dp_bf16(acc[t], a + i, static_cast<const uint16_t*>(xp[t]) + i);
   }
   DF_UNROLL
   for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
@@ -392,11 +462,19 @@ void install_avx512(TypeTraits* t) {
     r.vec_dot_r4 = dot_r4;
     r.isa = Isa::AVX512;
   };
-  set(DType::F32, dot_float_1<float, load16_f32, id_f32>, dot_float_4<float, load16_f32, id_f32>);
-  set(DType::F16, dot_f16_ggml_1, dot_f16_ggml_4);
-  t[uint32_t(DType::F16)].vec_dot_gemm_x4 = dot_f16_gemm_4;
+  set(DType::F32, dot_ggml_1<float, load16_f32>, dot_ggml_4<float, load16_f32>);
+  t[uint32_t(DType::F32)].vec_dot_gemm_x4 = dot_gemm_4<float, load16_f32>;
+  t[uint32_t(DType::F32)].gemm_k = 16;
+  set(DType::F16, dot_ggml_1<uint16_t, load16_f16>, dot_ggml_4<uint16_t, load16_f16>);
+  t[uint32_t(DType::F16)].vec_dot_gemm_x4 = dot_gemm_4<uint16_t, load16_f16>;
   t[uint32_t(DType::F16)].gemm_k = 16;
-  set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
+  if (__builtin_cpu_supports("avx512bf16")) {  // llama.cpp's build for this CPU sums with vdpbf16ps
+    set(DType::BF16, dot_bf16_ggml_1, dot_bf16_ggml_4);
+    t[uint32_t(DType::BF16)].vec_dot_gemm_x4 = dot_bf16_gemm_4;
+    t[uint32_t(DType::BF16)].gemm_k = 32;
+  } else {
+    set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);
+  }
   // Single rows use the same kernel as groups of four, so a row's result does not
   // depend on how a batch was grouped (batch invariance). Measured (min over repeated
   // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs

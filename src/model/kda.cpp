@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/types.h"
 #include "model/linear.h"
 #include "model/ops.h"
 
@@ -11,15 +12,13 @@ namespace deltafin {
 
 namespace {
 
-// Dot product with 8 partial sums (vectorizable; ggml's SIMD dot also sums in
-// lanes, in an order of its own, so the two agree to float rounding).
+// Dot product in the order of ggml_vec_dot_f32 (the F32 row kernel, kernels/types.h):
+// the recurrence's output is rounded to F16 before the next matmul on F16 and BF16
+// files, where a last-bit difference can become a whole rounding step.
 float dot_f32(int n, const float* a, const float* b) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
+  static const VecDotFn dot = type_traits(DType::F32)->vec_dot;
+  float s;
+  dot(n, &s, a, b);
   return s;
 }
 
@@ -36,11 +35,7 @@ void kda_step(int S, float* st, const float* q, const float* k, const float* v, 
     for (int i = 0; i < S; ++i) row[i] *= decay[i];
   }
   for (int j = 0; j < S; ++j) delta[j] = (v[j] - dot_f32(S, st + int64_t(j) * S, k)) * beta;
-  for (int j = 0; j < S; ++j) {
-    float* row = st + int64_t(j) * S;
-    const float dj = delta[j];
-    for (int i = 0; i < S; ++i) row[i] += k[i] * dj;
-  }
+  for (int j = 0; j < S; ++j) mad_f32(S, st + int64_t(j) * S, k, delta[j]);
   if (out) {
     const float scale = 1.0f / std::sqrt(float(S));
     for (int j = 0; j < S; ++j) out[j] = dot_f32(S, st + int64_t(j) * S, q) * scale;
@@ -169,7 +164,7 @@ void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaSt
 }
 
 void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, std::span<const KdaSeq> seqs,
-                       const float* a, int n, float* out) {
+                       const float* a, int n, float* out, const KdaDump& dump) {
   const int S = s.head_dim, H = s.n_head, K = s.d_conv, W = K - 1;
   const int64_t d = s.d_inner();
   const int64_t n_seq = int64_t(seqs.size());
@@ -199,6 +194,9 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
   const Tensor* proj[3] = {&w.wq, &w.wk, &w.wv};
   const std::vector<float>* cw[3] = {&w.conv_q, &w.conv_k, &w.conv_v};
   for (int b = 0; b < 3; ++b) linear(pool, *proj[b], a, n, &z[size_t(b * n * d)]);
+  // ggml_silu over each row of d values (silu_lanes, ops.h).
+  const int lanes = silu_lanes();
+  const int64_t vec_end = lanes > 0 ? d - d % lanes : 0;
   par(pool, n_seq * 3 * d, 64, [&](int64_t c0, int64_t c1) {
     std::vector<float> row;
     for (int64_t task = c0; task < c1; ++task) {
@@ -221,7 +219,7 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
         // of F16 weights, where a last-bit difference can become a whole F16 step.
         float sum = 0.0f;
         for (int i = 0; i < K; ++i) sum = std::fma(row[size_t(t + i)], wt[i], sum);
-        xb[int64_t(t) * d + c] = silu(sum);
+        xb[int64_t(t) * d + c] = c < vec_end ? silu_vec(sum, lanes) : silu(sum);
       }
       if (bk.keep && bk.snap_t > 0)
         for (int j = 0; j < W; ++j) st.base_conv_[size_t((b * d + c) * W + j)] = row[size_t(bk.snap_t + j)];
@@ -231,6 +229,11 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
   float* q = &qkv[0];
   float* k = &qkv[size_t(n * d)];
   const float* v = &qkv[size_t(2 * n * d)];
+  if (dump) {
+    dump("kda_q_conv", q, d);
+    dump("kda_k_conv", k, d);
+    dump("kda_v_conv", v, d);
+  }
   // L2 norm per head: rms_norm(x, eps/S) * (1/sqrt(S)) (build_gdn_l2_norm).
   {
     const float fs = float(S), l2_eps = s.eps / fs, l2_scale = 1.0f / std::sqrt(fs);
@@ -261,6 +264,10 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
     }
   linear(pool, w.beta, a, n, beta.data());
   for (float& b : beta) b = sigmoid(b);
+  if (dump) {
+    dump("kda_g1", g.data(), d);
+    dump("kda_beta", beta.data(), H);
+  }
 
   // The recurrence, one (sequence, head) per task.
   std::vector<float> o(size_t(n * d));
@@ -304,9 +311,14 @@ void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w,
   }
 
   // Output: per-head RMSNorm, sigmoid gate, projection.
+  if (dump) dump("kda_scan_out", o.data(), d);
   rms_norm_rows(o.data(), w.o_norm.data(), S, int64_t(n) * H, s.eps, o.data());
   std::vector<float> g2(size_t(n * d));
   linear(pool, w.g, a, n, g2.data());
+  if (dump) {
+    dump("kda_g2", g2.data(), d);
+    dump("kda_normed", o.data(), d);
+  }
   for (size_t i = 0; i < o.size(); ++i) o[i] = o[i] * sigmoid(g2[i]);
   linear(pool, w.wo, o.data(), n, out);
 }

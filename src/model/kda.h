@@ -18,6 +18,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -27,6 +28,9 @@
 #include "core/tensor.h"
 
 namespace deltafin {
+
+// Receives a layer's intermediate tensors by name, each as [n, width] (kda_forward_batch).
+using KdaDump = std::function<void(const char* name, const float* t, int64_t width)>;
 
 struct KdaShape {
   int n_head = 0;    // H
@@ -86,7 +90,7 @@ class KdaState {
 
  private:
   friend void kda_forward_batch(ThreadPool*, const KdaShape&, const KdaWeights&, std::span<const KdaSeq>,
-                                const float*, int, float*);
+                                const float*, int, float*, const KdaDump&);
   int64_t entry_size() const;                 // floats per logged token
   float* entry(int p) { return &log_[size_t(p % window_) * size_t(entry_size())]; }
   void replay(std::vector<float>& conv, std::vector<float>& rec, int from, int to);
@@ -114,8 +118,10 @@ void kda_forward(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, KdaSt
 // Several sequences at once (distinct states; seqs cover rows 0..n-1 of a/out): the
 // projections run over all rows together, the convolutions, the recurrence and the
 // rollback log per sequence. Each row's result is bit-identical to kda_forward on
-// its sequence alone.
+// its sequence alone. dump, when set, sees the intermediates under llama.cpp's graph
+// names (kda_q_conv, kda_k_conv, kda_v_conv, kda_g1, kda_beta, kda_scan_out,
+// kda_g2, kda_normed), each as [n, width].
 void kda_forward_batch(ThreadPool* pool, const KdaShape& s, const KdaWeights& w, std::span<const KdaSeq> seqs,
-                       const float* a, int n, float* out);
+                       const float* a, int n, float* out, const KdaDump& dump = {});
 
 }  // namespace deltafin

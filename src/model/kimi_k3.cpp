@@ -38,6 +38,9 @@ struct Config {
   RouterConfig router;
   FfnActParams act;
   int res_block = 0;  // B: attention-residual block size (0: off)
+  // F32 products (router, MLA's k_b/v_b) sum in ggml's batch order too: set on a file
+  // whose projections are F16/BF16, where llama.cpp rounds what follows them.
+  bool f32_gemm = false;
 };
 
 struct Layer {
@@ -124,10 +127,13 @@ void res_mix(const std::vector<std::vector<float>>& R, const float* cur, const f
     for (size_t i = 0; i < nr; ++i) p[i] = res_score(&R[i][size_t(off)], w, E, eps);
     p[nr] = res_score(cur + off, w, E, eps);
     softmax_inplace(p.data(), int64_t(nr + 1));
+    // ggml_dsv4_hc_pre's `sum += x * w` is one fused multiply-add per checkpoint in
+    // llama.cpp's CPU build; the current stream is a separate mul and add.
+    std::fill_n(out + off, E, 0.0f);
+    for (size_t i = 0; i < nr; ++i) mad_f32(E, out + off, &R[i][size_t(off)], p[i]);
     for (int64_t e = 0; e < E; ++e) {
-      float sum = 0.0f;
-      for (size_t i = 0; i < nr; ++i) sum += R[i][size_t(off + e)] * p[i];
-      out[off + e] = sum + cur[off + e] * p[nr];
+      const float c = cur[off + e] * p[nr];
+      out[off + e] += c;
     }
   }
 }
@@ -294,6 +300,11 @@ class KimiK3 final : public ArchModel {
     };
     DF_TRY(bind_checked(file, opts, bind));
     if (opts.check_only) return {};
+    {
+      const Layer& L0 = layers_[0];
+      const DType t = L0.mla ? L0.att.wo.type : L0.kda.wo.type;
+      c_.f32_gemm = c_.mla.f32_gemm = t == DType::F16 || t == DType::BF16;
+    }
     DF_TRY(attach_experts(file, opts, &experts_, &info_));
     describe("kimi-k3", c_.n_vocab, c_.n_embd, c_.n_layer, c_.n_ctx_train, c_.n_expert, c_.n_used);
     return {};
@@ -343,13 +354,16 @@ class KimiK3 final : public ArchModel {
       if (banked) R.push_back(x);  // the raw stream, not its mix
       rms_norm_rows(in, Ly.attn_norm.data(), E, n, c_.eps, a.data());
       dump("attn_norm", il, rows, a.data(), E);
+      // The attention block's intermediates, when a tensor hook is set.
+      std::function<void(const char*, const float*, int64_t)> part_dump;
+      if (hook_) part_dump = [&](const char* name, const float* t, int64_t width) { dump(name, il, rows, t, width); };
       if (Ly.mla) {
         kv_seqs(slices, rows, il, mla_seqs);
-        k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data());
+        k3_mla_forward_batch(pool_, c_.mla, Ly.att, mla_seqs, a.data(), n, o.data(), part_dump);
       } else {
         for (size_t i = 0; i < slices.size(); ++i)
           kda_seqs[i] = KdaSeq{&static_cast<State&>(*slices[i].state).kda[size_t(il)], rows.row0[i], slices[i].n};
-        kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data());
+        kda_forward_batch(pool_, c_.kda, Ly.kda, kda_seqs, a.data(), n, o.data(), part_dump);
       }
       dump("attn_out", il, rows, o.data(), E);
       if (banked) {
@@ -407,7 +421,7 @@ class KimiK3 final : public ArchModel {
       linear(pool_, Ly.routed_down, f, n, xl.data());
       xin = xl.data();
     }
-    linear(pool_, Ly.gate_inp, f, n, rl.data());  // the router sees the full-width input
+    linear(pool_, Ly.gate_inp, f, n, rl.data(), c_.f32_gemm);  // the router sees the full-width input
     dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
     RouterConfig rc = c_.router;
     rc.score_bias = Ly.exp_probs_b.data();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/matmul.h"
 #include "model/linear.h"
 #include "model/ops.h"
 
@@ -48,7 +49,8 @@ void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w
 }
 
 void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w,
-                          std::span<const AttnSeq> seqs, const float* a, int n, float* out) {
+                          std::span<const AttnSeq> seqs, const float* a, int n, float* out,
+                          const K3MlaDump& dump) {
   const int H = s.n_head, dn = s.d_nope, dr = s.d_rope, dqk = dn + dr, r = s.kv_lora, dv = s.d_v;
   const int64_t krow = s.k_row();
 
@@ -76,7 +78,10 @@ void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeig
   for (int h = 0; h < H; ++h) {
     for (int t = 0; t < n; ++t)
       std::copy_n(&q[size_t((int64_t(t) * H + h) * dqk)], dn, &qn[size_t(t) * size_t(dn)]);
-    linear(pool, w.k_b.slice(h), qn.data(), n, qabs.data());
+    // llama.cpp's k_b product reads a permuted (non-contiguous) q_nope, which ggml's
+    // mul_mat never hands to tinyBLAS: row by row (ggml_vec_dot_*) at any batch size.
+    const Tensor kb = w.k_b.slice(h);
+    matmul(pool, kb.type, kb.data, kb.rows(), kb.cols(), qn.data(), n, dn, qabs.data(), r);
     for (int t = 0; t < n; ++t) {
       float* dst = &Q[size_t((int64_t(t) * H + h) * krow)];
       std::copy_n(&qabs[size_t(t) * size_t(r)], r, dst);
@@ -89,18 +94,21 @@ void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeig
     mqa_latent(pool, *sq.cache, sq.pos0, sq.n, H, int(krow), r, 1.0f / std::sqrt(float(dqk)),
                &Q[size_t(int64_t(sq.row0) * H * krow)], &z[size_t(int64_t(sq.row0) * H * r)]);
 
+  if (dump) dump("kqv", z.data(), int64_t(H) * r);
   // Decompress per head, gate, project.
   std::vector<float> o(size_t(n) * size_t(H) * size_t(dv)), zh(size_t(n) * size_t(r)), oh(size_t(n) * size_t(dv));
   for (int h = 0; h < H; ++h) {
     for (int t = 0; t < n; ++t) std::copy_n(&z[size_t((int64_t(t) * H + h) * r)], r, &zh[size_t(t) * size_t(r)]);
-    linear(pool, w.v_b.slice(h), zh.data(), n, oh.data());
+    linear(pool, w.v_b.slice(h), zh.data(), n, oh.data(), s.f32_gemm);
     for (int t = 0; t < n; ++t)
       std::copy_n(&oh[size_t(t) * size_t(dv)], dv, &o[size_t((int64_t(t) * H + h) * dv)]);
   }
+  if (dump) dump("kqv_out", o.data(), int64_t(H) * dv);
   if (w.gate.valid()) {
     std::vector<float> g(o.size());
     linear(pool, w.gate, a, n, g.data());
     for (size_t i = 0; i < o.size(); ++i) o[i] = o[i] * sigmoid(g[i]);
+    if (dump) dump("mla_gated", o.data(), int64_t(H) * dv);
   }
   linear(pool, w.wo, o.data(), n, out);
 }

@@ -9,6 +9,7 @@
 //   o     = [v_b[h] z_h]_h * sigmoid(W_gate a);  out = W_o o
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct K3MlaShape {
   int d_v = 0;                 // value head (value_length_mla)
   int kv_lora = 0;             // r_kv: latent width, also the attention's value width
   float eps = 0;
+  bool f32_gemm = false;  // v_b in ggml's batch order also when F32 (kernels/matmul.h)
   int64_t k_row() const { return int64_t(kv_lora) + d_rope; }
 };
 
@@ -48,7 +50,11 @@ void k3_mla_forward(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w
 // Several sequences at once: a/out: [n, n_embd] hold every sequence's rows (seqs
 // cover rows 0..n-1, each with its own cache and positions); projections over all
 // rows, cache and attention per sequence. Bit-identical per row to k3_mla_forward.
+// dump, when set, sees the intermediates under llama.cpp's graph names (kqv_out:
+// [n, H*d_v] before the gate; mla_gated after it), each as [n, width].
+using K3MlaDump = std::function<void(const char* name, const float* t, int64_t width)>;
 void k3_mla_forward_batch(ThreadPool* pool, const K3MlaShape& s, const K3MlaWeights& w,
-                          std::span<const AttnSeq> seqs, const float* a, int n, float* out);
+                          std::span<const AttnSeq> seqs, const float* a, int n, float* out,
+                          const K3MlaDump& dump = {});
 
 }  // namespace deltafin

@@ -90,6 +90,78 @@ const bool kHasF16c = cpu_x86_f16c() && __builtin_cpu_supports("avx");
 }  // namespace
 #endif
 
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// One lane of ggml_v_expf (ggml-cpu/vec.h), AVX-512 (lanes 16) or AVX2 (8) form:
+// every vector operation is an IEEE operation on the lane, so fma and float
+// arithmetic give its result bit for bit. Only called where silu_lanes() > 0, i.e.
+// on a CPU with AVX2 and FMA, so std::fma can be the instruction.
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma")))
+#endif
+float ggml_expf_lane(float x, int lanes) {
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float p = std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+  if (lanes == 16) {
+    const float j = std::fma(p, u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+    if (std::fabs(n) > 192) return n <= 0 ? 0.0f : INFINITY;
+    return std::ldexp(j, int(n));  // _mm512_scalef_ps(j, n)
+  }
+  const float j = std::fma(p, u, 0x1.ffffecp-1f * b);
+  const uint32_t e = bits_of(z) << 23;
+  const float k = float_of(e + bits_of(1.0f));
+  if (!(std::fabs(n) > 126)) return std::fma(j, k, k);
+  const uint32_t g = n <= 0 ? 0x82000000u : 0u;
+  const float s1 = float_of(g + 0x7f000000u);
+  const float s2 = float_of(e - g);
+  if (std::fabs(n) > 192) return s1 * s1;
+  return std::fma(s2, j, s2) * s1;
+}
+
+}  // namespace
+
+namespace {
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void mad_f32_fma(int64_t n, float* y, const float* x, float v) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], v, y[i]);
+}
+const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+}  // namespace
+
+void mad_f32(int64_t n, float* y, const float* x, float v) {
+#if defined(__x86_64__)
+  if (kHasAvx2Fma) return mad_f32_fma(n, y, x, v);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], v, y[i]);
+}
+
+int silu_lanes() {
+  static const int lanes = [] {
+    const TypeTraits* t = type_traits(DType::F32);
+    if (t == nullptr) return 0;
+    return t->isa == Isa::AVX512 ? 16 : t->isa == Isa::AVX2 ? 8 : 0;
+  }();
+  return lanes;
+}
+
+float silu_vec(float x, int lanes) { return x / (1.0f + ggml_expf_lane(0.0f - x, lanes)); }
+
 void to_fp16_n(const float* x, uint16_t* y, int64_t n) {
 #if defined(__x86_64__)
   if (kHasF16c) return to_fp16_f16c(x, y, n);

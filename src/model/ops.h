@@ -48,6 +48,16 @@ void layer_norm(const float* x, const float* w, const float* b, int64_t n, float
 // Softmax of n values in place (max-subtracted, double accumulation like ggml).
 void softmax_inplace(float* x, int64_t n);
 inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
+// silu as ggml's CPU build computes a row with ggml_vec_silu_f32: the first
+// n - n % silu_lanes() values of a row through its vector exp approximation
+// (ggml_v_expf of the AVX-512 or AVX2 build, per lane: silu_vec), the rest with expf
+// (silu). silu_lanes() follows the selected instruction set (16, 8, or 0: all silu).
+int silu_lanes();
+float silu_vec(float x, int lanes);
+// y[i] = fma(x[i], v, y[i]): one rounding per element, as ggml_vec_mad_f32 (and loops
+// the compiler contracts) in llama.cpp's CPU build. Model code is built for baseline
+// x86-64, where std::fma is a library call; this runs an FMA build where the CPU has it.
+void mad_f32(int64_t n, float* y, const float* x, float v);
 inline float sigmoid(float x) { return 1.0f / (1.0f + __builtin_expf(-x)); }
 
 // Reads row `row` of a 2-D table tensor (any type) into `out` as floats.

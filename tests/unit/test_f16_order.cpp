@@ -236,13 +236,16 @@ TEST(F16Order, MatmulPicksMulMatOrder) {
   EXPECT_GT(dot_cases, 0);
 }
 
-// Only F16 has a gemm order: for every other type mul_mat changes nothing, and every
-// output is still vec_dot of its row and token (the order before the flag existed).
+// Only F16 and BF16 (where its kernels follow vdpbf16ps) have a gemm order that
+// mul_mat alone selects; F32's needs f32_gemm as well. For the other types mul_mat
+// changes nothing, and every output is still vec_dot of its row and token (the order
+// before the flag existed).
 TEST(F16Order, MulMatFlagLeavesOtherTypesAlone) {
   ThreadPool pool(2);
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {
     const TypeTraits* tt = type_traits(t);
-    EXPECT_EQ(tt->vec_dot_gemm_x4, nullptr) << dtype_name(t);
+    if (t == DType::BF16 && tt->vec_dot_gemm_x4 != nullptr) continue;  // an AVX512_BF16 CPU
+    if (t != DType::F32) EXPECT_EQ(tt->vec_dot_gemm_x4, nullptr) << dtype_name(t);
     const TypeTraits* at = type_traits(tt->vec_dot_type);
     for (int64_t cols : {256, 4096}) {
       for (int64_t rows : {4, 6}) {
@@ -276,5 +279,56 @@ TEST(F16Order, MulMatFlagLeavesOtherTypesAlone) {
         }
       }
     }
+  }
+}
+
+// F32 rows (AVX-512 build) in ggml_vec_dot_f32's order: four 16-lane accumulators over
+// 64-value steps, (0+2)+(1+3), across lanes, then the tail multiplied and added one
+// value at a time; with f32_gemm a batch sums as tinyBLAS<16> (one accumulator).
+TEST(F16Order, F32RowsInGgmlOrder) {
+  const TypeTraits* tt = type_traits(DType::F32);
+  if (tt->isa != Isa::AVX512) GTEST_SKIP() << "F32 kernels are not AVX-512 here";
+  auto reduce16 = [](const float* v) {  // _mm512_reduce_add_ps's tree
+    float a[8], b[4];
+    for (int i = 0; i < 8; ++i) a[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+    return (b[0] + b[2]) + (b[1] + b[3]);
+  };
+  for (int64_t cols : {32, 64, 100, 256}) {
+    std::mt19937 g{uint32_t(cols)};
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const int64_t rows = 4, n_tok = 4;
+    std::vector<float> w(size_t(rows * cols)), x(size_t(n_tok * cols));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = d(g) * (i % 7 == 0 ? 64.0f : 1.0f);
+    for (auto& v : x) v = d(g);
+    std::vector<float> y_row(size_t(rows * n_tok)), y_gemm(y_row.size());
+    matmul(nullptr, DType::F32, w.data(), rows, cols, x.data(), n_tok, cols, y_row.data(), rows, true);
+    matmul(nullptr, DType::F32, w.data(), rows, cols, x.data(), n_tok, cols, y_gemm.data(), rows, true, true);
+    int differ = 0;
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* a = &w[size_t(r * cols)];
+        const float* b = &x[size_t(t * cols)];
+        float s[4][16] = {}, acc[16] = {};
+        const int64_t np = cols & ~int64_t(63);
+        for (int64_t i = 0; i < np; ++i) s[(i % 64) / 16][i % 16] = std::fma(a[i], b[i], s[(i % 64) / 16][i % 16]);
+        float l[16];
+        for (int k = 0; k < 16; ++k) l[k] = (s[0][k] + s[2][k]) + (s[1][k] + s[3][k]);
+        float dot = reduce16(l);
+        for (int64_t i = np; i < cols; ++i) {
+          volatile float p = a[i] * b[i];
+          dot += p;
+        }
+        float gemm = 0;
+        if (cols % 16 == 0) {
+          for (int64_t i = 0; i < cols; ++i) acc[i % 16] = std::fma(a[i], b[i], acc[i % 16]);
+          gemm = reduce16(acc);
+        }
+        const size_t i = size_t(t * rows + r);
+        EXPECT_TRUE(same_bits(y_row[i], dot)) << "cols=" << cols << " t=" << t << " r=" << r;
+        EXPECT_TRUE(same_bits(y_gemm[i], cols % 16 == 0 ? gemm : dot)) << "f32_gemm cols=" << cols;
+        differ += cols % 16 == 0 && !same_bits(gemm, dot);
+      }
+    if (cols == 256) EXPECT_GT(differ, 0) << "the data should make the two orders differ";
   }
 }
