@@ -17,12 +17,31 @@
 
 namespace deltafin {
 
+// The layers a rule has tensors in: all, or only the leading dense layers
+// ({arch}.leading_dense_block_count) or only the MoE layers after them.
+enum class HfLayers : uint8_t { All, Dense, Moe };
+
+// MLA's kv_b_proj [H * (d_nope + d_v), r_kv], viewed as [H, d_nope + d_v, r_kv], is
+// split by llama.cpp's converter into attn_k_b = each head's first d_nope rows,
+// transposed ([H, r_kv, d_nope]), and attn_v_b = its last d_v rows ([H, d_v, r_kv]).
+// d_nope, d_v and H come from the GGUF keys attention.key_length_mla -
+// rope.dimension_count, attention.value_length_mla and attention.head_count.
+enum class HfPart : uint8_t { Whole, KvbK, KvbV };
+
 struct HfNameRule {
   std::string gguf;       // "blk.{L}.ffn_gate_exps.weight"
   std::string hf;         // "model.layers.{L}.mlp.experts.{E}.gate_proj.weight"
   bool optional = false;  // may be absent (lm_head.weight of a tied model)
   bool f32 = false;       // stored F32 in GGUF whatever the HF dtype (llama.cpp's router rule)
+  HfLayers layers = HfLayers::All;
+  HfPart part = HfPart::Whole;
 };
+
+// How a published checkpoint stores its weights: as plain F32/F16/BF16, as FP8 E4M3
+// with 128x128 F32 block scales (X.weight + X.weight_scale_inv: DeepSeek-V3, Kimi K2),
+// or compressed-tensors INT4 pack-quantized, group 32, symmetric (X.weight_packed I32 +
+// X.weight_scale BF16 + X.weight_shape: Kimi K2 Thinking). See quant/hf_codecs.h.
+enum class HfEncoding : uint8_t { Plain, Fp8, Int4 };
 
 struct HfArch {
   std::string model_type;  // config.json model_type ("qwen3_moe")
@@ -34,6 +53,12 @@ struct HfArch {
   Status (*config_to_gguf)(const nlohmann::json& config, GGUFFile* meta) = nullptr;
   // The inverse for export: the config.json of a model with these keys.
   Status (*gguf_to_config)(const GGUFFile& meta, nlohmann::json* config) = nullptr;
+  // Tensors of a published folder that llama.cpp's converter drops (DeepSeek-V3's
+  // multi-token-prediction layer); null: none.
+  bool (*skip_tensor)(const nlohmann::json& config, const std::string& hf_name) = nullptr;
+  // Export: does a checkpoint published in `enc` hold this HF weight quantized? Null:
+  // the architecture is published plain only.
+  bool (*quantized)(HfEncoding enc, const std::string& hf_name) = nullptr;
 };
 
 const std::vector<const HfArch*>& hf_architectures();
@@ -57,5 +82,6 @@ Result<double> hf_config_float(const nlohmann::json& c, const char* field);
 
 // Per-architecture descriptions (one file each).
 const HfArch& hf_arch_qwen3moe();
+const HfArch& hf_arch_deepseek2();
 
 }  // namespace deltafin

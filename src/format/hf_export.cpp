@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "format/hf_arch.h"
+#include "format/hf_export_encode.h"
+#include "format/hf_folder.h"
 #include "format/hf_tokenizer.h"
 #include "format/model_file.h"
 #include "kernels/blocks.h"
@@ -37,8 +40,10 @@ struct Item {
   std::vector<int64_t> shape;  // outermost first
   uint64_t src_off = 0, src_bytes = 0;
   std::string literal;  // bytes given (the vision tower), instead of a source range
+  HfMadeTensor made;    // bytes made on demand (made.make set), instead of a source range
   uint64_t bytes() const {
     if (!literal.empty()) return literal.size();
+    if (made.make) return made.bytes;
     return from == dtype ? src_bytes : src_bytes / 4 * (dtype == DType::F32 ? 4 : 2);
   }
 };
@@ -52,6 +57,14 @@ Status write_json(const std::string& path, const nlohmann::json& j) {
 }
 
 Status write_item(ByteSource& src, const Item& it, std::ofstream& out) {
+  if (it.made.make) {
+    std::string b;
+    DF_TRY(it.made.make(src, &b));
+    if (b.size() != it.made.bytes)
+      return make_error("internal: {} made {} bytes, {} announced", it.name, b.size(), it.made.bytes);
+    out.write(b.data(), std::streamsize(b.size()));
+    return {};
+  }
   if (!it.literal.empty()) {
     out.write(it.literal.data(), std::streamsize(it.literal.size()));
     return {};
@@ -94,6 +107,7 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   if (!st_dtype(matrix)) return make_error("{}: token_embd.weight is {}; only F32, F16 and BF16 export", gguf_path,
                                            dtype_name(matrix));
   std::vector<Item> items;
+  std::set<std::string> quantized_names;
   for (const GGUFTensorInfo& t : mf->shard(0).tensors) {
     const HfNameRule* rule = nullptr;
     int L = -1, E = -1;
@@ -104,6 +118,20 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
       }
     if (!rule) return make_error("{}: tensor '{}' has no Hugging Face name in the {} table", gguf_path, t.name,
                                  arch->model_type);
+    bool made = false;
+    std::vector<HfMadeTensor> parts;
+    DF_TRY(hf_export_made(*mf, *arch, *rule, t, L, opts.encoding, &parts, &made));
+    if (made) {
+      for (HfMadeTensor& h : parts) {
+        Item it;
+        it.name = h.name;
+        it.shape = h.shape;
+        if (h.dtype == "F8_E4M3" || h.dtype == "I32") quantized_names.insert(h.name);
+        it.made = std::move(h);
+        items.push_back(std::move(it));
+      }
+      continue;
+    }
     if (!st_dtype(t.type))
       return make_error("{}: tensor '{}' is {}; only F32, F16 and BF16 export", gguf_path, t.name, dtype_name(t.type));
     const bool stacked = hf_rule_has_expert(*rule);
@@ -166,7 +194,7 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
     uint64_t pos = 0;
     for (size_t i = next; i < end; ++i) {
       const Item& it = items[i];
-      hdr[it.name] = {{"dtype", st_dtype(it.dtype)}, {"shape", it.shape}, {"data_offsets", {pos, pos + it.bytes()}}};
+      hdr[it.name] = {{"dtype", it.made.make ? it.made.dtype.c_str() : st_dtype(it.dtype)}, {"shape", it.shape}, {"data_offsets", {pos, pos + it.bytes()}}};
       pos += it.bytes();
       weight_map[it.name] = file;
     }
@@ -197,12 +225,30 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   const int64_t bos = m.int_or("tokenizer.ggml.bos_token_id", -1), eos = m.int_or("tokenizer.ggml.eos_token_id", -1);
   if (bos >= 0) text["bos_token_id"] = bos;
   if (eos >= 0) text["eos_token_id"] = eos;
+  if (opts.encoding != HfEncoding::Plain) {
+    if (quantized_names.empty())
+      return make_error("{}: the {} table has no weight this encoding quantizes", gguf_path, arch->model_type);
+    // compressed-tensors lists the linear layers it left alone.
+    std::vector<std::string> plain;
+    for (const Item& it : items) {
+      const std::string& n = it.name;
+      if (it.shape.size() == 2 && n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+          !quantized_names.count(n) && n != "model.embed_tokens.weight" && !hf_tensor_skipped(n))
+        plain.push_back(n.substr(0, n.size() - 7));
+    }
+    std::sort(plain.begin(), plain.end());
+    text["quantization_config"] = hf_quantization_config(opts.encoding, plain);
+  }
   nlohmann::json config = text;
   if (opts.vision_tower)
     config = {{"model_type", "deltafin_synth_vl"},
               {"architectures", {"DeltafinSynthForConditionalGeneration"}},
               {"text_config", text},
               {"vision_config", {{"hidden_size", 16}}}};
+  if (opts.vision_tower && text.contains("quantization_config")) {  // a multimodal checkpoint's is at the top
+    config["quantization_config"] = text["quantization_config"];
+    config["text_config"].erase("quantization_config");
+  }
   DF_TRY(write_json(dir + "/config.json", config));
   nlohmann::json gen = {{"do_sample", false}};
   if (bos >= 0) gen["bos_token_id"] = bos;

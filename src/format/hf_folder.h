@@ -34,6 +34,7 @@ struct HfFolder {
   std::string location;                 // the folder, for messages
   nlohmann::json config;                // the text model's config (text_config when nested)
   std::string model_type;               // config's model_type
+  nlohmann::json quantization_config;   // config.json's (top level, else the text config's); null if none
   std::vector<std::string> shard_files;  // relative names
   std::vector<std::shared_ptr<ByteSource>> shards;  // open, in shard_files order
   std::map<std::string, HfTensor> tensors;          // the tensors deltafin may run
