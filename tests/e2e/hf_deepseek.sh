@@ -25,7 +25,9 @@ fail=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 py=""
-python3 -c "import numpy" 2>/dev/null && py=python3
+for p in python3 /usr/bin/python3; do
+  if "$p" -c "import numpy" 2>/dev/null; then py=$p; break; fi
+done
 IDS=$(python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(256)) for _ in range(24)))")
 SYNTH=(--preset tiny --arch deepseek2 --type BF16 --expert-type BF16 --seed 3)
 # Room for the core (4.6 MiB) and about 5 of the 16 experts (0.39 MiB each) beside the
