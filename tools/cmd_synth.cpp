@@ -21,7 +21,7 @@ namespace deltafin::tools {
 
 Command add_synth(CLI::App& app) {
   struct Opts {
-    std::string preset = "tiny", format = "gguf", arch, out, type, expert_type, vocab, size, mla, chat_template;
+    std::string preset = "tiny", format = "gguf", hf_encoding = "plain", arch, out, type, expert_type, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0, fragments = 0;
     uint64_t fragment_align = 4096;
     int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
@@ -54,6 +54,12 @@ Command add_synth(CLI::App& app) {
                   "order, a vision tower to skip, config.json, generation_config.json, tokenizer files); F32, F16 "
                   "and BF16 models")
       ->check(CLI::IsMember({"gguf", "hf"}))
+      ->capture_default_str();
+  sub->add_option("--hf-encoding", o->hf_encoding,
+                  "With --format hf: plain, or the weights stored as published checkpoints store them: fp8 "
+                  "(E4M3 with 128x128 weight_scale_inv, as DeepSeek-V3 and Kimi K2) or int4 (compressed-tensors "
+                  "pack-quantized experts, as Kimi K2 Thinking)")
+      ->check(CLI::IsMember({"plain", "fp8", "int4"}))
       ->capture_default_str();
   sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");
   sub->add_option("--expert-type", o->expert_type, "Type of the routed experts (default: --type, or the preset's)");
@@ -171,6 +177,10 @@ Command add_synth(CLI::App& app) {
               fmt::print(stderr, "error: bad --size '{}'\n", o->size);
               return 2;
             }
+            if (o->hf_encoding != "plain" && o->format != "hf") {
+              fmt::print(stderr, "error: --hf-encoding is for --format hf\n");
+              return 2;
+            }
             if (o->format == "hf") {
               namespace fs = std::filesystem;
               std::error_code ec;
@@ -195,6 +205,9 @@ Command add_synth(CLI::App& app) {
               Status st = synth_model(s, tmp, pool, &r);
               HfExportOptions eo;
               eo.seed = s.seed;
+              eo.encoding = o->hf_encoding == "fp8"    ? HfEncoding::Fp8
+                            : o->hf_encoding == "int4" ? HfEncoding::Int4
+                                                       : HfEncoding::Plain;
               HfExportReport er;
               if (st.ok()) st = export_gguf_as_hf(tmp, o->out, eo, &er);
               std::remove(tmp.c_str());

@@ -27,6 +27,17 @@ enum class HfDerive : uint8_t {
   KvbV,    // ... -> attn_v_b {r, dv, H}: each head's last dv rows
 };
 
+// The layers a rule has tensors in: all, or only the leading dense layers
+// ({arch}.leading_dense_block_count) or only the MoE layers after them.
+enum class HfLayers : uint8_t { All, Dense, Moe };
+
+// MLA's kv_b_proj [H * (d_nope + d_v), r_kv], viewed as [H, d_nope + d_v, r_kv], is
+// split by llama.cpp's converter into attn_k_b = each head's first d_nope rows,
+// transposed ([H, r_kv, d_nope]), and attn_v_b = its last d_v rows ([H, d_v, r_kv]).
+// d_nope, d_v and H come from the GGUF keys attention.key_length_mla -
+// rope.dimension_count, attention.value_length_mla and attention.head_count.
+enum class HfPart : uint8_t { Whole, KvbK, KvbV };
+
 struct HfNameRule {
   std::string gguf;       // "blk.{L}.ffn_gate_exps.weight"
   std::string hf;         // "model.layers.{L}.mlp.experts.{E}.gate_proj.weight"
@@ -35,7 +46,15 @@ struct HfNameRule {
   HfDerive derive = HfDerive::None;
   std::string hf2 = {};   // Mul's second factor
   unsigned kind = 0;      // only in layers whose HfArch::layer_kind has all these bits; 0: every layer
+  HfLayers layers = HfLayers::All;
+  HfPart part = HfPart::Whole;
 };
+
+// How a published checkpoint stores its weights: as plain F32/F16/BF16, as FP8 E4M3
+// with 128x128 F32 block scales (X.weight + X.weight_scale_inv: DeepSeek-V3, Kimi K2),
+// or compressed-tensors INT4 pack-quantized, group 32, symmetric (X.weight_packed I32 +
+// X.weight_scale BF16 + X.weight_shape: Kimi K2 Thinking). See quant/hf_codecs.h.
+enum class HfEncoding : uint8_t { Plain, Fp8, Int4 };
 
 struct HfArch {
   std::string model_type;  // config.json model_type ("qwen3_moe")
@@ -56,6 +75,9 @@ struct HfArch {
   // HF tensors of the text model deliberately not run (listed, never read), e.g. a
   // multi-token-prediction layer after the last one; null: none.
   bool (*skip_tensor)(const nlohmann::json& config, const std::string& name) = nullptr;
+  // Export: does a checkpoint published in `enc` hold this HF weight quantized? Null:
+  // the architecture is published plain only.
+  bool (*quantized)(HfEncoding enc, const std::string& hf_name) = nullptr;
 };
 
 const std::vector<const HfArch*>& hf_architectures();
@@ -83,5 +105,6 @@ Result<double> hf_config_float(const nlohmann::json& c, const char* field);
 // Per-architecture descriptions (one file each).
 const HfArch& hf_arch_qwen3moe();
 const HfArch& hf_arch_kimi_k3();
+const HfArch& hf_arch_deepseek2();
 
 }  // namespace deltafin

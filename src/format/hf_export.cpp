@@ -9,8 +9,11 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "format/hf_arch.h"
+#include "format/hf_export_encode.h"
+#include "format/hf_folder.h"
 #include "format/hf_tokenizer.h"
 #include "format/model_file.h"
 #include "format/hf_derive.h"
@@ -42,15 +45,18 @@ struct Item {
   uint64_t src_off = 0, src_bytes = 0;
   std::string literal;       // bytes given (the vision tower, a derived tensor), instead of a source range
   std::string literal_dtype;  // its safetensors dtype
+  HfMadeTensor made;          // bytes made on demand (made.make set: an FP8/INT4 encoding), instead of a source range
   enum class Part : uint8_t { All, Mxfp4Codes, Mxfp4Scales } part = Part::All;
   size_t group = 0;  // items of one group (an expert's) stay together in one shard
   uint64_t bytes() const {
+    if (made.make) return made.bytes;
     if (!literal_dtype.empty()) return literal.size();
     if (part == Part::Mxfp4Codes) return src_bytes / 17 * 16;
     if (part == Part::Mxfp4Scales) return src_bytes / 17;
     return from == dtype ? src_bytes : src_bytes / 4 * (dtype == DType::F32 ? 4 : 2);
   }
   std::string st_type() const {
+    if (made.make) return made.dtype;
     if (!literal_dtype.empty()) return literal_dtype;
     return part == Part::All ? st_dtype(dtype) : "U8";
   }
@@ -65,6 +71,14 @@ Status write_json(const std::string& path, const nlohmann::json& j) {
 }
 
 Status write_item(ByteSource& src, const Item& it, std::ofstream& out) {
+  if (it.made.make) {
+    std::string b;
+    DF_TRY(it.made.make(src, &b));
+    if (b.size() != it.made.bytes)
+      return make_error("internal: {} made {} bytes, {} announced", it.name, b.size(), it.made.bytes);
+    out.write(b.data(), std::streamsize(b.size()));
+    return {};
+  }
   if (!it.literal_dtype.empty()) {
     out.write(it.literal.data(), std::streamsize(it.literal.size()));
     return {};
@@ -119,6 +133,7 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   std::map<std::pair<int, int>, size_t> expert_group;  // (layer, expert) -> group
   size_t groups = 0;
   bool mxfp4 = false;
+  std::set<std::string> quantized_names;
   for (const GGUFTensorInfo& t : mf->shard(0).tensors) {
     const HfNameRule* rule = nullptr;
     int L = -1, E = -1;
@@ -129,6 +144,21 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
       }
     if (!rule) return make_error("{}: tensor '{}' has no Hugging Face name in the {} table", gguf_path, t.name,
                                  arch->model_type);
+    bool made = false;
+    std::vector<HfMadeTensor> parts;
+    DF_TRY(hf_export_made(*mf, *arch, *rule, t, L, opts.encoding, &parts, &made));
+    if (made) {
+      for (HfMadeTensor& h : parts) {
+        Item it;
+        it.name = h.name;
+        it.shape = h.shape;
+        if (h.dtype == "F8_E4M3" || h.dtype == "I32") quantized_names.insert(h.name);
+        it.made = std::move(h);
+        it.group = groups++;
+        items.push_back(std::move(it));
+      }
+      continue;
+    }
     const bool stacked = hf_rule_has_expert(*rule);
     if (rule->derive != HfDerive::None) {
       DF_ASSIGN(std::vector<HfExportedTensor> parts, hf_export_derived(*mf, *arch, *rule, L, t.name, matrix));
@@ -270,7 +300,21 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   const int64_t bos = m.int_or("tokenizer.ggml.bos_token_id", -1), eos = m.int_or("tokenizer.ggml.eos_token_id", -1);
   if (bos >= 0) text["bos_token_id"] = bos;
   if (eos >= 0) text["eos_token_id"] = eos;
-  if (mxfp4)  // compressed-tensors, as Kimi K3 publishes its routed experts
+  if (opts.encoding != HfEncoding::Plain) {
+    if (quantized_names.empty())
+      return make_error("{}: the {} table has no weight this encoding quantizes", gguf_path, arch->model_type);
+    // compressed-tensors lists the linear layers it left alone.
+    std::vector<std::string> plain;
+    for (const Item& it : items) {
+      const std::string& n = it.name;
+      if (it.shape.size() == 2 && n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
+          !quantized_names.count(n) && n != "model.embed_tokens.weight" && !hf_tensor_skipped(n))
+        plain.push_back(n.substr(0, n.size() - 7));
+    }
+    std::sort(plain.begin(), plain.end());
+    text["quantization_config"] = hf_quantization_config(opts.encoding, plain);
+  }
+  if (mxfp4 && opts.encoding == HfEncoding::Plain)  // compressed-tensors, as Kimi K3 publishes its routed experts
     text["quantization_config"] = {
         {"quant_method", "compressed-tensors"},
         {"format", "mxfp4-pack-quantized"},
@@ -290,6 +334,10 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
                                                               : arch->container_class}},
               {"text_config", text},
               {"vision_config", {{"hidden_size", 16}}}};
+  if (opts.vision_tower && text.contains("quantization_config")) {  // a multimodal checkpoint's is at the top
+    config["quantization_config"] = text["quantization_config"];
+    config["text_config"].erase("quantization_config");
+  }
   DF_TRY(write_json(dir + "/config.json", config));
   nlohmann::json gen = {{"do_sample", false}};
   if (bos >= 0) gen["bos_token_id"] = bos;

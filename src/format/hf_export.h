@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "format/hf_arch.h"
 
 namespace deltafin {
 
@@ -25,6 +26,9 @@ struct HfExportOptions {
   int shards = 3;             // at most this many safetensors files
   bool vision_tower = true;   // add a vision_tower.* tensor and nest the config
   uint64_t seed = 1;          // the order tensors are written in
+  // The published encoding: the weights HfArch::quantized names are written FP8 or
+  // INT4 (hf_export_encode.h) and config.json gets the quantization_config.
+  HfEncoding encoding = HfEncoding::Plain;
 };
 
 struct HfExportReport {

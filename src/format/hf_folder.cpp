@@ -68,6 +68,8 @@ Result<std::shared_ptr<HfFolder>> open_hf_folder(const std::string& loc, const S
   if (!f->config.contains("model_type") || !f->config["model_type"].is_string())
     return make_error("{}/config.json: no model_type", loc);
   f->model_type = f->config["model_type"].get<std::string>();
+  if (auto q = cfg.find("quantization_config"); q != cfg.end()) f->quantization_config = *q;
+  else if (auto qt = f->config.find("quantization_config"); qt != f->config.end()) f->quantization_config = *qt;
 
   // Shards: the index's weight_map, else one model.safetensors.
   DF_ASSIGN(std::string index_text, read_small(opener, loc, "model.safetensors.index.json", false, &f->bytes_read));

@@ -35,6 +35,7 @@ struct HfFolder {
   nlohmann::json config;                // the text model's config (text_config when nested)
   std::string model_type;               // config's model_type
   std::string container_type;           // the outer config's model_type when text_config is nested
+  nlohmann::json quantization_config;   // config.json's (top level, else the text config's); null if none
   std::vector<std::string> shard_files;  // relative names
   std::vector<std::shared_ptr<ByteSource>> shards;  // open, in shard_files order
   std::map<std::string, HfTensor> tensors;          // the tensors deltafin may run

@@ -7,19 +7,14 @@
 #include <set>
 
 #include "format/hf_mxfp4.h"
+#include "format/hf_recipes.h"
 #include "format/hf_tokenizer.h"
 #include "kernels/blocks.h"
 
 namespace deltafin {
 namespace {
 
-bool float_dtype(const std::string& d, DType* out) {
-  if (d == "BF16") *out = DType::BF16;
-  else if (d == "F16") *out = DType::F16;
-  else if (d == "F32") *out = DType::F32;
-  else return false;
-  return true;
-}
+uint64_t dtype_size(DType t) { return dtype_row_bytes(t, 1); }  // F32, F16, BF16
 
 std::string base_name(std::string s) {
   while (s.size() > 1 && s.back() == '/') s.pop_back();
@@ -68,14 +63,23 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   // The tensor directory in llama.cpp's order: the rules before the first layer
   // rule, every layer's, then the rest. Each tensor keeps its HF inputs.
   struct Planned {
-    std::vector<const HfTensor*> inputs;
-    std::vector<const HfTensor*> scales;  // MXFP4: each input's weight_scale
-    DType from = DType::F32;               // MXFP4: compressed-tensors codes and scales
+    std::vector<HfWeight> inputs;
+    HfPart part = HfPart::Whole;
+    // Compressed-tensors MXFP4 experts (Kimi K3): each expert's codes and E8M0 scales.
+    std::vector<const HfTensor*> mx_codes, mx_scales;
     std::unique_ptr<HfDerivedReader> derived;
   };
   std::vector<Planned> planned;
   std::set<std::string> used;
+  const std::string& A = arch.gguf_arch;
+  const int n_dense = int(m.int_or(A + ".leading_dense_block_count", 0));
+  // MLA's kv_b_proj split (HfPart): heads, and each head's nope and value rows.
+  const int64_t mla_h = m.int_or(A + ".attention.head_count", 0);
+  const int64_t mla_dn = m.int_or(A + ".attention.key_length_mla", 0) - m.int_or(A + ".rope.dimension_count", 0);
+  const int64_t mla_dv = m.int_or(A + ".attention.value_length_mla", 0);
   auto add = [&](const HfNameRule& r, int layer) -> Status {
+    if (layer >= 0 && ((r.layers == HfLayers::Dense && layer >= n_dense) || (r.layers == HfLayers::Moe && layer < n_dense)))
+      return {};
     const bool stacked = hf_rule_has_expert(r);
     Planned p;
     if (r.derive != HfDerive::None) {
@@ -87,49 +91,75 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       planned.push_back(std::move(p));
       return {};
     }
-    for (int e = 0; e < (stacked ? n_expert : 1); ++e) {
-      const std::string hn = hf_name_expand(r.hf, layer, e);
-      auto it = f.tensors.find(hn);
-      if (it == f.tensors.end()) {
+    // Compressed-tensors MXFP4 (U8 codes X.weight_packed with U8 E8M0 X.weight_scale);
+    // INT4 pack-quantized uses the same names with I32 codes and goes to find_hf_weight.
+    if (auto pk = f.tensors.find(hf_name_expand(r.hf, layer, 0) + "_packed");
+        pk != f.tensors.end() && pk->second.dtype == "U8") {
+      for (int e = 0; e < (stacked ? n_expert : 1); ++e) {
+        const std::string hn = hf_name_expand(r.hf, layer, e);
         DF_ASSIGN(const HfTensor* scale, find_mxfp4_scale(f, hn));
-        if (scale) {
-          it = f.tensors.find(hn + "_packed");
-          p.scales.push_back(scale);
-          used.insert(scale->name);
-        }
+        auto it = f.tensors.find(hn + "_packed");
+        if (!scale || it == f.tensors.end())
+          return make_error("{}: tensor '{}' is missing (needed for {})", loc, hn + "_packed",
+                            hf_name_expand(r.gguf, layer, -1));
+        const HfTensor& t = it->second;
+        if (!p.mx_codes.empty() && (t.dtype != p.mx_codes[0]->dtype || t.shape != p.mx_codes[0]->shape))
+          return make_error("{}: expert tensor '{}' is {} {} but expert 0's is {} {}", loc, t.name, t.dtype,
+                            nlohmann::json(t.shape).dump(), p.mx_codes[0]->dtype,
+                            nlohmann::json(p.mx_codes[0]->shape).dump());
+        p.mx_codes.push_back(&t);
+        p.mx_scales.push_back(scale);
+        used.insert(t.name);
+        used.insert(scale->name);
       }
-      if (it == f.tensors.end()) {
-        if (r.optional && !stacked) return {};
-        return make_error("{}: tensor '{}' is missing (needed for {})", loc, hn, hf_name_expand(r.gguf, layer, -1));
-      }
-      const HfTensor& t = it->second;
-      if (!p.inputs.empty() && (t.dtype != p.inputs[0]->dtype || t.shape != p.inputs[0]->shape))
-        return make_error("{}: expert tensor '{}' is {} {} but expert 0's is {} {}", loc, hn, t.dtype,
-                          nlohmann::json(t.shape).dump(), p.inputs[0]->dtype, nlohmann::json(p.inputs[0]->shape).dump());
-      p.inputs.push_back(&t);
-      used.insert(t.name);
-    }
-    const HfTensor& t0 = *p.inputs[0];
-    if (p.scales.size() != p.inputs.size() && !p.scales.empty())
-      return make_error("{}: '{}' is compressed-tensors MXFP4 for some experts only", loc, t0.name);
-    if (!p.scales.empty()) {
-      DF_TRY(add_mxfp4_info(f, r, layer, stacked ? n_expert : 0, t0, *p.scales[0], &m));
-      p.from = DType::MXFP4;
+      DF_TRY(add_mxfp4_info(f, r, layer, stacked ? n_expert : 0, *p.mx_codes[0], *p.mx_scales[0], &m));
       planned.push_back(std::move(p));
       return {};
     }
-    if (!float_dtype(t0.dtype, &p.from))
-      return make_error("{}: tensor '{}' is {}; this architecture's {} form is read from BF16, F16 or F32 only", loc,
-                        t0.name, t0.dtype, arch.model_type);
-    const size_t nd = t0.shape.size() + (stacked ? 1 : 0);
-    if (t0.shape.empty() || nd > size_t(kMaxDims))
-      return make_error("{}: tensor '{}' has {} dimensions", loc, t0.name, t0.shape.size());
+    p.part = r.part;
+    for (int e = 0; e < (stacked ? n_expert : 1); ++e) {
+      const std::string hn = hf_name_expand(r.hf, layer, e);
+      bool found = false;
+      DF_ASSIGN(HfWeight w, find_hf_weight(f, hn, &used, &found));
+      if (!found) {
+        if (r.optional && !stacked) return {};
+        return make_error("{}: tensor '{}' is missing (needed for {})", loc, hn, hf_name_expand(r.gguf, layer, -1));
+      }
+      if (!p.inputs.empty()) {
+        const HfWeight& w0 = p.inputs[0];
+        if (w.enc != w0.enc || w.data->dtype != w0.data->dtype || w.shape != w0.shape)
+          return make_error("{}: expert tensor '{}' is {} {} but expert 0's is {} {}", loc, w.data->name, w.data->dtype,
+                            nlohmann::json(w.shape).dump(), w0.data->dtype, nlohmann::json(w0.shape).dump());
+      }
+      p.inputs.push_back(std::move(w));
+    }
+    const HfWeight& w0 = p.inputs[0];
+    const std::vector<int64_t>& shape = w0.shape;
     GGUFTensorInfo ti;
     ti.name = hf_name_expand(r.gguf, layer, -1);
-    ti.n_dims = uint32_t(nd);
-    for (size_t d = 0; d < t0.shape.size(); ++d) ti.ne[d] = t0.shape[t0.shape.size() - 1 - d];
-    if (stacked) ti.ne[t0.shape.size()] = n_expert;
-    ti.type = (t0.shape.size() == 1 || r.f32) ? DType::F32 : p.from;
+    if (r.part == HfPart::Whole) {
+      const size_t nd = shape.size() + (stacked ? 1 : 0);
+      if (shape.empty() || nd > size_t(kMaxDims))
+        return make_error("{}: tensor '{}' has {} dimensions", loc, w0.data->name, shape.size());
+      ti.n_dims = uint32_t(nd);
+      for (size_t d = 0; d < shape.size(); ++d) ti.ne[d] = shape[shape.size() - 1 - d];
+      if (stacked) ti.ne[shape.size()] = n_expert;
+      ti.type = (shape.size() == 1 || r.f32) ? DType::F32 : w0.plain;
+      if (w0.enc != HfEncoding::Plain && ti.type != DType::BF16)
+        return make_error("{}: tensor '{}' is quantized, but {} is stored F32 (no recipe)", loc, w0.data->name, ti.name);
+    } else {
+      if (stacked || shape.size() != 2 || mla_h <= 0 || mla_dn <= 0 || mla_dv <= 0 ||
+          shape[0] != mla_h * (mla_dn + mla_dv))
+        return make_error("{}: tensor '{}' has shape {}; MLA's kv_b_proj is [{} heads x ({} + {}), kv_lora_rank]",
+                          loc, w0.data->name, nlohmann::json(shape).dump(), mla_h, mla_dn, mla_dv);
+      ti.n_dims = 3;
+      const int64_t r_kv = shape[1];
+      const bool k = r.part == HfPart::KvbK;
+      ti.ne[0] = k ? mla_dn : r_kv;
+      ti.ne[1] = k ? r_kv : mla_dv;
+      ti.ne[2] = mla_h;
+      ti.type = w0.plain;
+    }
     m.tensors.push_back(ti);
     planned.push_back(std::move(p));
     return {};
@@ -157,7 +187,8 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const GGUFTensorInfo& ti = m.tensors[i];
     Planned& p = planned[i];
-    uint64_t out = m.data_offset + ti.offset;
+    const uint64_t begin = m.data_offset + ti.offset;
+    uint64_t out = begin;
     v->size_ = std::max(v->size_, m.data_offset + ti.offset + ti.bytes);
     if (p.derived) {
       Piece pc;
@@ -169,10 +200,10 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       v->pieces_.push_back(pc);
       continue;
     }
-    const uint64_t per = ti.bytes / p.inputs.size();
-    if (p.from == DType::MXFP4) {
-      for (size_t e = 0; e < p.inputs.size(); ++e) {
-        const HfTensor &codes = *p.inputs[e], &scales = *p.scales[e];
+    if (!p.mx_codes.empty()) {
+      const uint64_t per = ti.bytes / p.mx_codes.size();
+      for (size_t e = 0; e < p.mx_codes.size(); ++e) {
+        const HfTensor &codes = *p.mx_codes[e], &scales = *p.mx_scales[e];
         if (codes.bytes != per / 17 * 16 || scales.bytes != per / 17)
           return make_error("{}: '{}' ({} bytes) and '{}' ({} bytes) do not make {} bytes of MXFP4 blocks", loc,
                             codes.name, codes.bytes, scales.name, scales.bytes, per);
@@ -188,22 +219,62 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       }
       continue;
     }
-    for (const HfTensor* in : p.inputs) {
+    const uint64_t esz = dtype_size(ti.type);
+    // One piece: `len` output bytes from `w`, its rows [row0, row0 + rows) when decoded.
+    auto piece = [&](const HfWeight& w, uint64_t len, uint64_t row0, uint64_t rows, bool transpose) -> Status {
       Piece pc;
       pc.out_off = out;
-      pc.out_len = per;
-      pc.shard = in->shard;
-      pc.in_off = in->offset;
-      pc.op = ti.type == p.from ? Op::Copy : p.from == DType::BF16 ? Op::WidenBF16 : Op::WidenF16;
-      if (ti.type != p.from && ti.type != DType::F32)
-        return make_error("{}: tensor '{}': no recipe from {} to {}", loc, in->name, dtype_name(p.from),
-                          dtype_name(ti.type));
-      const uint64_t in_expect = pc.op == Op::Copy ? per : per / 2;
-      if (in->bytes != in_expect)
-        return make_error("{}: tensor '{}': {} bytes where {} are needed", loc, in->name, in->bytes, in_expect);
+      pc.out_len = len;
+      pc.shard = w.data->shard;
+      pc.in_off = w.data->offset;
+      const uint64_t cols = w.shape.size() == 2 ? uint64_t(w.shape[1]) : 0;
+      if (w.enc != HfEncoding::Plain || transpose) {
+        pc.op = w.enc == HfEncoding::Fp8 ? Op::Fp8 : w.enc == HfEncoding::Int4 ? Op::Int4 : Op::Copy;
+        if (w.scale) {
+          pc.scale_shard = w.scale->shard;
+          pc.scale_off = w.scale->offset;
+        }
+        pc.row0 = uint32_t(row0);
+        pc.rows = uint32_t(rows);
+        pc.cols = uint32_t(cols);
+        pc.elem = uint8_t(esz);
+        pc.transpose = transpose;
+        if (len != rows * cols * esz || ti.type != w.plain)
+          return make_error("{}: tensor '{}': {} bytes of {} where {} rows of {} are decoded", loc, w.data->name, len,
+                            dtype_name(ti.type), rows, cols);
+      } else {
+        DType from = w.plain;
+        pc.in_off += row0 * cols * dtype_size(from);
+        pc.op = ti.type == from ? Op::Copy : from == DType::BF16 ? Op::WidenBF16 : Op::WidenF16;
+        if (ti.type != from && ti.type != DType::F32)
+          return make_error("{}: tensor '{}': no recipe from {} to {}", loc, w.data->name, dtype_name(from),
+                            dtype_name(ti.type));
+        const uint64_t in_expect = pc.op == Op::Copy ? len : len / 2;
+        const uint64_t in_have = rows ? rows * cols * dtype_size(from) : w.data->bytes;
+        if (in_have != in_expect || in_have > w.data->bytes)
+          return make_error("{}: tensor '{}': {} bytes where {} are needed", loc, w.data->name, in_have, in_expect);
+      }
       v->pieces_.push_back(pc);
-      out += per;
+      out += len;
+      return {};
+    };
+    if (p.part == HfPart::Whole) {
+      const uint64_t per = ti.bytes / p.inputs.size();
+      for (const HfWeight& w : p.inputs) {
+        const bool two_d = w.shape.size() == 2;
+        DF_TRY(piece(w, per, 0, w.enc == HfEncoding::Plain || !two_d ? 0 : uint64_t(w.shape[0]), false));
+      }
+    } else {
+      // One piece per head: attn_k_b's block transposed, attn_v_b's as it is.
+      const bool k = p.part == HfPart::KvbK;
+      const HfWeight& w = p.inputs[0];
+      const uint64_t rows = uint64_t(k ? mla_dn : mla_dv), r_kv = uint64_t(w.shape[1]);
+      for (int64_t h = 0; h < mla_h; ++h)
+        DF_TRY(piece(w, rows * r_kv * esz, uint64_t(h * (mla_dn + mla_dv) + (k ? 0 : mla_dn)), rows, k));
     }
+    if (out != begin + ti.bytes)
+      return make_error("{}: internal: {} pieces cover {} of {} bytes", loc, ti.name, out - begin, ti.bytes);
+    v->size_ = std::max(v->size_, m.data_offset + ti.offset + ti.bytes);
   }
   v->size_ = std::max<uint64_t>(v->size_, v->header_.size());
   std::sort(v->pieces_.begin(), v->pieces_.end(), [](const Piece& a, const Piece& b) { return a.out_off < b.out_off; });
@@ -213,6 +284,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
 Status HfGgufSource::read_piece(const Piece& p, uint64_t off, char* dst, size_t n) {
   ByteSource& src = *folder_->shards[size_t(p.shard)];
   const uint64_t rel = off - p.out_off;
+  if (p.decoded()) return read_decoded_piece(p, src, *folder_->shards[size_t(p.scale_shard)], rel, dst, n);
   if (p.op == Op::Copy) return src.read_at(p.in_off + rel, dst, n);
   if (p.op == Op::Derived) return derived_[p.aux]->read(rel, dst, n);
   if (p.op == Op::Mxfp4Ct) return read_mxfp4_ct(src, *folder_->shards[size_t(p.shard2)], p.in_off, p.in_off2, rel, dst, n);

@@ -11,7 +11,12 @@
 //   mxfp4     compressed-tensors MXFP4 codes and scales reshuffled into GGUF MXFP4
 //             blocks, bit for bit (format/hf_mxfp4.h);
 //   derived   a tensor computed from others (fused products, -exp(A_log), a split
-//             kv_b_proj: format/hf_derive.h).
+//             kv_b_proj: format/hf_derive.h);
+//   decode    FP8 E4M3 codes with their 128x128 block scales, or INT4 pack-quantized
+//             codes with their group scales, -> BF16 as llama.cpp's converter widens
+//             them (format/hf_recipes.h), a few rows at a time;
+//   split     MLA's kv_b_proj into attn_k_b (each head's block transposed) and
+//             attn_v_b (hf_arch.h HfPart), in whichever of the encodings above.
 // Any sub-range can be read (the expert store reads single expert slices), so
 // ModelFile, ExpertIndex, the store, caches and speculation work on it unchanged,
 // and `convert` is this source streamed to a file: the converted GGUF is byte for
@@ -51,8 +56,10 @@ class HfGgufSource final : public ByteSource {
 
   // Mxfp4Ct: compressed-tensors MXFP4 codes at (shard, in_off) and E8M0 scales at
   // (shard2, in_off2) reshuffled into GGUF MXFP4 blocks. Derived: computed by
-  // derived_[aux] (format/hf_derive.h).
-  enum class Op : uint8_t { Copy, WidenBF16, WidenF16, Mxfp4Ct, Derived };
+  // derived_[aux] (format/hf_derive.h). Fp8 and Int4 read two inputs (the codes and
+  // their scales) and widen them to BF16 as llama.cpp's converter does
+  // (format/hf_recipes.h).
+  enum class Op : uint8_t { Copy, WidenBF16, WidenF16, Mxfp4Ct, Derived, Fp8, Int4 };
   // One contiguous run of the virtual file's tensor data and where it comes from.
   struct Piece {
     uint64_t out_off = 0, out_len = 0;  // in the virtual file
@@ -62,6 +69,16 @@ class HfGgufSource final : public ByteSource {
     int shard2 = 0;
     uint64_t in_off2 = 0;
     size_t aux = 0;
+    // Decoded pieces (Fp8, Int4, or transposed): rows [row0, row0 + rows) of a matrix
+    // of `cols` columns whose data starts at in_off and whose scales start at
+    // scale_off in shard scale_shard; `elem` output bytes per element; transposed:
+    // the output is that block transposed (cols rows of `rows` elements).
+    int scale_shard = 0;
+    uint64_t scale_off = 0;
+    uint32_t row0 = 0, rows = 0, cols = 0;
+    uint8_t elem = 2;
+    bool transpose = false;
+    bool decoded() const { return op == Op::Fp8 || op == Op::Int4 || transpose; }
   };
 
  private:
