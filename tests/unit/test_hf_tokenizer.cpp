@@ -157,7 +157,7 @@ std::vector<std::string> shared_vocabs() {
 
 GGUFFile synth_meta() {
   GGUFFile meta;
-  EXPECT_TRUE(synth_vocab("", &meta).ok());
+  EXPECT_TRUE(synth_vocab(SynthSpec{}, &meta).ok());
   meta.set("tokenizer.chat_template", GGUFValue::str("{% for m in messages %}{{ m.content }}{% endfor %}"));
   return meta;
 }
