@@ -334,7 +334,9 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
                                                               : arch->container_class}},
               {"text_config", text},
               {"vision_config", {{"hidden_size", 16}}}};
-  if (opts.vision_tower && text.contains("quantization_config")) {  // a multimodal checkpoint's is at the top
+  // A multimodal checkpoint's is at the top (the synthetic wrapper's); Kimi K3's text
+  // config keeps its own, as hf_kimi_k3.sh expects.
+  if (opts.vision_tower && arch->container_type.empty() && text.contains("quantization_config")) {
     config["quantization_config"] = text["quantization_config"];
     config["text_config"].erase("quantization_config");
   }
