@@ -6,7 +6,8 @@
 #
 # usage: bench/vs_llama.sh [-t THREADS] [-p N] [-n N] [-r ROUNDS] [--models DIR] [CASE...]
 #   CASE: preset:type, e.g. qwen3-moe-mini:Q8_0 (default: qwen3-moe-mini and
-#   kimi-k2-mini at Q4_K and Q8_0). Models are written once under --models
+#   kimi-k2-mini at Q4_K and Q8_0; a type named *_DYN is a whole-model dynamic-quant
+#   mix, synth --mix). Models are written once under --models
 #   (default build/bench-models). Prints a table and writes JSON lines to stdout with
 #   --json.
 set -euo pipefail
@@ -38,7 +39,9 @@ for c in "${cases[@]}"; do
   # prebuilt llama.cpp cannot run 3-D quantized attn_k_b/attn_v_b (see
   # tests/oracle/arch_matrix.sh); deltafin runs both forms alike.
   [ "$preset" = kimi-k2-mini ] && extra=(--mla joined)
-  [ -f "$m" ] || "$bin" synth --preset "$preset" --type "$type" "${extra[@]}" -o "$m" >&2
+  # A dynamic-quant mix (IQ1_S_DYN ...) is written with synth --mix.
+  type_args=(--type "$type"); case $type in *_DYN) type_args=(--mix "$type") ;; esac
+  [ -f "$m" ] || "$bin" synth --preset "$preset" "${type_args[@]}" "${extra[@]}" -o "$m" >&2
   for ((r = 0; r < rounds; r++)); do
     "$bin" bench -m "$m" -p "$np" -n "$ng" -r 1 -t "$threads" --json 2>/dev/null |
       python3 -c "import json,sys

@@ -14,14 +14,24 @@
 #include "format/gguf_writer.h"
 #include "format/hf_export.h"
 #include "model/registry.h"
+#include "quant/dynamic_mix.h"
 #include "synth/synth.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
+namespace {
+
+std::string mixes_list() {
+  std::string s;
+  for (const std::string& m : dynamic_mix_names()) s += (s.empty() ? "" : ", ") + m;
+  return s;
+}
+
+}  // namespace
 
 Command add_synth(CLI::App& app) {
   struct Opts {
-    std::string preset = "tiny", format = "gguf", hf_encoding = "plain", arch, out, type, expert_type, vocab, size, mla, chat_template;
+    std::string preset = "tiny", format = "gguf", hf_encoding = "plain", arch, out, type, expert_type, mix, vocab, size, mla, chat_template;
     int layers = 0, experts = 0, used = 0, threads = 0, split = 0, nextn = 0, fragments = 0;
     uint64_t fragment_align = 4096;
     int heads = 0, kda_period = -1, res_block = -1, kda_head_dim = 0;
@@ -63,6 +73,10 @@ Command add_synth(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--type", o->type, "Type of the 2-D core matrices (F32, F16, BF16, Q8_0, Q4_0, Q4_K, ...)");
   sub->add_option("--expert-type", o->expert_type, "Type of the routed experts (default: --type, or the preset's)");
+  sub->add_option("--mix", o->mix,
+                  "A per-tensor type mix like the published low-bit dynamic quants (" + mixes_list() +
+                      "): experts 1-3 bits with down projections a step higher, the core 4-6 bits, dense FFNs "
+                      "Q8_0 (instead of --type/--expert-type; --tensor-type still applies after it)");
   sub->add_option("--layers", o->layers, "Number of layers");
   sub->add_option("--experts", o->experts, "Routed experts per MoE layer");
   sub->add_option("--experts-used", o->used, "Experts chosen per token");
@@ -127,6 +141,16 @@ Command add_synth(CLI::App& app) {
             if (!type_opt(o->type, &s.type)) return 2;
             if (!o->type.empty()) s.expert_type = s.type;
             if (!type_opt(o->expert_type, &s.expert_type)) return 2;
+            if (!o->mix.empty()) {
+              if (!o->type.empty() || !o->expert_type.empty()) {
+                fmt::print(stderr, "error: --mix sets every matrix's type; give it without --type/--expert-type\n");
+                return 2;
+              }
+              if (!is_dynamic_mix(o->mix, &s.mix)) {
+                fmt::print(stderr, "error: unknown --mix '{}' (one of: {})\n", o->mix, mixes_list());
+                return 2;
+              }
+            }
             if (o->layers) s.n_layer = o->layers;
             if (o->experts) s.n_expert = o->experts;
             if (o->used) s.n_used = o->used;

@@ -9,6 +9,7 @@
 #include "format/gguf_writer.h"
 #include "format/model_file.h"
 #include "kernels/types.h"
+#include "quant/dynamic_mix.h"
 
 namespace deltafin {
 namespace {
@@ -104,6 +105,11 @@ DType target_for(const GGUFTensorInfo& t, const QuantizeOptions& o, int n_layer,
   *fell_back = false;
   const bool matrix = t.n_dims >= 2 && ends_with(t.name, ".weight") && !ends_with(t.name, "ffn_gate_inp.weight");
   if (!matrix || (o.keep_experts && t.name.find("_exps.") != std::string::npos)) return t.type;
+  if (is_dynamic_mix(o.mix)) {
+    const DType want = dynamic_mix_type(o.mix, t.name), got = dynamic_mix_fit(want, t.ne[0]);
+    *fell_back = got != want;
+    return got == DType::F32 ? t.type : got;
+  }
   const DType want = o.mix.empty() ? o.type : mix_type(o.mix, t.name, n_layer, o.type);
   if (fits(want, t.ne[0])) return want;
   *fell_back = true;
@@ -118,12 +124,18 @@ std::string quantize_target_names() {
   for (DType t : direct_types()) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
   s += "; llama-quantize's mixes";
   for (const Mix& m : kMixes) s += std::string(&m == kMixes ? " " : ", ") + m.name;
+  s += "; dynamic-quant mixes";
+  for (const std::string& m : dynamic_mix_names()) s += " " + m;
   return s;
 }
 
 Status parse_quantize_target(const std::string& name, QuantizeOptions* opts) {
   std::string up = name;
   for (char& c : up) c = char(std::toupper(static_cast<unsigned char>(c)));
+  if (is_dynamic_mix(up, &opts->mix)) {
+    opts->type = DType::Q8_0;  // checked for a quantizer; every matrix's type comes from the mix
+    return {};
+  }
   for (const Mix& m : kMixes) {
     if (up == m.name) {
       opts->type = m.base;
@@ -169,6 +181,7 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
   int64_t ft = file_type_of(opts.type);
   for (const Mix& m : kMixes)
     if (opts.mix == m.name) ft = m.file_type;
+  if (is_dynamic_mix(opts.mix)) ft = dynamic_mix_file_type(opts.mix);
   if (ft >= 0) f.set("general.file_type", GGUFValue::u32(uint32_t(ft)));
 
   const int n_layer = int(meta.int_or(meta.string_or("general.architecture", "") + ".block_count", 0));

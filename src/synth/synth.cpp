@@ -10,6 +10,7 @@
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
 #include "model/registry.h"
+#include "quant/dynamic_mix.h"
 
 namespace deltafin {
 
@@ -106,7 +107,19 @@ Status make_plan(const SynthSpec& spec, SynthPlan* plan) {
     for (const Architecture& a : architectures()) list += fmt::format("{}{}", list.empty() ? "" : ", ", a.name);
     return make_error("synth: unknown architecture '{}' ({})", spec.arch, list);
   }
-  DF_TRY(arch->synth_plan(spec, plan));
+  if (spec.mix.empty()) {
+    DF_TRY(arch->synth_plan(spec, plan));
+  } else {
+    // Planned at Q8_0, the matrices a quantized model quantizes are those not left
+    // F32 (routers, norms, KDA's small tensors and rows no block fits stay F32).
+    if (!is_dynamic_mix(spec.mix)) return make_error("synth: unknown --mix '{}'", spec.mix);
+    SynthSpec at_q8 = spec;
+    at_q8.type = at_q8.expert_type = DType::Q8_0;
+    DF_TRY(arch->synth_plan(at_q8, plan));
+    for (auto& t : plan->tensors)
+      if (t.shape.size() >= 2 && (t.expert || t.type != DType::F32))
+        t.type = dynamic_mix_fit(dynamic_mix_type(spec.mix, t.name), t.shape[0]);
+  }
   for (const auto& o : spec.type_overrides) {
     std::regex re;
     try {

@@ -24,6 +24,9 @@ struct SynthSpec {
     DType type;
   };
   std::vector<TypeOverride> type_overrides;
+  // A dynamic-quant type mix (quant/dynamic_mix.h: IQ1_S_DYN ...), applied before the
+  // overrides to every matrix the plan does not keep F32; empty: none.
+  std::string mix;
   int n_layer = 2;
   int64_t n_embd = 256;
   int n_head = 4;

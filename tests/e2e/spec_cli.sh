@@ -2,7 +2,8 @@
 # run --spec from the command line: every mode prints what --spec off prints (greedy),
 # resident and under a --mem that streams experts, with --stats showing the drafts;
 # bad --spec values are refused with a message naming them; --spec mtp on deepseek2
-# with an MTP block; a JSON schema's output unchanged by speculation.
+# with an MTP block; a JSON schema's output unchanged by speculation. qwen3moe+IQ1_S_DYN
+# is a qwen3moe in a dynamic-quant mix (IQ1_S/IQ2_XXS experts, Q4_K core).
 # usage: spec_cli.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -13,9 +14,11 @@ check() { # name, condition command...
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
 p="one two three, one two three, one two"
-for arch in qwen3moe kimi-k3; do
+for arch in qwen3moe kimi-k3 qwen3moe+IQ1_S_DYN; do
   m=$dir/tiny-$arch.gguf
-  "$bin" synth --preset tiny --arch $arch --force -o "$m" >/dev/null 2>&1 || { echo "FAIL synth $arch"; fail=1; continue; }
+  mix=(); [ "${arch%+*}" != "$arch" ] && mix=(--mix "${arch#*+}")
+  "$bin" synth --preset tiny --arch "${arch%+*}" "${mix[@]}" --force -o "$m" >/dev/null 2>&1 ||
+    { echo "FAIL synth $arch"; fail=1; continue; }
   "$bin" run -m "$m" -p x -n 1 --mem 1K --profile none >/dev/null 2>"$dir/small.err"
   least=$(grep -o 'give --mem of at least [0-9.]* MiB' "$dir/small.err" | grep -o '[0-9.]*')
   slot=$(grep -o 'one expert takes [0-9.]* MiB' "$dir/small.err" | grep -o '[0-9.]*')

@@ -3,7 +3,8 @@
 # room for only a couple of experts print exactly what the fully resident run
 # prints, on every architecture synth can make (others are skipped); --stats shows
 # the cache at work; bench prints its table and JSON lines, and --parallel batches
-# sequences so that they share expert lookups.
+# sequences so that they share expert lookups. One more qwen3moe file is written in
+# a dynamic-quant mix (IQ1_S/IQ2_XXS experts, Q4_K core: synth --mix IQ1_S_DYN).
 # usage: stream_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -14,9 +15,13 @@ check() { # name, condition command...
   if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fail=1; fi
 }
 ids=1,17,33,250,9,9,120,77,5,64,3,200,41,42,43,8
-for arch in $("$bin" synth --list-archs); do
+declare -A MEMS  # each file's --mem
+for arch in $("$bin" synth --list-archs) qwen3moe+IQ1_S_DYN; do
+  mix=(); [ "${arch%+*}" != "$arch" ] && mix=(--mix "${arch#*+}")
   m=$dir/tiny-$arch.gguf
-  if ! "$bin" synth --preset tiny --arch $arch --experts 8 --force -o "$m" >/dev/null 2>"$dir/synth-$arch.err"; then
+  if ! "$bin" synth --preset tiny --arch "${arch%+*}" "${mix[@]}" --experts 8 --force -o "$m" >/dev/null \
+      2>"$dir/synth-$arch.err"; then
+    [ ${#mix[@]} -gt 0 ] && { echo "FAIL $arch: synth: $(head -c 200 "$dir/synth-$arch.err")"; fail=1; continue; }
     echo "skip $arch: synth: $(head -c 200 "$dir/synth-$arch.err")"; continue
   fi
   if ! "$bin" eval -m "$m" --ids $ids --top 20 --all-positions -b 6 >"$dir/ref-$arch" 2>"$dir/ref-$arch.err"; then
@@ -32,6 +37,7 @@ for arch in $("$bin" synth --list-archs); do
     echo "FAIL $arch: no minimum budget in: $(cat "$dir/small-$arch.err")"; fail=1; continue
   fi
   mem=$(python3 -c "print(f'{$least + 1.2 * $slot:.3f}M')")
+  MEMS[$arch]=$mem
   tested=$((tested + 1))
   for pol in lfu lru; do
     "$bin" eval -m "$m" --ids $ids --top 20 --all-positions -b 6 --mem "$mem" --cache-policy $pol \
@@ -57,6 +63,7 @@ check "at least one architecture streamed" test $tested -ge 1
 # The usage profile is written and read back.
 m=$dir/tiny-qwen3moe.gguf
 if [ -f "$m" ]; then
+  mem=${MEMS[qwen3moe]}
   rm -f "$dir/p.profile"
   "$bin" eval -m "$m" --ids $ids --mem "$mem" --profile "$dir/p.profile" >/dev/null 2>&1
   check "the usage profile is written" test -s "$dir/p.profile"

@@ -29,7 +29,8 @@ declare -A MIN_TOP1=([F32]=0.99 [F16]=0.99 [BF16]=0.99)
 declare -A TOL=([F32]=1e-3 [F16]=2e-3 [BF16]=2e-2 [Q8_0]=2e-2 [Q4_0]=2e-2 [Q4_K]=2e-2 [Q5_K]=2e-2
                 [Q6_K]=2e-2 [Q2_K]=3e-2 [Q3_K]=3e-2 [MXFP4]=2e-2 [Q4_1]=2e-2 [Q5_0]=2e-2 [Q5_1]=2e-2
                 [IQ4_NL]=2e-2 [IQ4_XS]=2e-2 [TQ2_0]=2e-2 [IQ2_XXS]=3e-2 [IQ2_XS]=3e-2 [IQ3_XXS]=3e-2
-                [IQ2_S]=3e-2 [IQ3_S]=3e-2 [IQ1_S]=3e-2 [IQ1_M]=3e-2 [TQ1_0]=2e-2)
+                [IQ2_S]=3e-2 [IQ3_S]=3e-2 [IQ1_S]=3e-2 [IQ1_M]=3e-2 [TQ1_0]=2e-2
+                [IQ1_S_DYN]=3e-2 [IQ2_XXS_DYN]=3e-2 [Q2_K_DYN]=3e-2)
 # Q3_K: on deepseek2 llama.cpp's own batch and single logits differ by a median
 # 1.1e-2 of the logit range (measured), so 2e-2 sits inside its own spread.
 declare -A MAX_OVER=([F32]=0.01 [F16]=0.01)
@@ -85,7 +86,9 @@ declare -A SYNTH_EXTRA=([deepseek2-F32]="--nextn 1" [deepseek2-BF16]="--nextn 1"
   [deepseek2-Q6_K]="--mla joined"
   [kimi-k3-IQ4_XS]="--moe-latent 256" [kimi-k3-TQ2_0]="--moe-latent 256" [kimi-k3-IQ2_XXS]="--moe-latent 256"
   [kimi-k3-IQ2_XS]="--moe-latent 256" [kimi-k3-IQ3_XXS]="--moe-latent 256" [kimi-k3-IQ1_S]="--moe-latent 256"
-  [kimi-k3-IQ1_M]="--moe-latent 256")
+  [kimi-k3-IQ1_M]="--moe-latent 256"
+  [kimi-k3-IQ1_S_DYN]="--moe-latent 256" [kimi-k3-IQ2_XXS_DYN]="--moe-latent 256" [kimi-k3-Q2_K_DYN]="--moe-latent 256"
+  [deepseek2-IQ1_S_DYN]="--mla joined" [deepseek2-Q2_K_DYN]="--mla joined")
 # (kimi-k3's tiny experts work in a 128-wide latent; 256-value block types need 256.)
 
 # Types that run as routed experts only, under an F32 core (so a cell measures the
@@ -100,6 +103,14 @@ declare -A EXPERT_ONLY_ARCHS=([Q4_1]="qwen3moe kimi-k3 deepseek2" [Q5_0]="qwen3m
   [IQ3_S]="qwen3moe" [TQ1_0]="qwen3moe")
 
 ALL_TYPES="F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K Q2_K Q3_K MXFP4 $EXPERT_ONLY"
+# Whole models in a dynamic-quant mix (`synth --mix`, quant/dynamic_mix.h: experts
+# IQ1_S/IQ2_XXS/Q2_K with down projections a step higher, core Q4_K..Q6_K, dense FFNs
+# Q8_0), as the published low-bit K2/K3/DeepSeek GGUFs are. Run by arch_matrix_mixes.sh
+# (TYPES="$MIXES"), on the architectures listed for each; their bounds are the quantized
+# types' (and kimi-k3's and deepseek2's stated ones: the core is quantized).
+MIXES="IQ1_S_DYN IQ2_XXS_DYN Q2_K_DYN"
+declare -A MIX_ARCHS=([IQ1_S_DYN]="qwen3moe deepseek2 kimi-k3 llama" [IQ2_XXS_DYN]="kimi-k3"
+  [Q2_K_DYN]="qwen3moe deepseek2 kimi-k3 llama")
 TYPES=${TYPES:-$ALL_TYPES}
 N_TOK=${N_TOK:-256}      # teacher-forced tokens per cell (batch and one by one)
 SHAPE_N_TOK=${SHAPE_N_TOK:-128}  # the same for the extra shapes (SHAPE)
@@ -110,7 +121,7 @@ bin=$1; src=$2; build=$3
 # Every architecture `synth` writes, then kimi-k3's extra shapes.
 ALL_ARCHS="$("$bin" synth --list-archs | tr '\n' ' ')kimi-k3@A kimi-k3@B"
 ARCHS=${ARCHS:-$ALL_ARCHS}
-dir=$build/arch_matrix
+dir=${ARCH_MATRIX_DIR:-$build/arch_matrix}
 ref=$src/tests/oracle/llama_ref.mjs
 cmp_py=$src/tests/oracle/compare.py
 
@@ -264,6 +275,14 @@ for a in $ARCHS; do
     core=$t
     et=${EXPERT_TYPE[$a]:-$t}
     [ -n "${SHAPE[$a]:-}" ] && et=$t
+    type_args=()
+    case " $MIXES " in
+      *" $t "*)
+        case " ${MIX_ARCHS[$t]} " in
+          *" $a "*) type_args=(--mix "$t") ;;
+          *) RESULT[$cell]="-"; continue ;;
+        esac ;;
+    esac
     case " $EXPERT_ONLY " in
       *" $t "*)
         case " ${EXPERT_ONLY_ARCHS[$t]:-qwen3moe kimi-k3} " in
@@ -276,7 +295,8 @@ for a in $ARCHS; do
       RESULT[$cell]="no-tol"; fail=1; continue
     fi
     # shellcheck disable=SC2086
-    if ! "$bin" synth --preset tiny --arch "${a%@*}" --type "$core" --expert-type "$et" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
+    [ ${#type_args[@]} -eq 0 ] && type_args=(--type "$core" --expert-type "$et")
+    if ! "$bin" synth --preset tiny --arch "${a%@*}" "${type_args[@]}" ${SHAPE[$a]:-} ${SYNTH_EXTRA[$cell]:-} \
         --force -o "$m" >>"$log" 2>&1; then
       RESULT[$cell]="FAIL:synth"; fail=1; continue
     fi

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "format/model_file.h"
 #include "kernels/types.h"
+#include "quant/dynamic_mix.h"
 #include "quant/quantize_model.h"
 #include "synth/synth.h"
 
@@ -158,4 +159,78 @@ TEST(Quantize, Q4KMMixesTypesAsLlamaCpp) {
   EXPECT_GT(rep.types["Q4_K"], 0);
   EXPECT_GT(rep.fell_back, 0);
   std::remove(out.c_str());
+}
+
+// The dynamic-quant mixes (quant/dynamic_mix.h): experts in the low-bit type with the
+// down projections a step higher, the core at 4-6 bits, the router untouched; the
+// 128-wide expert rows take llama.cpp's fallback for 256-value blocks (IQ4_NL).
+TEST(Quantize, DynamicMixTypesPerTensor) {
+  const std::string out = tmp_path("iq1s_dyn.gguf");
+  QuantizeOptions o;
+  ASSERT_TRUE(parse_quantize_target("iq1_s_dyn", &o).ok());
+  EXPECT_EQ(o.mix, "IQ1_S_DYN");
+  QuantizeReport rep;
+  Status st = quantize_model(f32_model(), out, o, &rep);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  auto q = ModelFile::open(out, local_file_opener());
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->meta().int_or("general.file_type", -1), 24);  // LLAMA_FTYPE_MOSTLY_IQ1_S
+  auto type_of = [&](const std::string& n) {
+    const TensorRef* r = (*q)->tensor(n);
+    return r ? r->info->type : DType::I8;
+  };
+  EXPECT_EQ(type_of("blk.0.ffn_gate_exps.weight"), DType::IQ1_S);
+  EXPECT_EQ(type_of("blk.0.ffn_up_exps.weight"), DType::IQ1_S);
+  EXPECT_EQ(type_of("blk.0.ffn_down_exps.weight"), DType::IQ4_NL);  // 128-wide rows
+  EXPECT_EQ(type_of("blk.0.attn_q.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of("blk.0.ffn_gate_inp.weight"), DType::F32);
+  if ((*q)->tensor("output.weight")) EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  EXPECT_GT(rep.fell_back, 0);
+  // Still the same model, roughly: IQ1_S keeps about a third of a random matrix.
+  auto in = ModelFile::open(f32_model(), local_file_opener());
+  ASSERT_TRUE(in.ok());
+  EXPECT_LT(rel_rms(floats(**in, "blk.0.ffn_gate_exps.weight"), floats(**q, "blk.0.ffn_gate_exps.weight")), 0.8);
+  EXPECT_LT(rel_rms(floats(**in, "blk.0.attn_q.weight"), floats(**q, "blk.0.attn_q.weight")), 0.1);
+  std::remove(out.c_str());
+}
+
+TEST(Quantize, DynamicMixFallbacksAreLlamaCpps) {
+  EXPECT_EQ(dynamic_mix_fit(DType::IQ1_S, 512), DType::IQ1_S);
+  EXPECT_EQ(dynamic_mix_fit(DType::IQ2_XXS, 128), DType::IQ4_NL);
+  EXPECT_EQ(dynamic_mix_fit(DType::Q2_K, 96), DType::IQ4_NL);
+  EXPECT_EQ(dynamic_mix_fit(DType::Q4_K, 128), DType::Q5_0);
+  EXPECT_EQ(dynamic_mix_fit(DType::Q5_K, 128), DType::Q5_1);
+  EXPECT_EQ(dynamic_mix_fit(DType::Q6_K, 128), DType::Q8_0);
+  EXPECT_EQ(dynamic_mix_fit(DType::Q6_K, 100), DType::F32);
+  EXPECT_EQ(dynamic_mix_type("Q2_K_DYN", "blk.3.ffn_down_exps.weight"), DType::Q3_K);
+  EXPECT_EQ(dynamic_mix_type("IQ2_XXS_DYN", "blk.3.ffn_up_exps.weight"), DType::IQ2_XXS);
+  EXPECT_EQ(dynamic_mix_type("IQ2_XXS_DYN", "blk.0.ffn_down.weight"), DType::Q8_0);  // a dense layer
+  EXPECT_EQ(dynamic_mix_type("IQ2_XXS_DYN", "blk.3.ffn_down_shexp.weight"), DType::Q5_K);
+  EXPECT_FALSE(is_dynamic_mix("IQ1_S"));
+}
+
+// synth --mix on a DeepSeek-shaped model: a dense first layer, shared experts, MLA.
+TEST(Quantize, SynthWritesADynamicMix) {
+  SynthSpec s;
+  ASSERT_TRUE(synth_preset("tiny", "deepseek2", &s));
+  s.mix = "IQ1_S_DYN";
+  s.n_ff_exp = 256;
+  const std::string p = tmp_path("synth_dyn.gguf");
+  ThreadPool pool(1);
+  SynthReport r;
+  Status st = synth_model(s, p, pool, &r);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  auto m = ModelFile::open(p, local_file_opener());
+  ASSERT_TRUE(m.ok());
+  auto type_of = [&](const std::string& n) {
+    const TensorRef* t = (*m)->tensor(n);
+    return t ? t->info->type : DType::I8;
+  };
+  EXPECT_EQ(type_of("blk.0.ffn_gate.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of("blk.1.ffn_gate_exps.weight"), DType::IQ1_S);
+  EXPECT_EQ(type_of("blk.1.ffn_down_exps.weight"), DType::IQ2_XXS);
+  EXPECT_EQ(type_of("blk.1.ffn_up_shexp.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of("blk.1.ffn_gate_inp.weight"), DType::F32);
+  EXPECT_EQ(type_of("blk.1.attn_norm.weight"), DType::F32);
+  std::remove(p.c_str());
 }
