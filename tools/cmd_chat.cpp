@@ -10,6 +10,7 @@
 
 #include "chat_repl.h"
 #include "commands.h"
+#include "core/log.h"
 #include "runtime/chat_session.h"
 #include "runtime/engine.h"
 #include "store_options.h"
@@ -83,7 +84,7 @@ Command add_chat(CLI::App& app) {
   add_sampling_options(sub, o->sp);
   sub->add_flag("--stats", o->stats, "Print timing after each answer to stderr");
   add_store_options(sub, o->store);
-  return {sub, [o] {
+  return {sub, [o, sub] {
             if (o->ctx < 16) {
               fmt::print(stderr, "error: -c/--ctx-size {} is too small for a conversation (try 4096)\n", o->ctx);
               return 2;
@@ -101,6 +102,9 @@ Command add_chat(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             DF_ASSIGN_OR_EXIT(std::string tmpl, find_template(engine->file().meta(), o->model, o->chat_template));
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            if (const std::string took = apply_model_sampling(*sub, engine->file().meta(), &o->sp);
+                !took.empty() && log_level() >= LogLevel::Warn)
+              fmt::print(stderr, "sampling: the model's defaults {} (give a flag to change one)\n", took);
             // The conversation's state comes out of --mem like everything else (memory_budget.h).
             DF_CHECK_OR_EXIT(engine->plan_sequences({.n_ctx = o->ctx, .n_states = 1}));
             DF_ASSIGN_OR_EXIT(auto chat, ChatSession::create(engine->model(), tok, tmpl, o->ctx));

@@ -80,7 +80,7 @@ Command add_run(CLI::App& app) {
                   "of response_format json_schema");
   sub->add_flag("--spec-fixed", o->spec_fixed, "Always draft --spec-max tokens (no adaptation; for measurements)");
   add_store_options(sub, o->store);
-  return {sub, [o] {
+  return {sub, [o, sub] {
             if (!o->file.empty() && !std::ifstream(o->file, std::ios::binary)) {  // read once the vocabulary is known
               fmt::print(stderr, "error: cannot read prompt file '{}'\n", o->file);
               return 1;
@@ -118,6 +118,9 @@ Command add_run(CLI::App& app) {
             DF_ASSIGN_OR_EXIT(auto engine, Engine::open(o->model, eo));
             const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
             DF_ASSIGN_OR_EXIT(Tokenizer tok, Tokenizer::from_gguf(engine->file().meta()));
+            if (const std::string took = apply_model_sampling(*sub, engine->file().meta(), &o->sp);
+                !took.empty() && log_level() >= LogLevel::Warn)
+              fmt::print(stderr, "sampling: the model's defaults {} (give a flag to change one)\n", took);
             std::string prompt = o->prompt;
             if (!o->file.empty()) {
               DF_ASSIGN_OR_EXIT(prompt, read_prompt_file(o->file, o->ctx, tok));

@@ -3,11 +3,35 @@
 #include <fstream>
 #include <filesystem>
 #include <system_error>
+#include <type_traits>
 
 #include "commands.h"
 #include "tool_common.h"
 
 namespace deltafin::tools {
+
+std::string apply_model_sampling(const CLI::App& sub, const GGUFFile& meta, SamplingParams* sp) {
+  std::string took;
+  auto take = [&](const char* flag, const char* key, auto* field) {
+    const GGUFValue* v = meta.find(key);
+    if (v == nullptr || sub.get_option(flag)->count() > 0) return;
+    using T = std::remove_pointer_t<decltype(field)>;
+    T was = *field;
+    if constexpr (std::is_integral_v<T>) *field = T(meta.int_or(key, int64_t(was)));
+    else *field = T(meta.float_or(key, double(was)));
+    if (check_sampling(*sp)) {  // a value no flag could give: keep ours
+      *field = was;
+      return;
+    }
+    took += fmt::format("{}{} {}", took.empty() ? "" : " ", flag, *field);
+  };
+  take("--temp", "general.sampling.temp", &sp->temperature);
+  take("--top-k", "general.sampling.top_k", &sp->top_k);
+  take("--top-p", "general.sampling.top_p", &sp->top_p);
+  take("--min-p", "general.sampling.min_p", &sp->min_p);
+  take("--repeat-penalty", "general.sampling.penalty_repeat", &sp->repeat_penalty);
+  return took;
+}
 
 Status prepare_output(const std::string& path, bool force, const std::string& flag) {
   namespace fs = std::filesystem;

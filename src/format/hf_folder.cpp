@@ -140,6 +140,7 @@ Result<std::shared_ptr<HfFolder>> open_hf_folder(const std::string& loc, const S
         for (const auto& x : *e)
           if (x.is_number_integer()) f->eos_ids.push_back(x.get<int64_t>());
     }
+    f->generation_config = std::move(gen);
   }
   HfTokenizerFiles& t = f->tokenizer;
   DF_ASSIGN(t.tokenizer_json, read_small(opener, loc, "tokenizer.json", false, &f->bytes_read));

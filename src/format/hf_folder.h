@@ -41,6 +41,7 @@ struct HfFolder {
   std::map<std::string, HfTensor> tensors;          // the tensors deltafin may run
   uint64_t skipped_tensors = 0, skipped_bytes = 0;  // other parts (vision tower ...)
   std::vector<int64_t> eos_ids;         // generation_config.json eos_token_id
+  nlohmann::json generation_config;     // generation_config.json (sampling defaults); null if none
   HfTokenizerFiles tokenizer;
   uint64_t bytes_read = 0;              // small files and shard headers
 };

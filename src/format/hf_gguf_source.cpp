@@ -34,6 +34,24 @@ uint32_t file_type_of(const GGUFFile& m) {
   return best == DType::BF16 ? 32 : best == DType::F16 ? 1 : best == DType::MXFP4 ? 38 : 0;
 }
 
+// generation_config.json's sampling defaults as the GGUF keys llama.cpp reads for a
+// model's recommended sampling (general.sampling.*); do_sample false is greedy.
+void generation_to_gguf(const nlohmann::json& gen, GGUFFile* m) {
+  if (!gen.is_object()) return;
+  auto number = [&](const char* key, const char* gguf_key) {
+    if (auto it = gen.find(key); it != gen.end() && it->is_number() && !m->find(gguf_key))
+      m->set(gguf_key, GGUFValue::f32(it->get<float>()));
+  };
+  if (auto d = gen.find("do_sample"); d != gen.end() && d->is_boolean() && !d->get<bool>())
+    m->set("general.sampling.temp", GGUFValue::f32(0.0f));
+  number("temperature", "general.sampling.temp");
+  number("top_p", "general.sampling.top_p");
+  number("min_p", "general.sampling.min_p");
+  number("repetition_penalty", "general.sampling.penalty_repeat");
+  if (auto k = gen.find("top_k"); k != gen.end() && k->is_number_integer())
+    m->set("general.sampling.top_k", GGUFValue::i32(k->get<int32_t>()));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFolder> folder) {
@@ -56,6 +74,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   if (Status s = hf_tokenizer_to_gguf(f.tokenizer, &m); !s.ok()) return make_error("{}: {}", loc, s.error().message);
   if (!m.find("tokenizer.ggml.eos_token_id") && !f.eos_ids.empty())
     m.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(f.eos_ids[0])));
+  generation_to_gguf(f.generation_config, &m);
 
   const int n_layer = int(m.int_or(arch.gguf_arch + ".block_count", 0));
   const int n_expert = int(m.int_or(arch.gguf_arch + ".expert_count", 0));

@@ -12,6 +12,9 @@
 #   - `inspect FOLDER` reports the inventory and the header bytes it read;
 #   - the converted BF16 GGUF matches llama.cpp through the oracle harness
 #     (tests/oracle: llama_ref.mjs + compare.py), when the oracle is installed;
+#   - generation_config.json's sampling (temperature, top_p, top_k) becomes the
+#     model's defaults (GGUF general.sampling.*) for the flags a run leaves out, in
+#     the folder and in the GGUF it converts to; do_sample false is greedy;
 #   - a truncated shard and a broken shard header fail naming the shard.
 # usage: hf_folder.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -118,6 +121,25 @@ if [ -n "$oracle" ] && command -v node >/dev/null; then
 else
   echo "note: the llama.cpp oracle is not installed; that comparison is skipped"
 fi
+
+# generation_config.json's sampling defaults, from the folder and from its conversion.
+cp -r "$d/hf-BF16" "$d/gen"
+python3 - "$d/gen/generation_config.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+g.update({"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 20})
+json.dump(g, open(sys.argv[1], "w"))
+PY
+"$bin" convert "$d/gen" "$d/gen.gguf" >/dev/null 2>"$d/log" || bad "convert with sampling defaults: $(cat "$d/log")"
+for m in "$d/gen" "$d/gen.gguf"; do
+  "$bin" run -m "$m" -p hi -n 2 --top-k 5 --seed 1 >/dev/null 2>"$d/log"
+  if grep -q "sampling: the model's defaults --temp 0.6 --top-p 0.9 " "$d/log" && ! grep -q -- "--top-k 20" "$d/log"
+  then ok "$(basename "$m"): generation_config's sampling is the default, a flag overrides it"
+  else bad "$(basename "$m"): sampling defaults: $(cat "$d/log")"; fi
+done
+"$bin" run -m "$d/hf-BF16" -p hi -n 2 >/dev/null 2>"$d/log"
+grep -q "sampling: the model's defaults --temp 0 " "$d/log" && ok "do_sample false: greedy by default" ||
+  bad "do_sample false: $(cat "$d/log")"
 
 # Damaged folders fail naming the shard.
 cp -r "$d/hf-BF16" "$d/trunc"
