@@ -102,7 +102,7 @@ Command add_serve(CLI::App& app) {
                   "them");
   sub->add_flag("--no-reasoning", o->no_reasoning, "Do not split <think> text into reasoning_content");
   add_store_options(sub, o->store);
-  return {sub, [o] {
+  return {sub, [o, sub] {
             if (o->parallel < 1 || o->ctx < 1 || o->prefill_chunk < 1 || o->queue < 0) {
               fmt::print(stderr, "error: --parallel, -c and --prefill-chunk must be >= 1 and --queue >= 0\n");
               return 2;
@@ -245,6 +245,9 @@ Command add_serve(CLI::App& app) {
             sv.max_client_connections = o->max_client_connections;
             sv.chat_template = tmpl_src;
             if (model.info().n_ctx_train > 0) sv.default_max_tokens = model.info().n_ctx_train;
+            if (const std::string took = apply_model_sampling(*sub, engine->file().meta(), &sv.sampling);
+                !took.empty())
+              fmt::print("deltafin serve: requests that leave them out get the model's sampling: {}\n", took);
             sv.reasoning = !o->no_reasoning;
             sv.template_kwargs = template_kwargs;
             sv.memory_plan = &plan;

@@ -69,7 +69,8 @@ inline void add_sampling_options(CLI::App* sub, SamplingParams& sp) {
 // The model's recommended sampling (GGUF general.sampling.temp, top_k, top_p, min_p,
 // penalty_repeat, which llama.cpp reads too; a Hugging Face folder's
 // generation_config.json becomes those keys) for each flag of add_sampling_options
-// the command line left out. Returns what it took ("--temp 0.6 --top-p 0.95"), or "".
+// the command line left out (serve, which has none of those flags, takes them all).
+// Returns what it took ("--temp 0.6 --top-p 0.95"), or "".
 std::string apply_model_sampling(const CLI::App& sub, const GGUFFile& meta, SamplingParams* sp);
 
 }  // namespace deltafin::tools

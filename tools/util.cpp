@@ -14,7 +14,8 @@ std::string apply_model_sampling(const CLI::App& sub, const GGUFFile& meta, Samp
   std::string took;
   auto take = [&](const char* flag, const char* key, auto* field) {
     const GGUFValue* v = meta.find(key);
-    if (v == nullptr || sub.get_option(flag)->count() > 0) return;
+    const CLI::Option* given = sub.get_option_no_throw(flag);
+    if (v == nullptr || (given && given->count() > 0)) return;
     using T = std::remove_pointer_t<decltype(field)>;
     T was = *field;
     if constexpr (std::is_integral_v<T>) *field = T(meta.int_or(key, int64_t(was)));

@@ -190,7 +190,7 @@ Err response_format(const json& rf, GenParams* g) {
 }
 
 // Fields both endpoints take.
-Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
+Err parse_common(const json& j, int64_t n_vocab, bool chat, const SamplingParams& base, GenParams* g) {
   if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) return bad("model", fmt::format("'model' must be a string, not {}", type_name(*it)));
     g->model = it->get<std::string>();
@@ -200,10 +200,7 @@ Err parse_common(const json& j, int64_t n_vocab, bool chat, GenParams* g) {
   if (chat) API_TRY(integer(j, "max_completion_tokens", 1, 1 << 30, &mt));
   if (mt) g->max_tokens = int(*mt);
   SamplingParams& sp = g->sampling;
-  sp.temperature = 1.0f;
-  sp.top_p = 1.0f;
-  sp.top_k = 0;
-  sp.min_p = 0.0f;
+  sp = base;
   API_TRY(number(j, "temperature", 0.0, 2.0, &sp.temperature));
   API_TRY(number(j, "top_p", 0.0, 1.0, &sp.top_p));
   API_TRY(number(j, "min_p", 0.0, 1.0, &sp.min_p));
@@ -300,10 +297,20 @@ Err message_content(const json& c, size_t i, json* out) {
 
 }  // namespace
 
-std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out) {
+SamplingParams api_default_sampling() {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_p = 1.0f;
+  sp.top_k = 0;
+  sp.min_p = 0.0f;
+  return sp;
+}
+
+std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out,
+                                           const SamplingParams& base) {
   json j;
   API_TRY(parse_body(body, &j));
-  API_TRY(parse_common(j, n_vocab, true, &out->gen));
+  API_TRY(parse_common(j, n_vocab, true, base, &out->gen));
   auto it = j.find("messages");
   if (it == j.end() || it->is_null()) return bad("messages", "'messages' is required");
   if (!it->is_array()) return bad("messages", fmt::format("'messages' must be an array, not {}", type_name(*it)));
@@ -411,10 +418,11 @@ std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vo
   return {};
 }
 
-std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out) {
+std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out,
+                                                 const SamplingParams& base) {
   json j;
   API_TRY(parse_body(body, &j));
-  API_TRY(parse_common(j, n_vocab, false, &out->gen));
+  API_TRY(parse_common(j, n_vocab, false, base, &out->gen));
   if (!out->gen.max_tokens) out->gen.max_tokens = 16;  // the OpenAI default for completions
   auto it = j.find("prompt");
   if (it == j.end() || it->is_null()) return bad("prompt", "'prompt' is required");

@@ -90,10 +90,18 @@ std::optional<std::string> parse_json_bounded(std::string_view text, json* out, 
 // The body as a JSON object, or the 400 that says what is wrong with it.
 std::optional<ApiError> parse_json_body(const std::string& body, json* out);
 
-// Parse + validate. `n_vocab` bounds token ids in logit_bias / prompt arrays.
-// On error returns the ApiError to send (400 with the offending param).
-std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out);
-std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out);
+// What a request that sets no sampling field gets: the OpenAI APIs' defaults
+// (temperature 1, top_p 1, no top_k or min_p).
+SamplingParams api_default_sampling();
+
+// Parse + validate. `n_vocab` bounds token ids in logit_bias / prompt arrays; `base`
+// gives the sampling fields the request leaves out (the server's: the APIs' defaults
+// with the model's recommended ones over them). On error returns the ApiError to send
+// (400 with the offending param).
+std::optional<ApiError> parse_chat_request(const std::string& body, int64_t n_vocab, ChatRequest* out,
+                                           const SamplingParams& base = api_default_sampling());
+std::optional<ApiError> parse_completion_request(const std::string& body, int64_t n_vocab, CompletionRequest* out,
+                                                 const SamplingParams& base = api_default_sampling());
 
 // /tokenize (as llama.cpp's server has it): {"content": text, "add_special": false,
 // "parse_special": true, "with_pieces": false}.

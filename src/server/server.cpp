@@ -170,7 +170,7 @@ struct Server::Impl {
 
   void chat(const httplib::Request& req, httplib::Response& res) {
     ChatRequest cr;
-    if (auto e = parse_chat_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
+    if (auto e = parse_chat_request(req.body, info.n_vocab, &cr, opts.sampling)) return send_error(res, *e);
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
@@ -185,7 +185,7 @@ struct Server::Impl {
     const EarlierResponse earlier = [kept](const std::string& id) { return kept->get(id); };
     if (auto e = responses_to_chat(req.body, earlier, &body, &echo, &history)) return send_error(res, *e);
     ChatRequest cr;
-    if (auto e = parse_chat_request(body.dump(), info.n_vocab, &cr)) return send_error(res, responses_error(*e));
+    if (auto e = parse_chat_request(body.dump(), info.n_vocab, &cr, opts.sampling)) return send_error(res, responses_error(*e));
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids;
     ReplyFormat f;
@@ -239,14 +239,14 @@ struct Server::Impl {
                                          ReplyFormat* f) {
     json chat;
     if (auto e = messages_to_chat(body, &chat)) return e;
-    if (auto e = parse_chat_request(chat.dump(), info.n_vocab, cr)) return messages_error(*e);
+    if (auto e = parse_chat_request(chat.dump(), info.n_vocab, cr, opts.sampling)) return messages_error(*e);
     if (auto e = check_model(cr->gen)) return e;
     return prompter->prepare(*cr, ids, f);
   }
 
   void completion(const httplib::Request& req, httplib::Response& res) {
     CompletionRequest cr;
-    if (auto e = parse_completion_request(req.body, info.n_vocab, &cr)) return send_error(res, *e);
+    if (auto e = parse_completion_request(req.body, info.n_vocab, &cr, opts.sampling)) return send_error(res, *e);
     if (auto e = check_model(cr.gen)) return send_error(res, *e);
     std::vector<int32_t> ids = cr.prompt_tokens.empty() ? tok.encode(cr.prompt, true, true) : cr.prompt_tokens;
     if (ids.empty()) return send_error(res, error(400, "the prompt has no tokens", "invalid_request_error", "prompt"));

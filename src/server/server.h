@@ -20,6 +20,8 @@
 #include "core/result.h"
 #include "model/model.h"
 #include "runtime/memory_budget.h"
+#include "runtime/sampler.h"
+#include "server/api.h"
 #include "runtime/scheduler.h"
 #include "store/streaming_store.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +48,9 @@ struct ServerOptions {
   // is full); serve passes the model's trained context length, so that a base
   // model that never ends its text stops there.
   int default_max_tokens = -1;
+  // The sampling a request gets for the fields it leaves out: the APIs' defaults, and
+  // serve lays the model's recommended ones (GGUF general.sampling.*) over them.
+  SamplingParams sampling = api_default_sampling();
   bool reasoning = true;         // split <think> text into reasoning_content when the template uses it
   // Variables every chat request's template gets (--chat-template-kwargs), e.g.
   // {"thinking": false} for Kimi K3; a request's chat_template_kwargs override them.

@@ -14,7 +14,8 @@
 #     (tests/oracle: llama_ref.mjs + compare.py), when the oracle is installed;
 #   - generation_config.json's sampling (temperature, top_p, top_k) becomes the
 #     model's defaults (GGUF general.sampling.*) for the flags a run leaves out, in
-#     the folder and in the GGUF it converts to; do_sample false is greedy;
+#     the folder and in the GGUF it converts to, and serve's requests; do_sample false
+#     is greedy;
 #   - a truncated shard and a broken shard header fail naming the shard.
 # usage: hf_folder.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
@@ -137,6 +138,12 @@ for m in "$d/gen" "$d/gen.gguf"; do
   then ok "$(basename "$m"): generation_config's sampling is the default, a flag overrides it"
   else bad "$(basename "$m"): sampling defaults: $(cat "$d/log")"; fi
 done
+"$bin" serve -m "$d/gen.gguf" --port 0 >"$d/serve.out" 2>&1 &
+spid=$!
+for _ in $(seq 300); do grep -q "listening on" "$d/serve.out" && break; sleep 0.1; done
+kill $spid 2>/dev/null; wait $spid 2>/dev/null
+grep -q "requests that leave them out get the model's sampling: --temp 0.6 --top-k 20 --top-p 0.9" "$d/serve.out" &&
+  ok "serve: requests get the model's sampling defaults" || bad "serve sampling defaults: $(cat "$d/serve.out")"
 "$bin" run -m "$d/hf-BF16" -p hi -n 2 >/dev/null 2>"$d/log"
 grep -q "sampling: the model's defaults --temp 0 " "$d/log" && ok "do_sample false: greedy by default" ||
   bad "do_sample false: $(cat "$d/log")"

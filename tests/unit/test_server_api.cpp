@@ -42,6 +42,30 @@ TEST(ServerApi, ChatRequestParses) {
   EXPECT_TRUE(r.tools.is_array());
 }
 
+// A request's missing sampling fields come from the server's base (the model's
+// recommended sampling over the APIs' defaults); the fields it sets win.
+TEST(ServerApi, MissingSamplingFieldsComeFromTheBase) {
+  SamplingParams base = api_default_sampling();
+  EXPECT_EQ(base.temperature, 1.0f);
+  EXPECT_EQ(base.top_k, 0);
+  base.temperature = 0.6f;
+  base.top_k = 20;
+  ChatRequest r;
+  auto e = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"top_k":5})", 100, &r, base);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(r.gen.sampling.temperature, 0.6f);
+  EXPECT_EQ(r.gen.sampling.top_k, 5);
+  EXPECT_EQ(r.gen.sampling.top_p, 1.0f);
+  CompletionRequest c;
+  e = parse_completion_request(R"({"prompt":"x","temperature":0})", 100, &c, base);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(c.gen.sampling.temperature, 0.0f);
+  EXPECT_EQ(c.gen.sampling.top_k, 20);
+  ChatRequest plain;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":"user","content":"x"}]})", 100, &plain));
+  EXPECT_EQ(plain.gen.sampling.temperature, 1.0f);
+}
+
 TEST(ServerApi, ToolChoice) {
   const std::string head = R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],)";
   for (const char* choice : {R"("none")", R"("auto")", R"("required")", R"({"type":"function","function":{"name":"f"}})"}) {
