@@ -1,20 +1,10 @@
+// write_reply: the one part of the replies that talks to httplib, apart from the
+// writers (reply_writers.cpp) so that what links the writers without a server (the
+// unit tests, and a build whose httplib cannot be linked: cmake/dependencies.cmake)
+// does not pull httplib in.
 #include "server/replies.h"
 
 namespace deltafin::server {
-
-std::string BlockReplyWriter::update(Replies& r, int i, const GenUpdate& u) {
-  Replies::Choice& c = r.choices[size_t(i)];
-  std::string out = push(c.reply.push(u.text));
-  if (c.reply.full()) c.h->stop();
-  if (u.done) out += push(c.reply.finish());
-  return out;
-}
-
-std::string BlockReplyWriter::end(Replies& r, Metrics* m) {
-  if (n_calls() > 0) m->count_tool_calls(n_calls());
-  const GenUpdate& last = r.choices[0].last;
-  return finish(last.finish_reason, last.stop_string, r.usage());
-}
 
 void write_reply(httplib::Response& res, std::shared_ptr<Replies> ctx, std::shared_ptr<ReplyWriter> w, bool stream,
                  std::chrono::milliseconds heartbeat, Metrics* m, std::function<void()> finished) {
