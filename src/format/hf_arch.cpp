@@ -88,4 +88,21 @@ Result<double> hf_config_float(const nlohmann::json& c, const char* field) {
   return it->get<double>();
 }
 
+Status HfConfigWriter::put(const std::string& key, int64_t v, const char* field) const {
+  if (v < 0 || v > int64_t(UINT32_MAX)) return make_error("config.json: '{}' is {}; out of range", field, v);
+  m->set(prefix + key, GGUFValue::u32(uint32_t(v)));
+  return {};
+}
+
+Status HfConfigWriter::u32(const std::string& key, const char* field) const {
+  DF_ASSIGN(int64_t v, hf_config_int(c, field));
+  return put(key, v, field);
+}
+
+Status HfConfigWriter::f32(const std::string& key, const char* field) const {
+  DF_ASSIGN(double v, hf_config_float(c, field));
+  m->set(prefix + key, GGUFValue::f32(float(v)));
+  return {};
+}
+
 }  // namespace deltafin

@@ -101,6 +101,17 @@ inline bool hf_rule_has_layer(const HfNameRule& r) { return r.gguf.find("{L}") !
 // it), or a default.
 Result<int64_t> hf_config_int(const nlohmann::json& c, const char* field);
 Result<double> hf_config_float(const nlohmann::json& c, const char* field);
+// Writes config.json fields as the GGUF keys `prefix` + key ("qwen3moe.block_count"),
+// what every architecture's config_to_gguf does: u32 values checked for range (the
+// error names the field), required fields read with the helpers above.
+struct HfConfigWriter {
+  const nlohmann::json& c;
+  GGUFFile* m;
+  std::string prefix;
+  Status put(const std::string& key, int64_t v, const char* field) const;  // a value derived from `field`
+  Status u32(const std::string& key, const char* field) const;
+  Status f32(const std::string& key, const char* field) const;
+};
 
 // Per-architecture descriptions (one file each).
 const HfArch& hf_arch_qwen3moe();

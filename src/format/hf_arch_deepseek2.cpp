@@ -18,53 +18,40 @@ constexpr uint32_t kGatingSoftmax = 1, kGatingSigmoid = 2;  // llama.cpp's exper
 
 Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
   const std::string a = "deepseek2.";
-  auto put = [&](const char* key, int64_t v, const char* field) -> Status {
-    if (v < 0 || v > int64_t(UINT32_MAX)) return make_error("config.json: '{}' is {}; out of range", field, v);
-    m->set(a + key, GGUFValue::u32(uint32_t(v)));
-    return {};
-  };
-  auto u32 = [&](const char* key, const char* field) -> Status {
-    DF_ASSIGN(int64_t v, hf_config_int(c, field));
-    return put(key, v, field);
-  };
-  auto f32 = [&](const char* key, const char* field) -> Status {
-    DF_ASSIGN(double v, hf_config_float(c, field));
-    m->set(a + key, GGUFValue::f32(float(v)));
-    return {};
-  };
-  DF_TRY(u32("block_count", "num_hidden_layers"));
-  DF_TRY(u32("context_length", "max_position_embeddings"));
-  DF_TRY(u32("embedding_length", "hidden_size"));
-  DF_TRY(u32("feed_forward_length", "intermediate_size"));
-  DF_TRY(u32("attention.head_count", "num_attention_heads"));
+  const HfConfigWriter w{c, m, a};
+  DF_TRY(w.u32("block_count", "num_hidden_layers"));
+  DF_TRY(w.u32("context_length", "max_position_embeddings"));
+  DF_TRY(w.u32("embedding_length", "hidden_size"));
+  DF_TRY(w.u32("feed_forward_length", "intermediate_size"));
+  DF_TRY(w.u32("attention.head_count", "num_attention_heads"));
   m->set(a + "attention.head_count_kv", GGUFValue::u32(1));  // MLA as MQA over the latent
-  DF_TRY(f32("rope.freq_base", "rope_theta"));
-  DF_TRY(f32("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
+  DF_TRY(w.f32("rope.freq_base", "rope_theta"));
+  DF_TRY(w.f32("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
   const std::string scoring = c.value("scoring_func", std::string("softmax"));
   if (scoring != "sigmoid" && scoring != "softmax")
     return make_error("config.json: 'scoring_func' '{}' is not supported (sigmoid, softmax)", scoring);
   m->set(a + "expert_gating_func", GGUFValue::u32(scoring == "sigmoid" ? kGatingSigmoid : kGatingSoftmax));
-  DF_TRY(put("leading_dense_block_count", c.value("first_k_dense_replace", int64_t(0)), "first_k_dense_replace"));
-  DF_TRY(u32("vocab_size", "vocab_size"));
-  if (auto q = c.find("q_lora_rank"); q != c.end() && !q->is_null()) DF_TRY(u32("attention.q_lora_rank", "q_lora_rank"));
+  DF_TRY(w.put("leading_dense_block_count", c.value("first_k_dense_replace", int64_t(0)), "first_k_dense_replace"));
+  DF_TRY(w.u32("vocab_size", "vocab_size"));
+  if (auto q = c.find("q_lora_rank"); q != c.end() && !q->is_null()) DF_TRY(w.u32("attention.q_lora_rank", "q_lora_rank"));
   DF_ASSIGN(int64_t r_kv, hf_config_int(c, "kv_lora_rank"));
   DF_ASSIGN(int64_t d_rope, hf_config_int(c, "qk_rope_head_dim"));
   DF_ASSIGN(int64_t d_nope, hf_config_int(c, "qk_nope_head_dim"));
   DF_ASSIGN(int64_t d_v, hf_config_int(c, "v_head_dim"));
-  DF_TRY(put("attention.kv_lora_rank", r_kv, "kv_lora_rank"));
-  DF_TRY(put("attention.key_length", r_kv + d_rope, "kv_lora_rank"));
-  DF_TRY(put("attention.value_length", r_kv, "kv_lora_rank"));
-  DF_TRY(put("attention.key_length_mla", d_nope + d_rope, "qk_nope_head_dim"));
-  DF_TRY(put("attention.value_length_mla", d_v, "v_head_dim"));
-  DF_TRY(u32("expert_feed_forward_length", "moe_intermediate_size"));
-  DF_TRY(u32("expert_count", "n_routed_experts"));
-  DF_TRY(u32("expert_used_count", "num_experts_per_tok"));
-  DF_TRY(u32("expert_shared_count", "n_shared_experts"));
+  DF_TRY(w.put("attention.kv_lora_rank", r_kv, "kv_lora_rank"));
+  DF_TRY(w.put("attention.key_length", r_kv + d_rope, "kv_lora_rank"));
+  DF_TRY(w.put("attention.value_length", r_kv, "kv_lora_rank"));
+  DF_TRY(w.put("attention.key_length_mla", d_nope + d_rope, "qk_nope_head_dim"));
+  DF_TRY(w.put("attention.value_length_mla", d_v, "v_head_dim"));
+  DF_TRY(w.u32("expert_feed_forward_length", "moe_intermediate_size"));
+  DF_TRY(w.u32("expert_count", "n_routed_experts"));
+  DF_TRY(w.u32("expert_used_count", "num_experts_per_tok"));
+  DF_TRY(w.u32("expert_shared_count", "n_shared_experts"));
   m->set(a + "expert_weights_scale", GGUFValue::f32(float(c.value("routed_scaling_factor", 1.0))));
   m->set(a + "expert_weights_norm", GGUFValue::boolean(c.value("norm_topk_prob", false)));
-  if (c.contains("n_group") && !c["n_group"].is_null()) DF_TRY(u32("expert_group_count", "n_group"));
-  if (c.contains("topk_group") && !c["topk_group"].is_null()) DF_TRY(u32("expert_group_used_count", "topk_group"));
-  DF_TRY(put("rope.dimension_count", d_rope, "qk_rope_head_dim"));
+  if (c.contains("n_group") && !c["n_group"].is_null()) DF_TRY(w.u32("expert_group_count", "n_group"));
+  if (c.contains("topk_group") && !c["topk_group"].is_null()) DF_TRY(w.u32("expert_group_used_count", "topk_group"));
+  DF_TRY(w.put("rope.dimension_count", d_rope, "qk_rope_head_dim"));
   if (c.value("moe_layer_freq", 1) != 1)
     return make_error("config.json: 'moe_layer_freq' {} is not supported (experts in every layer after the dense ones)",
                       c["moe_layer_freq"].dump());
@@ -75,7 +62,7 @@ Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
     DF_ASSIGN(int64_t orig, hf_config_int(*it, "original_max_position_embeddings"));
     m->set(a + "rope.scaling.type", GGUFValue::str("yarn"));
     m->set(a + "rope.scaling.factor", GGUFValue::f32(float(factor)));
-    DF_TRY(put("rope.scaling.original_context_length", orig, "rope_scaling.original_max_position_embeddings"));
+    DF_TRY(w.put("rope.scaling.original_context_length", orig, "rope_scaling.original_max_position_embeddings"));
     if (it->contains("beta_fast")) m->set(a + "rope.scaling.yarn_beta_fast", GGUFValue::f32(float((*it)["beta_fast"].get<double>())));
     if (it->contains("beta_slow")) m->set(a + "rope.scaling.yarn_beta_slow", GGUFValue::f32(float((*it)["beta_slow"].get<double>())));
     // The converter stores 0.1 * mscale_all_dim (llama.cpp divides it back for deepseek2).

@@ -75,25 +75,12 @@ bool skip_tensor(const nlohmann::json& c, const std::string& name) {
 }
 
 Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
-  auto u32 = [&](const std::string& key, int64_t v, const char* field) -> Status {
-    if (v < 0 || v > int64_t(UINT32_MAX)) return make_error("config.json: '{}' is {}; out of range", field, v);
-    m->set(kA + key, GGUFValue::u32(uint32_t(v)));
-    return {};
-  };
-  auto req = [&](const std::string& key, const char* field) -> Status {
-    DF_ASSIGN(int64_t v, hf_config_int(c, field));
-    return u32(key, v, field);
-  };
-  auto f32 = [&](const std::string& key, const char* field) -> Status {
-    DF_ASSIGN(double v, hf_config_float(c, field));
-    m->set(kA + key, GGUFValue::f32(float(v)));
-    return {};
-  };
-  DF_TRY(req("block_count", "num_hidden_layers"));
-  DF_TRY(req("context_length", "max_position_embeddings"));
-  DF_TRY(req("embedding_length", "hidden_size"));
-  DF_TRY(req("attention.head_count", "num_attention_heads"));
-  DF_TRY(f32("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
+  const HfConfigWriter w{c, m, kA};
+  DF_TRY(w.u32("block_count", "num_hidden_layers"));
+  DF_TRY(w.u32("context_length", "max_position_embeddings"));
+  DF_TRY(w.u32("embedding_length", "hidden_size"));
+  DF_TRY(w.u32("attention.head_count", "num_attention_heads"));
+  DF_TRY(w.f32("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
   DF_ASSIGN(std::vector<int64_t> kinds, layer_kinds(c));
   m->set(kA + "attention.head_count_kv", GGUFValue::int_array(GGUFType::U32, kinds));
 
@@ -102,14 +89,14 @@ Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
   DF_ASSIGN(int64_t rope, hf_config_int(c, "qk_rope_head_dim"));
   DF_ASSIGN(int64_t nope, hf_config_int(c, "qk_nope_head_dim"));
   DF_ASSIGN(int64_t dv, hf_config_int(c, "v_head_dim"));
-  DF_TRY(u32("attention.key_length", kv_lora + rope, "kv_lora_rank"));
-  DF_TRY(u32("attention.value_length", kv_lora, "kv_lora_rank"));
-  DF_TRY(u32("attention.key_length_mla", nope + rope, "qk_nope_head_dim"));
-  DF_TRY(u32("attention.value_length_mla", dv, "v_head_dim"));
-  DF_TRY(u32("attention.kv_lora_rank", kv_lora, "kv_lora_rank"));
-  DF_TRY(u32("rope.dimension_count", rope, "qk_rope_head_dim"));
+  DF_TRY(w.put("attention.key_length", kv_lora + rope, "kv_lora_rank"));
+  DF_TRY(w.put("attention.value_length", kv_lora, "kv_lora_rank"));
+  DF_TRY(w.put("attention.key_length_mla", nope + rope, "qk_nope_head_dim"));
+  DF_TRY(w.put("attention.value_length_mla", dv, "v_head_dim"));
+  DF_TRY(w.put("attention.kv_lora_rank", kv_lora, "kv_lora_rank"));
+  DF_TRY(w.put("rope.dimension_count", rope, "qk_rope_head_dim"));
   if (auto q = c.find("q_lora_rank"); q != c.end() && !q->is_null()) {
-    DF_TRY(req("attention.q_lora_rank", "q_lora_rank"));
+    DF_TRY(w.u32("attention.q_lora_rank", "q_lora_rank"));
   }
   if (c.value("mla_use_nope", true) != true)
     return make_error("config.json: 'mla_use_nope' false (rotary MLA) is not supported for kimi_k3");
@@ -122,19 +109,19 @@ Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
                       heads, c["num_attention_heads"].dump());
   DF_ASSIGN(int64_t head_dim, hf_config_int(lin, "head_dim"));
   DF_ASSIGN(int64_t conv, hf_config_int(lin, "short_conv_kernel_size"));
-  DF_TRY(u32("kda.head_dim", head_dim, "linear_attn_config.head_dim"));
-  DF_TRY(u32("ssm.conv_kernel", conv, "linear_attn_config.short_conv_kernel_size"));
+  DF_TRY(w.put("kda.head_dim", head_dim, "linear_attn_config.head_dim"));
+  DF_TRY(w.put("ssm.conv_kernel", conv, "linear_attn_config.short_conv_kernel_size"));
   if (auto lb = lin.find("gate_lower_bound"); lb != lin.end() && !lb->is_null()) {
     DF_ASSIGN(double v, hf_config_float(lin, "gate_lower_bound"));
     m->set(kA + "kda.gate_lower_bound", GGUFValue::f32(float(v)));
   }
 
   // FFN: leading dense layers, then the latent MoE.
-  DF_TRY(req("leading_dense_block_count", "first_k_dense_replace"));
-  DF_TRY(req("feed_forward_length", "intermediate_size"));
-  DF_TRY(req("expert_feed_forward_length", "moe_intermediate_size"));
-  DF_TRY(req("expert_count", "num_experts"));
-  DF_TRY(req("expert_used_count", "num_experts_per_token"));
+  DF_TRY(w.u32("leading_dense_block_count", "first_k_dense_replace"));
+  DF_TRY(w.u32("feed_forward_length", "intermediate_size"));
+  DF_TRY(w.u32("expert_feed_forward_length", "moe_intermediate_size"));
+  DF_TRY(w.u32("expert_count", "num_experts"));
+  DF_TRY(w.u32("expert_used_count", "num_experts_per_token"));
   m->set(kA + "expert_shared_count", GGUFValue::u32(uint32_t(std::max<int64_t>(0, c.value("num_shared_experts", 0)))));
   const std::string act = c.value("moe_router_activation_func", std::string("sigmoid"));
   if (act != "sigmoid" && act != "softmax")
@@ -144,11 +131,11 @@ Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
   m->set(kA + "expert_weights_scale", GGUFValue::f32(float(c.value("routed_scaling_factor", 1.0))));
   const int64_t groups = c.value("num_expert_group", int64_t(1));
   if (groups > 1) {
-    DF_TRY(u32("expert_group_count", groups, "num_expert_group"));
-    DF_TRY(req("expert_group_used_count", "topk_group"));
+    DF_TRY(w.put("expert_group_count", groups, "num_expert_group"));
+    DF_TRY(w.u32("expert_group_used_count", "topk_group"));
   }
   if (auto lat = c.find("routed_expert_hidden_size"); lat != c.end() && !lat->is_null()) {
-    DF_TRY(req("expert_latent_length", "routed_expert_hidden_size"));
+    DF_TRY(w.u32("expert_latent_length", "routed_expert_hidden_size"));
   }
   if (c.value("moe_layer_freq", 1) != 1)
     return make_error("config.json: 'moe_layer_freq' {} is not supported (experts in every layer after the dense ones)",
@@ -157,9 +144,9 @@ Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
   if (auto r = c.find("attn_res_block_size"); r != c.end() && !r->is_null()) {
     DF_ASSIGN(res_block, hf_config_int(c, "attn_res_block_size"));
   }
-  DF_TRY(u32("attn_res.block_size", res_block, "attn_res_block_size"));
-  DF_TRY(f32("activation.situ_beta", "activation_situ_beta"));
-  DF_TRY(f32("activation.situ_linear_beta", "activation_situ_linear_beta"));
+  DF_TRY(w.put("attn_res.block_size", res_block, "attn_res_block_size"));
+  DF_TRY(w.f32("activation.situ_beta", "activation_situ_beta"));
+  DF_TRY(w.f32("activation.situ_linear_beta", "activation_situ_linear_beta"));
   return {};
 }
 

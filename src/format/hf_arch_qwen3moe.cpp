@@ -9,29 +9,24 @@ namespace {
 
 Status to_gguf(const nlohmann::json& c, GGUFFile* m) {
   const std::string a = "qwen3moe.";
-  auto u32 = [&](const char* key, const char* field) -> Status {
-    DF_ASSIGN(int64_t v, hf_config_int(c, field));
-    if (v < 0 || v > int64_t(UINT32_MAX)) return make_error("config.json: '{}' is {}; out of range", field, v);
-    m->set(a + key, GGUFValue::u32(uint32_t(v)));
-    return {};
-  };
-  DF_TRY(u32("block_count", "num_hidden_layers"));
-  DF_TRY(u32("context_length", "max_position_embeddings"));
-  DF_TRY(u32("embedding_length", "hidden_size"));
-  DF_TRY(u32("feed_forward_length", "intermediate_size"));
-  DF_TRY(u32("attention.head_count", "num_attention_heads"));
-  DF_TRY(u32("attention.head_count_kv", "num_key_value_heads"));
+  const HfConfigWriter w{c, m, a};
+  DF_TRY(w.u32("block_count", "num_hidden_layers"));
+  DF_TRY(w.u32("context_length", "max_position_embeddings"));
+  DF_TRY(w.u32("embedding_length", "hidden_size"));
+  DF_TRY(w.u32("feed_forward_length", "intermediate_size"));
+  DF_TRY(w.u32("attention.head_count", "num_attention_heads"));
+  DF_TRY(w.u32("attention.head_count_kv", "num_key_value_heads"));
   if (c.contains("head_dim")) {
-    DF_TRY(u32("attention.key_length", "head_dim"));
-    DF_TRY(u32("attention.value_length", "head_dim"));
+    DF_TRY(w.u32("attention.key_length", "head_dim"));
+    DF_TRY(w.u32("attention.value_length", "head_dim"));
   }
   DF_ASSIGN(double theta, hf_config_float(c, "rope_theta"));
   m->set(a + "rope.freq_base", GGUFValue::f32(float(theta)));
   DF_ASSIGN(double eps, hf_config_float(c, "rms_norm_eps"));
   m->set(a + "attention.layer_norm_rms_epsilon", GGUFValue::f32(float(eps)));
-  DF_TRY(u32("expert_count", "num_experts"));
-  DF_TRY(u32("expert_used_count", "num_experts_per_tok"));
-  DF_TRY(u32("expert_feed_forward_length", "moe_intermediate_size"));
+  DF_TRY(w.u32("expert_count", "num_experts"));
+  DF_TRY(w.u32("expert_used_count", "num_experts_per_tok"));
+  DF_TRY(w.u32("expert_feed_forward_length", "moe_intermediate_size"));
   // What the GGUF cannot say: deltafin and llama.cpp's qwen3moe always normalise the
   // top-k weights and put experts in every layer.
   if (c.value("norm_topk_prob", true) != true)
