@@ -99,34 +99,7 @@ done
 # BF16: the conversion equals synth's GGUF tensor for tensor.
 ref=$d/synth.gguf
 "$bin" synth "${SYNTH[@]}" -o "$ref" 2>"$d/log" || bad "synth gguf: $(cat "$d/log")"
-python3 - "$src/tests/e2e" "$d/conv-plain.gguf" "$ref" <<'PY' && ok "plain: converted tensors equal synth's" || bad "plain: converted tensors differ from synth's"
-import struct, sys
-sys.path.insert(0, sys.argv[1])
-from gguf_patch import Gguf
-SIZE = {0: 4, 1: 2, 30: 2}
-def tensors(p):
-    g = Gguf(open(p, "rb").read())
-    out = {}
-    for name, (at, nd, ty, off) in g.tensors.items():
-        ne = struct.unpack_from("<%dQ" % nd, g.d, at + 4)
-        n = 1
-        for x in ne: n *= x
-        out[name] = (ty, ne, bytes(g.d[g.data_start + off: g.data_start + off + n * SIZE[ty]]))
-    return out
-conv, ref = tensors(sys.argv[2]), tensors(sys.argv[3])
-assert conv.keys() == ref.keys(), set(conv) ^ set(ref)
-def bf16_round(b):
-    xs = struct.unpack("<%dI" % (len(b) // 4), b)
-    return struct.pack("<%dI" % len(xs), *(((x + 0x7FFF + ((x >> 16) & 1)) >> 16) << 16 for x in xs))
-rounded = 0
-for name, (ty, ne, data) in ref.items():
-    cty, cne, cdata = conv[name]
-    assert (cty, cne) == (ty, ne), (name, cty, cne, ty, ne)
-    if cdata != data:
-        assert ty == 0 and cdata == bf16_round(data), name
-        rounded += 1
-print(f"{len(ref)} tensors, {rounded} BF16-rounded F32 tensors")
-PY
+python3 "$src/tests/e2e/gguf_tensors_equal.py" "$d/conv-plain.gguf" "$ref" && ok "plain: converted tensors equal synth's" || bad "plain: converted tensors differ from synth's"
 
 # llama.cpp on the converted BF16 GGUF, through the oracle harness. (With the ids of
 # Random(7) one of 24 positions flips top-1 on a near tie, max difference 4.5e-3 of the

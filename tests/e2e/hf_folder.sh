@@ -59,34 +59,7 @@ PY
   elif "$bin" convert --force "$hf" "$conv" 2>>"$d/log"; then ok "$T: convert, --force"
   else bad "$T: convert --force: $(cat "$d/log")"; fi
   # Tensor data against synth's GGUF.
-  python3 - "$src/tests/e2e" "$conv" "$ref" <<'PY' && ok "$T: converted tensors equal synth's" || bad "$T: converted tensors differ from synth's"
-import struct, sys
-sys.path.insert(0, sys.argv[1])
-from gguf_patch import Gguf
-SIZE = {0: 4, 1: 2, 30: 2}
-def tensors(p):
-    g = Gguf(open(p, "rb").read())
-    out = {}
-    for name, (at, nd, ty, off) in g.tensors.items():
-        ne = struct.unpack_from("<%dQ" % nd, g.d, at + 4)
-        n = 1
-        for x in ne: n *= x
-        out[name] = (ty, ne, bytes(g.d[g.data_start + off: g.data_start + off + n * SIZE[ty]]))
-    return out
-conv, ref = tensors(sys.argv[2]), tensors(sys.argv[3])
-assert conv.keys() == ref.keys(), set(conv) ^ set(ref)
-def bf16_round(b):
-    xs = struct.unpack("<%dI" % (len(b) // 4), b)
-    return struct.pack("<%dI" % len(xs), *(((x + 0x7FFF + ((x >> 16) & 1)) >> 16) << 16 for x in xs))
-rounded = 0
-for name, (ty, ne, data) in ref.items():
-    cty, cne, cdata = conv[name]
-    assert (cty, cne) == (ty, ne), (name, cty, cne, ty, ne)
-    if cdata != data:
-        assert ty == 0 and cdata == bf16_round(data), name
-        rounded += 1
-print(f"{len(ref)} tensors, {rounded} BF16-rounded F32 tensors")
-PY
+  python3 "$src/tests/e2e/gguf_tensors_equal.py" "$conv" "$ref" && ok "$T: converted tensors equal synth's" || bad "$T: converted tensors differ from synth's"
   # Logits and text: folder == converted GGUF, bit for bit.
   "$bin" eval -m "$hf" --ids "$IDS" --top 100000 --all-positions >"$d/eval-hf-$T" 2>"$d/log" || bad "$T: eval folder: $(cat "$d/log")"
   "$bin" eval -m "$conv" --ids "$IDS" --top 100000 --all-positions >"$d/eval-conv-$T" 2>"$d/log" || bad "$T: eval gguf: $(cat "$d/log")"
