@@ -1,9 +1,10 @@
 // AVX-512 (F, BW, VL, DQ, VNNI) kernels: the float types with 512-bit vectors, the
-// 32-value block types two blocks per vector with vpdpbusd and scales gathered 16
+// 32-value block types two blocks per vector with vpdpbusd and scales loaded 16
 // blocks at a time, the activation quantizers (x86_common.h); install_avx512 also
 // pulls in the K-quants (kquants_avx512.cpp). Rows it does not set keep their AVX2
 // kernels.
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/kernels_impl.h"
@@ -210,12 +211,15 @@ inline __m512i unpack_nibbles_pair(const uint8_t* p0, const uint8_t* p1) {
 // Two fp16 scales -> floats in lanes 0, 1.
 inline __m128 h2f_pair(uint16_t a, uint16_t b) { return _mm_cvtph_ps(_mm_cvtsi32_si128(int(a | (uint32_t(b) << 16)))); }
 
-// The fp16 scales of 16 consecutive blocks of `stride` bytes (d at offset 0).
-inline __m512 gather_fp16_scales(const void* first, int stride) {
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(stride));
-  __m512i raw = _mm512_i32gather_epi32(idx, first, 1);  // 4 bytes from each block start
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+// The fp16 scales of 16 consecutive blocks of `stride` bytes (d at offset 0), by
+// scalar loads: vpgatherdd is microcoded on AMD Zen 4, where it stalled the decode
+// matvec (perf put the time on the gathers and the prefetches queued behind them).
+inline __m512 fp16_scales16(const void* first, int stride) {
+  alignas(32) uint16_t h[16];
+  const auto* p = static_cast<const uint8_t*>(first);
+  DF_UNROLL
+  for (int k = 0; k < 16; ++k) std::memcpy(&h[k], p + k * stride, 2);
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
 struct Pair8_0 {
@@ -227,7 +231,7 @@ struct Pair8_0 {
     return _mm512_abs_epi8(v);
   }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
-  static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
+  static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
 };
 struct Pair4_0 {
   using Block = BlockQ4_0;
@@ -240,7 +244,7 @@ struct Pair4_0 {
     return _mm512_shuffle_epi8(lut, codes);
   }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
-  static __m512 d16(const Block* a) { return gather_fp16_scales(a, sizeof(Block)); }
+  static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
 };
 struct PairMXFP4 {
   using Block = BlockMXFP4;
@@ -254,9 +258,10 @@ struct PairMXFP4 {
   }
   static __m128 d(const Block& a, const Block& b) { return _mm_setr_ps(e8m0_half_to_f32(a.e), e8m0_half_to_f32(b.e), 0, 0); }
   static __m512 d16(const Block* a) {  // 2^(e - 128), exact (scalef keeps the subnormals of e < 2)
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(int(sizeof(Block))));
-    __m512i e = _mm512_and_si512(_mm512_i32gather_epi32(idx, a, 1), _mm512_set1_epi32(0xff));
+    alignas(16) uint8_t eb[16];
+    DF_UNROLL
+    for (int k = 0; k < 16; ++k) eb[k] = a[k].e;
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(eb)));
     return _mm512_scalef_ps(_mm512_set1_ps(1.0f), _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
   }
 };
@@ -264,7 +269,7 @@ struct PairMXFP4 {
 // out[t] = dot(w, x_t) against NT rows of Q8_0. The weight's sign moves onto the
 // activations (masked negate) so vpdpbusd's unsigned x signed form applies; lanes
 // 0..7 of each product belong to the first block of the pair, 8..15 to the second.
-// Scales are gathered 16 blocks at a time (one vector product for all of them), as
+// Scales are loaded 16 blocks at a time (one vector product for all of them), as
 // per-block scalar scale handling would cost as much as the dot itself.
 template <class Pair, int NT>
 inline void pair_step(const typename Pair::Block* a, const BlockQ8_0* const* b, int64_t i, const __m512* d, __m512* acc) {
@@ -295,7 +300,7 @@ void dot_q32_pairs(int64_t n, float* out, const void* w, const void* const* xp) 
     __m512 da = Pair::d16(a + i);
     __m512 d16[NT];
     DF_UNROLL
-    for (int t = 0; t < NT; ++t) d16[t] = _mm512_mul_ps(da, gather_fp16_scales(b[t] + i, sizeof(BlockQ8_0)));
+    for (int t = 0; t < NT; ++t) d16[t] = _mm512_mul_ps(da, fp16_scales16(b[t] + i, sizeof(BlockQ8_0)));
     DF_UNROLL
     for (int k = 0; k < 8; ++k) {
       const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
@@ -361,7 +366,7 @@ void dot_q32_pairs_rows(int64_t n, float* out, const void* w, size_t w_stride, c
     __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, sy);
     acc_r = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc_r);
   };
-  // Decode streams weights from DRAM and the scale gathers stall on them: fetch the
+  // Decode streams weights from DRAM and the scale loads stall on them: fetch the
   // same span of the next NR rows (the caller's next call) while this one computes.
   // Prefetches never fault, so running past the matrix's last row is harmless.
   const size_t ahead = NR * w_stride;
@@ -377,7 +382,7 @@ void dot_q32_pairs_rows(int64_t n, float* out, const void* w, size_t w_stride, c
   int64_t i = 0;
   for (; i + 16 <= nb; i += 16) {
     prefetch_next(i, 16);
-    const __m512 db = gather_fp16_scales(b + i, sizeof(BlockQ8_0));
+    const __m512 db = fp16_scales16(b + i, sizeof(BlockQ8_0));
     __m512 d16[NR];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) d16[r] = _mm512_mul_ps(Pair::d16(a[r] + i), db);
@@ -479,8 +484,11 @@ void install_avx512(TypeTraits* t) {
   // depend on how a batch was grouped (batch invariance). Measured (min over repeated
   // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs
   // ~25 GB/s per core); the x4 kernels are faster as pairs.
-  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>,
-      dot_q32_pairs_rows<Pair8_0, DecodeQ8_0, 4>);
+  // Q8_0 decodes row by row: its rows are twice Q4_0's bytes, and four interleaved
+  // row streams (the r4 kernel) defeat the hardware prefetcher where one sequential
+  // stream does not (qwen3-moe-mini Q8_0, -t 1, AMD EPYC: 152-157 tok/s per row
+  // against 122-125 with r4; Q4_0 and MXFP4 are faster with r4). docs/BENCHMARKS.md.
+  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
   set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>,
       dot_q32_pairs_rows<Pair4_0, DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>,
