@@ -1,15 +1,21 @@
-// Importance-weighted quantization (kernels/importance.h): the i-quants' weighted
-// quantizers lower the importance-weighted error they are asked to lower, and stay
-// valid for flat and zero importances.
+// llama.cpp importance matrices: the i-quants' weighted quantizers lower the
+// importance-weighted error they are asked to lower; both file formats read back
+// what a writer here put in them (the legacy .dat built byte by byte, the GGUF one
+// with GGUFWriter), and bad files give errors that name the file and entry.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "format/gguf_writer.h"
 #include "kernels/importance.h"
 #include "kernels/types.h"
+#include "quant/imatrix.h"
 
 using namespace deltafin;
 
@@ -117,4 +123,213 @@ TEST(ImatrixQuant, ZeroImportanceAndZeroRows) {
     for (float v : round_trip(t, x, n, &imp)) ASSERT_TRUE(std::isfinite(v)) << dtype_name(t);
     for (float v : round_trip(t, zero, n, &imp)) ASSERT_EQ(v, 0.0f) << dtype_name(t);
   }
+}
+
+// ---- reading -------------------------------------------------------------------------
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  return ::testing::TempDir() + "deltafin_test_imatrix_" + std::to_string(::getpid()) + "_" + name;
+}
+
+struct DatEntry {
+  std::string name;
+  int32_t ncall;
+  std::vector<float> values;  // as stored: mean x^2 times ncall
+};
+
+void put_i32(std::string* s, int32_t v) {
+  char b[4];
+  std::memcpy(b, &v, 4);  // little-endian hosts only, as llama.cpp writes it
+  s->append(b, 4);
+}
+
+// The legacy .dat layout (imatrix.h), with the optional trailer when `dataset` is set.
+std::string dat_bytes(const std::vector<DatEntry>& entries, const std::string* dataset = nullptr) {
+  std::string s;
+  put_i32(&s, int32_t(entries.size()));
+  for (const auto& e : entries) {
+    put_i32(&s, int32_t(e.name.size()));
+    s += e.name;
+    put_i32(&s, e.ncall);
+    put_i32(&s, int32_t(e.values.size()));
+    s.append(reinterpret_cast<const char*>(e.values.data()), e.values.size() * 4);
+  }
+  if (dataset) {
+    put_i32(&s, 42);  // chunks
+    put_i32(&s, int32_t(dataset->size()));
+    s += *dataset;
+  }
+  return s;
+}
+
+Result<Imatrix> parse_bytes(const std::string& bytes, const std::string& name = "test.dat") {
+  auto src = memory_source(bytes, name);
+  return parse_imatrix(*src);
+}
+
+std::vector<float> ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * float(i % 17 + 1);
+  return v;
+}
+
+struct GgufEntry {
+  std::string name;
+  int64_t n_per_row;
+  std::vector<float> sums, counts;  // sums: n_per_row x counts.size()
+};
+
+Status write_gguf_imatrix(const std::string& path, const std::vector<GgufEntry>& entries,
+                          const std::string& type = "imatrix", bool with_counts = true) {
+  GGUFWriter w(path);
+  w.file().set("general.type", GGUFValue::str(type));
+  w.file().set("imatrix.chunk_count", GGUFValue::u32(7));
+  w.file().set("imatrix.datasets", GGUFValue::string_array({"calibration.txt"}));
+  for (const auto& e : entries) {
+    const auto n_mat = int64_t(e.counts.size());
+    w.add_tensor(e.name + ".in_sum2", DType::F32, {e.n_per_row, n_mat});
+    if (with_counts) w.add_tensor(e.name + ".counts", DType::F32, {1, n_mat});
+  }
+  DF_TRY(w.begin());
+  for (const auto& e : entries) {
+    DF_TRY(w.write_data(e.sums.data(), e.sums.size() * 4));
+    if (with_counts) DF_TRY(w.write_data(e.counts.data(), e.counts.size() * 4));
+  }
+  return w.finish();
+}
+
+}  // namespace
+
+TEST(Imatrix, ReadsLegacyDat) {
+  const std::string ds = "wiki.train.raw";
+  const auto dense = ramp(256, 4.0f), experts = ramp(2 * 128, 3.0f);
+  auto m = parse_bytes(dat_bytes({{"blk.0.attn_q.weight", 4, dense},
+                                   {"blk.0.ffn_up_exps.weight", 3, experts},
+                                   {"blk.0.never_called.weight", 0, ramp(64, 1.0f)}},
+                                  &ds));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_TRUE(m->legacy);
+  EXPECT_EQ(m->chunk_count, 42);
+  ASSERT_EQ(m->datasets.size(), 1u);
+  EXPECT_EQ(m->datasets[0], ds);
+  ASSERT_EQ(m->entries.size(), 3u);
+  // Stored values are mean x^2 times ncall; the importance is their mean again.
+  const auto& q = m->entries.at("blk.0.attn_q.weight").values;
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_FLOAT_EQ(q[i], dense[i] / 4) << i;
+  EXPECT_FLOAT_EQ(m->entries.at("blk.0.ffn_up_exps.weight").values[129], experts[129] / 3);
+  EXPECT_FLOAT_EQ(m->entries.at("blk.0.never_called.weight").values[5], 6.0f);  // ncall 0: as stored
+  // Sizes are checked against the tensor: 2-D rows of 256, and 2 experts of rows of 128.
+  auto dq = m->for_tensor("blk.0.attn_q.weight", 256, 1);
+  ASSERT_TRUE(dq.ok() && *dq != nullptr);
+  auto ex = m->for_tensor("blk.0.ffn_up_exps.weight", 128, 2);
+  ASSERT_TRUE(ex.ok() && *ex != nullptr);
+  auto none = m->for_tensor("output.weight", 256, 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
+  // Without the optional trailer the file reads the same.
+  auto bare = parse_bytes(dat_bytes({{"blk.0.attn_q.weight", 4, dense}}));
+  ASSERT_TRUE(bare.ok()) << bare.error().message;
+  EXPECT_EQ(bare->chunk_count, -1);
+}
+
+TEST(Imatrix, ReadsGguf) {
+  const std::string path = tmp_path("im.gguf");
+  // Expert 0 ran 4 times, expert 1 never: its importance is 1 everywhere.
+  std::vector<float> sums = ramp(2 * 128, 4.0f);
+  ASSERT_TRUE(write_gguf_imatrix(path, {{"blk.1.ffn_down_exps.weight", 128, sums, {4.0f, 0.0f}},
+                                        {"blk.1.attn_k.weight", 64, ramp(64, 2.0f), {2.0f}}})
+                  .ok());
+  auto m = load_imatrix(path);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_FALSE(m->legacy);
+  EXPECT_EQ(m->chunk_count, 7);
+  ASSERT_EQ(m->datasets.size(), 1u);
+  EXPECT_EQ(m->datasets[0], "calibration.txt");
+  const ImatrixEntry& e = m->entries.at("blk.1.ffn_down_exps.weight");
+  EXPECT_EQ(e.n_mat, 2);
+  for (int j = 0; j < 128; ++j) {
+    ASSERT_FLOAT_EQ(e.values[size_t(j)], sums[size_t(j)] / 4) << j;
+    ASSERT_EQ(e.values[size_t(128 + j)], 1.0f) << j;
+  }
+  EXPECT_FLOAT_EQ(m->entries.at("blk.1.attn_k.weight").values[3], 4.0f);  // 2 * 4 / 2
+  EXPECT_TRUE(m->for_tensor("blk.1.ffn_down_exps.weight", 128, 2).ok());
+  // 256 values as 1 x 256 is not 2 experts of 128, though the count matches.
+  auto flat = m->for_tensor("blk.1.ffn_down_exps.weight", 256, 1);
+  ASSERT_FALSE(flat.ok());
+  EXPECT_NE(flat.error().message.find("blk.1.ffn_down_exps.weight"), std::string::npos) << flat.error().message;
+  std::remove(path.c_str());
+}
+
+TEST(Imatrix, BadFilesNameTheFileAndEntry) {
+  const auto vals = ramp(256, 1.0f);
+  const std::string good = dat_bytes({{"blk.0.attn_q.weight", 1, vals}, {"blk.0.attn_k.weight", 1, vals}});
+  // Every truncation is an error (the trailer is optional, so the whole file is the
+  // shortest valid one), and names the file.
+  for (size_t n = 0; n < good.size(); n += (n < 64 ? 1 : 97)) {
+    auto m = parse_bytes(good.substr(0, n), "cut.dat");
+    ASSERT_FALSE(m.ok()) << n;
+    EXPECT_NE(m.error().message.find("cut.dat"), std::string::npos) << m.error().message;
+  }
+  auto cut = parse_bytes(good.substr(0, good.size() - 10), "cut.dat");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().message.find("truncated"), std::string::npos) << cut.error().message;
+  EXPECT_NE(cut.error().message.find("blk.0.attn_k.weight"), std::string::npos) << cut.error().message;
+
+  for (float bad : {std::nanf(""), -1.0f, INFINITY}) {
+    auto v = vals;
+    v[100] = bad;
+    auto m = parse_bytes(dat_bytes({{"blk.3.ffn_gate.weight", 1, v}}), "bad.dat");
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.error().message.find("bad.dat"), std::string::npos) << m.error().message;
+    EXPECT_NE(m.error().message.find("blk.3.ffn_gate.weight"), std::string::npos) << m.error().message;
+  }
+
+  // Neither format: text, and a file too short for either.
+  for (const std::string& junk : {std::string("This is not an imatrix, just some text.\n"), std::string("ab")}) {
+    auto m = parse_bytes(junk, "junk.txt");
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.error().message.find("junk.txt"), std::string::npos) << m.error().message;
+    EXPECT_NE(m.error().message.find("not an importance matrix"), std::string::npos) << m.error().message;
+  }
+
+  // The size check against the model: rows of 256 given for rows of 512.
+  auto m = parse_bytes(good, "other_model.dat");
+  ASSERT_TRUE(m.ok());
+  auto fit = m->for_tensor("blk.0.attn_k.weight", 512, 1);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_NE(fit.error().message.find("other_model.dat"), std::string::npos) << fit.error().message;
+  EXPECT_NE(fit.error().message.find("'blk.0.attn_k.weight' has 256 values"), std::string::npos)
+      << fit.error().message;
+
+  // A GGUF that is a model, not an imatrix; a GGUF imatrix without counts; a NaN sum.
+  const std::string gpath = tmp_path("bad.gguf");
+  ASSERT_TRUE(write_gguf_imatrix(gpath, {{"blk.0.attn_q.weight", 256, vals, {1}}}, "model").ok());
+  auto model = load_imatrix(gpath);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("not an importance matrix"), std::string::npos) << model.error().message;
+  ASSERT_TRUE(write_gguf_imatrix(gpath, {{"blk.0.attn_q.weight", 256, vals, {1}}}, "imatrix", false).ok());
+  auto nocounts = load_imatrix(gpath);
+  ASSERT_FALSE(nocounts.ok());
+  EXPECT_NE(nocounts.error().message.find("blk.0.attn_q.weight.counts"), std::string::npos)
+      << nocounts.error().message;
+  auto nan = vals;
+  nan[7] = std::nanf("");
+  ASSERT_TRUE(write_gguf_imatrix(gpath, {{"blk.0.attn_q.weight", 256, nan, {1}}}).ok());
+  auto gnan = load_imatrix(gpath);
+  ASSERT_FALSE(gnan.ok());
+  EXPECT_NE(gnan.error().message.find("blk.0.attn_q.weight"), std::string::npos) << gnan.error().message;
+  // A truncated GGUF imatrix: the parser's error, with the file named.
+  {
+    std::ifstream in(gpath, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto t = parse_bytes(bytes.substr(0, bytes.size() - 100), "cut.gguf");
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().message.find("cut.gguf"), std::string::npos) << t.error().message;
+  }
+  auto missing = load_imatrix(tmp_path("does_not_exist.dat"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("does_not_exist.dat"), std::string::npos) << missing.error().message;
+  std::remove(gpath.c_str());
 }
