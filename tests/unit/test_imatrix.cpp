@@ -1,7 +1,8 @@
 // llama.cpp importance matrices: the i-quants' weighted quantizers lower the
 // importance-weighted error they are asked to lower; both file formats read back
 // what a writer here put in them (the legacy .dat built byte by byte, the GGUF one
-// with GGUFWriter), and bad files give errors that name the file and entry.
+// with GGUFWriter), bad files give errors that name the file and entry, and
+// quantize_model uses the entries it has and counts the tensors it lacks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,10 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "format/gguf_writer.h"
+#include "format/model_file.h"
 #include "kernels/importance.h"
 #include "kernels/types.h"
 #include "quant/imatrix.h"
+#include "quant/quantize_model.h"
+#include "synth/synth.h"
 
 using namespace deltafin;
 
@@ -332,4 +337,116 @@ TEST(Imatrix, BadFilesNameTheFileAndEntry) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("does_not_exist.dat"), std::string::npos) << missing.error().message;
   std::remove(gpath.c_str());
+}
+
+// ---- quantize_model --------------------------------------------------------------------
+
+namespace {
+
+const std::string& f32_model() {
+  static const std::string path = [] {
+    SynthSpec s;
+    EXPECT_TRUE(synth_preset("tiny", "qwen3moe", &s));
+    std::string p = tmp_path("f32.gguf");
+    ThreadPool pool(1);
+    SynthReport r;
+    Status st = synth_model(s, p, pool, &r);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return p;
+  }();
+  return path;
+}
+
+std::vector<float> floats(ModelFile& m, const std::string& name) {
+  const TensorRef* r = m.tensor(name);
+  EXPECT_NE(r, nullptr) << name;
+  std::vector<uint8_t> raw(size_t(r->info->bytes));
+  EXPECT_TRUE(m.read_tensor(*r, raw.data()).ok());
+  std::vector<float> out(size_t(r->info->n_elements()));
+  type_traits_ref(r->info->type)->to_float(raw.data(), out.data(), int64_t(out.size()));
+  return out;
+}
+
+}  // namespace
+
+// An imatrix for every matrix but output.weight and token_embd.weight (llama-imatrix
+// records neither by default), with a skewed importance per expert, plus an entry the
+// model lacks: the matrices it covers weigh by it (their weighted error drops), the
+// two others are counted as missing, the extra entry is ignored; an entry of the
+// wrong size is an error naming it.
+TEST(Quantize, ImatrixWeighsTheMatricesItCovers) {
+  auto in = ModelFile::open(f32_model(), local_file_opener());
+  ASSERT_TRUE(in.ok());
+  std::vector<DatEntry> entries = {{"blk.99.not_in_model.weight", 1, std::vector<float>(64, 1.0f)}};
+  std::map<std::string, std::vector<float>> imp;  // per tensor, all matrices
+  int covered = 0, uncovered = 0;
+  uint32_t seed = 10;
+  for (const auto& [name, ref] : (*in)->tensors()) {
+    const GGUFTensorInfo& t = *ref.info;
+    if (t.n_dims < 2 || name.find("ffn_gate_inp") != std::string::npos) continue;
+    if (name == "output.weight" || name == "token_embd.weight") {
+      uncovered += t.ne[0] % 256 == 0;
+      continue;
+    }
+    auto z = gaussian(size_t(t.ne[0] * t.ne[2]), seed++);
+    std::vector<float> v(z.size());
+    for (size_t j = 0; j < v.size(); ++j) v[j] = std::exp(1.5f * z[j]);
+    imp[name] = v;
+    entries.push_back({name, 1, v});
+    covered += t.ne[0] % 256 == 0;  // the rest fall back to Q8_0, unweighted
+  }
+  const std::string dat = tmp_path("model.dat");
+  {
+    std::ofstream f(dat, std::ios::binary);
+    f << dat_bytes(entries);
+  }
+  auto m = load_imatrix(dat);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+
+  QuantizeOptions o;
+  o.type = DType::IQ2_XXS;
+  QuantizeReport plain_rep, rep;
+  const std::string plain_out = tmp_path("plain.gguf"), out = tmp_path("imatrix.gguf");
+  ASSERT_TRUE(quantize_model(f32_model(), plain_out, o, &plain_rep).ok());
+  EXPECT_EQ(plain_rep.imatrix_used + plain_rep.imatrix_missing, 0);
+  o.imatrix = &*m;
+  Status st = quantize_model(f32_model(), out, o, &rep);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_EQ(rep.imatrix_used, covered);
+  EXPECT_EQ(rep.imatrix_missing, uncovered);
+  EXPECT_GT(covered, 0);
+  EXPECT_GT(uncovered, 0);
+
+  auto p = ModelFile::open(plain_out, local_file_opener());
+  auto q = ModelFile::open(out, local_file_opener());
+  ASSERT_TRUE(p.ok() && q.ok());
+  double e_plain = 0, e_imp = 0;
+  for (const auto& [name, v] : imp) {
+    if ((*q)->tensor(name)->info->type != DType::IQ2_XXS) continue;
+    const auto x = floats(**in, name), yp = floats(**p, name), yq = floats(**q, name);
+    const int64_t cols = (*in)->tensor(name)->info->ne[0], per_mat = cols * (*in)->tensor(name)->info->ne[1];
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double w = v[size_t((int64_t(i) / per_mat) * cols + int64_t(i) % cols)];
+      e_plain += w * (x[i] - yp[i]) * (x[i] - yp[i]);
+      e_imp += w * (x[i] - yq[i]) * (x[i] - yq[i]);
+    }
+  }
+  std::printf("  tiny qwen3moe as IQ2_XXS: importance-weighted error with / without the imatrix = %.3f\n",
+              e_imp / e_plain);
+  EXPECT_LT(e_imp, 0.8 * e_plain);
+
+  // Rows of another model: the entry's size does not fit.
+  ASSERT_EQ((*in)->tensor(entries[1].name)->info->ne[0] % 256, 0) << entries[1].name;
+  entries[1].values.resize(entries[1].values.size() / 2);
+  {
+    std::ofstream f(dat, std::ios::binary);
+    f << dat_bytes(entries);
+  }
+  auto bad = load_imatrix(dat);
+  ASSERT_TRUE(bad.ok()) << bad.error().message;
+  o.imatrix = &*bad;
+  Status mis = quantize_model(f32_model(), out, o);
+  ASSERT_FALSE(mis.ok());
+  EXPECT_NE(mis.error().message.find(entries[1].name), std::string::npos) << mis.error().message;
+  for (const auto& f : {dat, plain_out, out}) std::remove(f.c_str());
 }
