@@ -77,7 +77,10 @@ Command add_quantize(CLI::App& app) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
             }
-            if (q.imatrix) {
+            if (q.imatrix && r.imatrix_used + r.imatrix_missing == 0) {
+              fmt::print(stderr, "imatrix: not used: no matrix goes to a type whose quantizer weighs by one (the "
+                                 "i-quants IQ1_S ... IQ3_S)\n");
+            } else if (q.imatrix) {
               fmt::print(stderr, "imatrix: {} tensors quantized with their importance vectors\n", r.imatrix_used);
               if (r.imatrix_missing)
                 fmt::print(stderr, "warning: {} tensors have no entry in the imatrix and were quantized unweighted "
