@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "quant/imatrix.h"
 #include "quant/quantize_model.h"
 #include "tool_common.h"
 
@@ -10,7 +11,7 @@ namespace deltafin::tools {
 
 Command add_quantize(CLI::App& app) {
   struct Opts {
-    std::string in, out, type = "Q8_0", type_pos, fallback = "Q8_0";
+    std::string in, out, type = "Q8_0", type_pos, fallback = "Q8_0", imatrix;
     bool force = false;
     bool keep_experts = false;
   };
@@ -28,6 +29,9 @@ Command add_quantize(CLI::App& app) {
       ->excludes(pos);
   sub->add_flag("--keep-experts", o->keep_experts,
                 "Copy the routed experts as they are and re-encode only the core (what run --core-type computes with)");
+  sub->add_option("--imatrix", o->imatrix,
+                  "llama.cpp importance matrix (llama-imatrix's .gguf or legacy .dat) for the i-quants (IQ1_S ... "
+                  "IQ3_S): each value's error weighs by how much its column's activations matter");
   sub->add_option("--fallback", o->fallback, "Type for matrices whose rows do not fit the target's blocks")
       ->capture_default_str();
   return {sub, [o] {
@@ -45,11 +49,24 @@ Command add_quantize(CLI::App& app) {
             }
             q.fallback = fb.type;
             q.keep_experts = o->keep_experts;
+            Imatrix imatrix;
+            if (!o->imatrix.empty()) {
+              auto m = load_imatrix(o->imatrix);
+              if (!m.ok()) {
+                fmt::print(stderr, "error: {}\n", m.error().message);
+                return 1;
+              }
+              imatrix = std::move(*m);
+              q.imatrix = &imatrix;
+              fmt::print(stderr, "imatrix {}: {} entries ({} format{})\n", o->imatrix, imatrix.entries.size(),
+                         imatrix.legacy ? "legacy .dat" : "GGUF",
+                         imatrix.chunk_count >= 0 ? fmt::format(", computed on {} chunks", imatrix.chunk_count) : "");
+            }
             // llama-quantize refuses these without an importance matrix (for every
             // tensor but token_embd and output, tensor_requires_imatrix); deltafin
-            // quantizes by plain squared error, which costs model quality.
+            // then quantizes by plain squared error, which costs model quality.
             for (DType t : {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS})
-              if (q.type == t)
+              if (q.type == t && !q.imatrix)
                 fmt::print(stderr, "warning: {} without an importance matrix: every weight counts the same, "
                                    "expect a worse model than llama.cpp's imatrix quants\n",
                            dtype_name(t));
@@ -59,6 +76,16 @@ Command add_quantize(CLI::App& app) {
             if (!st.ok()) {
               fmt::print(stderr, "error: {}\n", st.error().message);
               return 1;
+            }
+            if (q.imatrix && r.imatrix_used + r.imatrix_missing == 0) {
+              fmt::print(stderr, "imatrix: not used: no matrix goes to a type whose quantizer weighs by one (the "
+                                 "i-quants IQ1_S ... IQ3_S)\n");
+            } else if (q.imatrix) {
+              fmt::print(stderr, "imatrix: {} tensors quantized with their importance vectors\n", r.imatrix_used);
+              if (r.imatrix_missing)
+                fmt::print(stderr, "warning: {} tensors have no entry in the imatrix and were quantized unweighted "
+                                   "(llama-imatrix records no token_embd, nor output without --process-output)\n",
+                           r.imatrix_missing);
             }
             std::string types;
             for (const auto& [name, n] : r.types) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", n, name);

@@ -1,11 +1,14 @@
-// Quantizers of IQ1_S and IQ1_M (from_float), without an importance matrix: every
-// value weighs the same (plain squared error). A value is s (g + delta) with s the
+// Quantizers of IQ1_S and IQ1_M. Without an importance matrix (from_float) every
+// value weighs the same (plain squared error); with one (from_float_imp) value j
+// weighs w_j = imp_j sqrt(sigma2 + x_j^2) (importance_weights) and every error below
+// is sum_j w_j (x_j - q_j)^2. A value is s (g + delta) with s the
 // group's scale d (2 ls + 1), g a coordinate of a codebook point (iq_grids.h) and
 // delta = +-1/8, shared by a group of 32 (IQ1_S) or chosen per run of eight (IQ1_M,
 // whose scale groups are 16 values). The search is exhaustive over the codebook: for
 // a run x of eight, sum (x - s (g + delta))^2 depends on the point only through
 // sum x g, sum g and sum g^2, so one pass over the 2048 points per candidate scale
-// and delta finds the best. Each group's real scale is fitted (candidates, then least
+// and delta finds the best (weighted: sum w x g, sum w g, sum w g^2 per point, the
+// last two now per run). Each group's real scale is fitted (candidates, then least
 // squares for the chosen points), the fp16 super-scale gives the largest group ls = 7,
 // and each group's code is chosen by trying the neighbouring codes.
 #include <algorithm>
@@ -15,6 +18,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/iq_grids.h"
+#include "kernels/importance.h"
 #include "kernels/iq_impl.h"
 
 namespace deltafin::kern {
@@ -40,20 +44,41 @@ const PointSums& point_sums() {
   return p;
 }
 
-// One run of eight: sum x g per point and sum x.
+float grid_coord(int point, int j) { return float(int8_t((kIq1sGrid[size_t(point)] >> (8 * j)) & 255)); }
+
+// One run of eight with its weights w: sum w x g per point, sum w x, sum w, and the
+// per-point sum w g and sum w g^2 (sg, n2: point_sums' when the weights are all one,
+// else this run's own wsg, wn2).
 struct Run {
   float dx[kPoints];
-  float sx;
+  float wsg[kPoints], wn2[kPoints];
+  const float *sg, *n2;
+  float sx, sw;
+  const float* w;
 };
 
-void prepare_run(const float* x, Run* r) {
-  r->sx = 0;
-  for (int j = 0; j < 8; ++j) r->sx += x[j];
+// w == nullptr: every weight is one (the same sums, bit for bit, as before weights).
+void prepare_run(const float* x, const float* w, Run* r) {
+  r->sx = 0, r->sw = 0, r->w = w;
+  for (int j = 0; j < 8; ++j) r->sx += w ? w[j] * x[j] : x[j], r->sw += w ? w[j] : 1.0f;
   for (int i = 0; i < kPoints; ++i) {
     float d = 0;
-    for (int j = 0; j < 8; ++j) d += x[j] * float(int8_t((kIq1sGrid[size_t(i)] >> (8 * j)) & 255));
+    for (int j = 0; j < 8; ++j) d += (w ? w[j] * x[j] : x[j]) * grid_coord(i, j);
     r->dx[i] = d;
   }
+  if (w == nullptr) {
+    r->sg = point_sums().sg, r->n2 = point_sums().n2;
+    return;
+  }
+  for (int i = 0; i < kPoints; ++i) {
+    float sg = 0, n2 = 0;
+    for (int j = 0; j < 8; ++j) {
+      const float g = grid_coord(i, j);
+      sg += w[j] * g, n2 += w[j] * g * g;
+    }
+    r->wsg[i] = sg, r->wn2[i] = n2;
+  }
+  r->sg = r->wsg, r->n2 = r->wn2;
 }
 
 // The best point of a run at scale s and delta (+-1/8): its index and the error up to
@@ -64,15 +89,14 @@ struct Choice {
 };
 
 Choice best_point(const Run& r, float s, float delta) {
-  const PointSums& ps = point_sums();
-  // s^2 sum (g + delta)^2 - 2 s sum x (g + delta), less the terms every point shares.
+  // s^2 sum w (g + delta)^2 - 2 s sum w x (g + delta), less the terms every point shares.
   Choice c;
   float best = 0;
   for (int i = 0; i < kPoints; ++i) {
-    const float e = s * (ps.n2[i] + 2 * delta * ps.sg[i]) - 2 * r.dx[i];
+    const float e = s * (r.n2[i] + 2 * delta * r.sg[i]) - 2 * r.dx[i];
     if (i == 0 || e < best) best = e, c.point = i;
   }
-  c.err = s * best + s * s * 8 * delta * delta - 2 * s * delta * r.sx;
+  c.err = s * best + s * s * r.sw * delta * delta - 2 * s * delta * r.sx;
   return c;
 }
 
@@ -116,12 +140,14 @@ float fit_group(const Run* runs, const float* x, bool shared_delta) {
     float s = amax / (0.8f + 1.6f * float(k) / float(kCandidates - 1));
     int pts[NR], deltas[NR];
     choose_group<NR>(runs, s, shared_delta, pts, deltas);
-    // Least squares for these points: s = sum x v / sum v^2, error -(sum x v)^2 / sum v^2.
+    // Least squares for these points: s = sum w x v / sum w v^2, error -(sum w x v)^2 / sum w v^2.
     float xv = 0, vv = 0;
     for (int l = 0; l < NR; ++l)
       for (int j = 0; j < 8; ++j) {
-        const float v = float(int8_t((kIq1sGrid[size_t(pts[l])] >> (8 * j)) & 255)) + 0.125f * float(deltas[l]);
-        xv += x[8 * l + j] * v, vv += v * v;
+        const float v = grid_coord(pts[l], j) + 0.125f * float(deltas[l]);
+        const float* w = runs[l].w;
+        if (w) xv += w[j] * x[8 * l + j] * v, vv += w[j] * v * v;
+        else xv += x[8 * l + j] * v, vv += v * v;
       }
     if (!(xv > 0 && vv > 0)) continue;
     const float e = -xv * xv / vv;
@@ -132,11 +158,13 @@ float fit_group(const Run* runs, const float* x, bool shared_delta) {
 
 // One super-block: the fp16 d, and per run its point and delta sign, per group of
 // 8 NR values its 3-bit scale code.
+// w: the block's weights (w[kQK]), or nullptr: all one.
 template <int NR>
-void quantize_block(const float* x, bool shared_delta, uint16_t* d_out, int* pts, int* deltas, int* ls) {
+void quantize_block(const float* x, const float* w, bool shared_delta, uint16_t* d_out, int* pts, int* deltas,
+                    int* ls) {
   constexpr int NG = kQK / (8 * NR);
   static thread_local std::array<Run, kQK / 8> runs;
-  for (int r = 0; r < kQK / 8; ++r) prepare_run(x + 8 * r, &runs[size_t(r)]);
+  for (int r = 0; r < kQK / 8; ++r) prepare_run(x + 8 * r, w ? w + 8 * r : nullptr, &runs[size_t(r)]);
   float s[NG], smax = 0;
   for (int g = 0; g < NG; ++g) smax = std::max(smax, s[g] = fit_group<NR>(&runs[size_t(NR * g)], x + 8 * NR * g, shared_delta));
   *d_out = 0;
@@ -162,13 +190,21 @@ void quantize_block(const float* x, bool shared_delta, uint16_t* d_out, int* pts
   }
 }
 
-}  // namespace
+// The weights of super-block i of a row (nullptr without an importance vector), in
+// w[kQK]. sigma2 = 2 * (the super-block's mean square), as llama.cpp's
+// quantize_row_iq1_s_impl and quantize_row_iq1_m_impl take it.
+const float* block_weights(const float* x, const float* imp, int64_t i, float* w) {
+  if (imp == nullptr) return nullptr;
+  importance_weights(x, imp + i * kQK, 2.0f, w);
+  return w;
+}
 
-void from_float_iq1_s_ref(const float* src, void* dst, int64_t n) {
+void iq1_s_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ1_S*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     int pts[32], deltas[32], ls[8];
-    quantize_block<4>(src + i * kQK, true, &b[i].d, pts, deltas, ls);
+    quantize_block<4>(src + i * kQK, block_weights(src + i * kQK, imp, i, wt), true, &b[i].d, pts, deltas, ls);
     for (int ib = 0; ib < 8; ++ib) {
       uint16_t h = uint16_t(ls[ib] << 12 | (deltas[4 * ib] < 0 ? 0x8000 : 0));
       for (int l = 0; l < 4; ++l) {
@@ -180,12 +216,13 @@ void from_float_iq1_s_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-void from_float_iq1_m_ref(const float* src, void* dst, int64_t n) {
+void iq1_m_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ1_M*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     int pts[32], deltas[32], ls[16];
     uint16_t d;
-    quantize_block<2>(src + i * kQK, false, &d, pts, deltas, ls);
+    quantize_block<2>(src + i * kQK, block_weights(src + i * kQK, imp, i, wt), false, &d, pts, deltas, ls);
     std::memset(b[i].qh, 0, sizeof b[i].qh);
     for (int r = 0; r < 32; ++r) {
       b[i].qs[r] = uint8_t(pts[r] & 255);
@@ -197,6 +234,17 @@ void from_float_iq1_m_ref(const float* src, void* dst, int64_t n) {
       std::memcpy(b[i].scales + 2 * w, &v, 2);
     }
   }
+}
+
+}  // namespace
+
+void from_float_iq1_s_ref(const float* src, void* dst, int64_t n) { iq1_s_rows(src, dst, n, nullptr); }
+void from_float_iq1_m_ref(const float* src, void* dst, int64_t n) { iq1_m_rows(src, dst, n, nullptr); }
+void from_float_imp_iq1_s_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq1_s_rows(src, dst, n, imp);
+}
+void from_float_imp_iq1_m_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq1_m_rows(src, dst, n, imp);
 }
 
 }  // namespace deltafin::kern

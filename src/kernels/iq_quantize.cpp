@@ -8,16 +8,26 @@
 // costs one pass of comparisons over the codebook; the best scale per group is
 // refined by least squares and its 4-bit code chosen by trying the neighbouring codes
 // against the final fp16 super-scale. Without an importance matrix every value
-// weighs the same (plain squared error).
+// weighs the same (plain squared error); with one (the *_imp quantizers), value j
+// weighs importance_weights' w_j and every error above is sum_j w_j (x_j - q_j)^2.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/blocks.h"
 #include "kernels/iq_grids.h"
+#include "kernels/importance.h"
 #include "kernels/iq_impl.h"
 
 namespace deltafin::kern {
+
+void importance_weights(const float* x, const float* imp, float sigma_mult, float* w) {
+  float sumx2 = 0;
+  for (int j = 0; j < kQK; ++j) sumx2 += x[j] * x[j];
+  const float sigma2 = sigma_mult * sumx2 / float(kQK);
+  for (int j = 0; j < kQK; ++j) w[j] = imp[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
 namespace {
 
 // A codebook of N points of Dim coordinates, as floats; a group of G values shares
@@ -207,14 +217,27 @@ uint32_t signs_scale_word(const uint8_t* signs, uint8_t ls) {
   return w;
 }
 
-}  // namespace
+// The weights of super-block i of a row (nullptr without an importance vector),
+// in w[kQK].
+const float* block_weights(const float* x, const float* imp, int64_t i, float sigma_mult, float* w) {
+  if (imp == nullptr) return nullptr;
+  importance_weights(x, imp + i * kQK, sigma_mult, w);
+  return w;
+}
 
-void from_float_iq2_xxs_ref(const float* src, void* dst, int64_t n) {
+// sigma2 = k * (the super-block's mean square) in w_j = imp_j sqrt(sigma2 + x_j^2),
+// with llama.cpp's k per type (ggml-quants.c's quantize_row_*_impl): 1 for IQ2_XXS
+// and IQ2_XS, 2 for IQ3_XXS, IQ2_S and IQ3_S.
+constexpr float kSigmaIq2xxs = 1, kSigmaIq2xs = 1, kSigmaIq3xxs = 2, kSigmaIq2s = 2, kSigmaIq3s = 2;
+
+void iq2_xxs_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ2_XXS*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     uint16_t pts[32];
     uint8_t signs[32], ls[8];
-    quantize_block(iq2xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    const float* wb = block_weights(src + i * kQK, imp, i, kSigmaIq2xxs, wt);
+    quantize_block(iq2xxs_book(), src + i * kQK, wb, &b[i].d, pts, signs, ls);
     for (int ib = 0; ib < 8; ++ib) {
       uint32_t w0 = 0;
       for (int c = 0; c < 4; ++c) w0 |= uint32_t(pts[4 * ib + c]) << (8 * c);
@@ -225,23 +248,27 @@ void from_float_iq2_xxs_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-void from_float_iq2_xs_ref(const float* src, void* dst, int64_t n) {
+void iq2_xs_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ2_XS*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     uint16_t pts[32];
     uint8_t signs[32], ls[16];
-    quantize_block(iq2xs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    const float* wb = block_weights(src + i * kQK, imp, i, kSigmaIq2xs, wt);
+    quantize_block(iq2xs_book(), src + i * kQK, wb, &b[i].d, pts, signs, ls);
     for (int c = 0; c < 32; ++c) b[i].qs[c] = uint16_t(pts[c] | (signs[c] << 9));
     for (int ib = 0; ib < 8; ++ib) b[i].scales[ib] = uint8_t(ls[2 * ib] | (ls[2 * ib + 1] << 4));
   }
 }
 
-void from_float_iq3_xxs_ref(const float* src, void* dst, int64_t n) {
+void iq3_xxs_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ3_XXS*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     uint16_t pts[64];
     uint8_t signs[32], ls[8];
-    quantize_block(iq3xxs_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    const float* wb = block_weights(src + i * kQK, imp, i, kSigmaIq3xxs, wt);
+    quantize_block(iq3xxs_book(), src + i * kQK, wb, &b[i].d, pts, signs, ls);
     for (int c = 0; c < 64; ++c) b[i].qs[c] = uint8_t(pts[c]);
     for (int ib = 0; ib < 8; ++ib) {
       const uint32_t w = signs_scale_word(signs + 4 * ib, ls[ib]);
@@ -251,12 +278,14 @@ void from_float_iq3_xxs_ref(const float* src, void* dst, int64_t n) {
 }
 
 
-void from_float_iq2_s_ref(const float* src, void* dst, int64_t n) {
+void iq2_s_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ2_S*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     uint16_t pts[32];
     uint8_t signs[32], ls[16];
-    quantize_block<true>(iq2s_book(), src + i * kQK, nullptr, &b[i].d, pts, signs, ls);
+    const float* wb = block_weights(src + i * kQK, imp, i, kSigmaIq2s, wt);
+    quantize_block<true>(iq2s_book(), src + i * kQK, wb, &b[i].d, pts, signs, ls);
     std::memset(b[i].qh, 0, sizeof b[i].qh);
     for (int r = 0; r < 32; ++r) {
       b[i].qs[r] = uint8_t(pts[r] & 255), b[i].qs[32 + r] = signs[r];
@@ -266,12 +295,14 @@ void from_float_iq2_s_ref(const float* src, void* dst, int64_t n) {
   }
 }
 
-void from_float_iq3_s_ref(const float* src, void* dst, int64_t n) {
+void iq3_s_rows(const float* src, void* dst, int64_t n, const float* imp) {
   auto* b = static_cast<BlockIQ3_S*>(dst);
+  float wt[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     uint16_t pts[64];
     uint8_t ls[8];
-    quantize_block<true>(iq3s_book(), src + i * kQK, nullptr, &b[i].d, pts, b[i].signs, ls);
+    const float* wb = block_weights(src + i * kQK, imp, i, kSigmaIq3s, wt);
+    quantize_block<true>(iq3s_book(), src + i * kQK, wb, &b[i].d, pts, b[i].signs, ls);
     std::memset(b[i].qh, 0, sizeof b[i].qh);
     for (int c = 0; c < 64; ++c) {
       b[i].qs[c] = uint8_t(pts[c] & 255);
@@ -279,6 +310,29 @@ void from_float_iq3_s_ref(const float* src, void* dst, int64_t n) {
     }
     for (int ib = 0; ib < 4; ++ib) b[i].scales[ib] = uint8_t(ls[2 * ib] | (ls[2 * ib + 1] << 4));
   }
+}
+
+}  // namespace
+
+void from_float_iq2_xxs_ref(const float* src, void* dst, int64_t n) { iq2_xxs_rows(src, dst, n, nullptr); }
+void from_float_iq2_xs_ref(const float* src, void* dst, int64_t n) { iq2_xs_rows(src, dst, n, nullptr); }
+void from_float_iq3_xxs_ref(const float* src, void* dst, int64_t n) { iq3_xxs_rows(src, dst, n, nullptr); }
+void from_float_iq2_s_ref(const float* src, void* dst, int64_t n) { iq2_s_rows(src, dst, n, nullptr); }
+void from_float_iq3_s_ref(const float* src, void* dst, int64_t n) { iq3_s_rows(src, dst, n, nullptr); }
+void from_float_imp_iq2_xxs_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq2_xxs_rows(src, dst, n, imp);
+}
+void from_float_imp_iq2_xs_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq2_xs_rows(src, dst, n, imp);
+}
+void from_float_imp_iq3_xxs_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq3_xxs_rows(src, dst, n, imp);
+}
+void from_float_imp_iq2_s_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq2_s_rows(src, dst, n, imp);
+}
+void from_float_imp_iq3_s_ref(const float* src, void* dst, int64_t n, const float* imp) {
+  iq3_s_rows(src, dst, n, imp);
 }
 
 }  // namespace deltafin::kern

@@ -8,8 +8,10 @@
 
 #include "format/gguf_writer.h"
 #include "format/model_file.h"
+#include "kernels/importance.h"
 #include "kernels/types.h"
 #include "quant/dynamic_mix.h"
+#include "quant/imatrix.h"
 
 namespace deltafin {
 namespace {
@@ -187,6 +189,7 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
   const int n_layer = int(meta.int_or(meta.string_or("general.architecture", "") + ".block_count", 0));
   // Directory in the input's order (all shards), each with its new type.
   std::vector<const TensorRef*> refs;
+  std::vector<const ImatrixEntry*> imp;  // per tensor: its importances, or null
   QuantizeReport rep;
   for (int s = 0; s < model->shard_count(); ++s) {
     for (const auto& t : model->shard(s).tensors) {
@@ -202,6 +205,12 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
       }
       (to == t.type ? rep.kept : fell_back ? rep.fell_back : rep.converted)++;
       if (to != t.type) rep.types[std::string(dtype_name(to))]++;
+      const ImatrixEntry* entry = nullptr;
+      if (opts.imatrix && to != t.type && from_float_imp(to)) {
+        DF_ASSIGN(entry, opts.imatrix->for_tensor(t.name, t.ne[0], t.ne[2] * t.ne[3]));
+        (entry ? rep.imatrix_used : rep.imatrix_missing)++;
+      }
+      imp.push_back(entry);
       GGUFTensorInfo info = t;
       info.type = to;
       f.tensors.push_back(info);
@@ -235,9 +244,15 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
     dst_row.resize(size_t(out_row));
     const TypeTraits* src = type_traits_ref(t.type);
     const TypeTraits* dst = type_traits_ref(to);
+    // Rows of matrix (expert) m are r / ne[1] == m; each weighs by its own vector.
+    const ImatrixEntry* entry = imp[i];
+    const FromFloatImpFn quantize_imp = from_float_imp(to);
     for (int64_t r = 0; r < rows; ++r) {
       src->to_float(src_buf.data() + uint64_t(r) * in_row, row.data(), cols);
-      dst->from_float(row.data(), dst_row.data(), cols);
+      if (entry)
+        quantize_imp(row.data(), dst_row.data(), cols, entry->values.data() + (r / t.ne[1]) * cols);
+      else
+        dst->from_float(row.data(), dst_row.data(), cols);
       DF_TRY(w.write_data(dst_row.data(), dst_row.size()));
     }
     rep.bytes_out += out_row * uint64_t(rows);

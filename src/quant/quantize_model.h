@@ -1,7 +1,9 @@
 // Re-encodes a GGUF model's weight matrices to another tensor type, as
-// llama-quantize does without an importance matrix: each row is dequantized with the
-// type table's to_float (exact for F32/F16/BF16 input; a quantized input loses
-// twice) and re-encoded with from_float (round to nearest, simple scale selection).
+// llama-quantize does: each row is dequantized with the type table's to_float (exact
+// for F32/F16/BF16 input; a quantized input loses twice) and re-encoded with
+// from_float (round to nearest, simple scale selection), or, given an importance
+// matrix and a type that weighs by one (the i-quants), with from_float_imp
+// (kernels/importance.h).
 //
 // Which tensors change: those with >= 2 dimensions whose name ends in ".weight",
 // except the MoE routers (ffn_gate_inp), which stay as they are (llama.cpp keeps
@@ -20,6 +22,8 @@
 #include "core/result.h"
 
 namespace deltafin {
+
+struct Imatrix;  // quant/imatrix.h
 
 struct QuantizeOptions {
   DType type = DType::Q8_0;
@@ -41,12 +45,21 @@ struct QuantizeOptions {
   // Write the header and leave the tensor data as holes (a sparse file; nothing of
   // the input's data is read): what the output's tensors would be, for plan --core-type.
   bool headers_only = false;
+  // llama.cpp importance matrix (quantize --imatrix; not owned, may be null): matrices
+  // going to a type with an importance-weighted quantizer (kernels/importance.h: the
+  // i-quants) weigh each value's error by their entry; one the file lacks
+  // quantizes unweighted, counted in QuantizeReport::imatrix_missing. Entries for
+  // tensors the model lacks are ignored; an entry whose size does not fit is an error.
+  const Imatrix* imatrix = nullptr;
 };
 
 struct QuantizeReport {
   uint64_t bytes_in = 0, bytes_out = 0;
   int converted = 0, fell_back = 0, kept = 0;  // converted: to the type the mix (or --type) chose
   std::map<std::string, int> types;            // matrices written per type name (changed ones only)
+  // With an imatrix: matrices quantized with their entry, and those whose type takes
+  // one but the imatrix has none (quantized unweighted).
+  int imatrix_used = 0, imatrix_missing = 0;
 };
 
 // A target named as deltafin's types (Q8_0, Q4_K, F16 ...: every matrix gets it) or as
