@@ -69,8 +69,8 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   m.set("general.architecture", GGUFValue::str(arch.gguf_arch));
   m.set("general.name", GGUFValue::str(base_name(loc)));
   if (Status s = arch.config_to_gguf(f.config, &m); !s.ok()) return make_error("{}/{}", loc, s.error().message);
-  if (f.tokenizer.tokenizer_json.empty() && f.tokenizer.tiktoken_model.empty())
-    return make_error("{}: no tokenizer.json or tiktoken.model", loc);
+  if (f.tokenizer.tokenizer_json.empty() && f.tokenizer.tiktoken_model.empty() && f.tokenizer.tokenizer_model.empty())
+    return make_error("{}: no tokenizer.json, tokenizer.model or tiktoken.model", loc);
   if (Status s = hf_tokenizer_to_gguf(f.tokenizer, &m); !s.ok()) return make_error("{}: {}", loc, s.error().message);
   if (!m.find("tokenizer.ggml.eos_token_id") && !f.eos_ids.empty())
     m.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(f.eos_ids[0])));
