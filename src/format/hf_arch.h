@@ -131,5 +131,6 @@ struct HfConfigWriter {
 const HfArch& hf_arch_qwen3moe();
 const HfArch& hf_arch_kimi_k3();
 const HfArch& hf_arch_deepseek2();
+const HfArch& hf_arch_mixtral();
 
 }  // namespace deltafin
