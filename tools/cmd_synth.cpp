@@ -38,7 +38,7 @@ Command add_synth(CLI::App& app) {
     int64_t expert_width = 0, embd = 0, moe_latent = -1, vocab_size = 0;
     uint64_t seed = 1;
     float skew = -1;
-    bool force = false, sparse = false;
+    bool force = false, sparse = false, no_rope_freqs = false;
     std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Opts>();
@@ -102,6 +102,9 @@ Command add_synth(CLI::App& app) {
   sub->add_flag("--sparse", o->sparse,
                 "Leave the tensor data as holes of a sparse file (all weights zero): a full-size model in a few "
                 "MB of disk, for inspect and plan");
+  sub->add_flag("--no-rope-freqs", o->no_rope_freqs,
+                "llama: leave out rope_freqs.weight (the random per-pair rope factors 'tiny' writes; Mixtral and "
+                "its Hugging Face folder have none)");
   sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   sub->add_option("-t,--threads", o->threads, "Threads (default: all)")->check(CLI::Range(0, kMaxThreads));
   sub->add_option("--mla", o->mla,
@@ -175,6 +178,7 @@ Command add_synth(CLI::App& app) {
             }
             if (!o->mla.empty()) s.mla_split_kv_b = o->mla == "absorbed";
             s.nextn = o->nextn;
+            if (o->no_rope_freqs) s.rope_freqs = false;
             s.seed = o->seed;
             s.vocab_path = o->vocab;
             if (o->vocab_size) s.n_vocab = o->vocab_size;
@@ -208,6 +212,11 @@ Command add_synth(CLI::App& app) {
             if (o->format == "hf") {
               namespace fs = std::filesystem;
               std::error_code ec;
+              if (s.arch == "llama" && s.rope_freqs) {
+                fmt::print(stderr, "error: --format hf --arch llama writes a Mixtral folder, which has no "
+                                   "rope_freqs.weight; give --no-rope-freqs (or --preset mixtral-mini)\n");
+                return 2;
+              }
               if (o->split > 0) {
                 fmt::print(stderr, "error: --split is for --format gguf (a Hugging Face folder is always sharded)\n");
                 return 2;

@@ -4,7 +4,8 @@
 namespace deltafin {
 
 const std::vector<const HfArch*>& hf_architectures() {
-  static const std::vector<const HfArch*> all = {&hf_arch_qwen3moe(), &hf_arch_kimi_k3(), &hf_arch_deepseek2()};
+  static const std::vector<const HfArch*> all = {&hf_arch_qwen3moe(), &hf_arch_kimi_k3(), &hf_arch_deepseek2(),
+                                                    &hf_arch_mixtral()};
   return all;
 }
 

@@ -36,7 +36,21 @@ enum class HfLayers : uint8_t { All, Dense, Moe };
 // transposed ([H, r_kv, d_nope]), and attn_v_b = its last d_v rows ([H, d_v, r_kv]).
 // d_nope, d_v and H come from the GGUF keys attention.key_length_mla -
 // rope.dimension_count, attention.value_length_mla and attention.head_count.
-enum class HfPart : uint8_t { Whole, KvbK, KvbV };
+//
+// RopeQ / RopeK: llama.cpp's converter permutes Llama/Mixtral q_proj and k_proj rows
+// (LlamaModel.permute) from Hugging Face's rotate-half RoPE layout, where a head's
+// rotated pairs are rows (i, i + d/2), to the adjacent pairs (2i, 2i + 1) its `llama`
+// rope (NORM) rotates: hf_rope_source_row() below. Heads: attention.head_count (Q),
+// attention.head_count_kv (K); d = rows / heads.
+enum class HfPart : uint8_t { Whole, KvbK, KvbV, RopeQ, RopeK };
+
+// The Hugging Face row that GGUF row `r` of a RopeQ/RopeK matrix holds, heads of `d`
+// rows (d even): within a head, GGUF row 2i + j is HF row j * d/2 + i (i < d/2,
+// j in {0, 1}); that is, the HF head viewed as [2, d/2] and transposed.
+inline int64_t hf_rope_source_row(int64_t r, int64_t d) {
+  const int64_t head = r / d, w = r % d;
+  return head * d + (w % 2) * (d / 2) + w / 2;
+}
 
 struct HfNameRule {
   std::string gguf;       // "blk.{L}.ffn_gate_exps.weight"
@@ -117,5 +131,6 @@ struct HfConfigWriter {
 const HfArch& hf_arch_qwen3moe();
 const HfArch& hf_arch_kimi_k3();
 const HfArch& hf_arch_deepseek2();
+const HfArch& hf_arch_mixtral();
 
 }  // namespace deltafin

@@ -135,6 +135,43 @@ Status hf_export_made(ModelFile& mf, const HfArch& arch, const HfNameRule& rule,
     *handled = true;
     return emit(hf, H * (dn + dv), r_kv, wants(hf) ? enc : HfEncoding::Plain, type, kvb, out);
   }
+  if (rule.part == HfPart::RopeQ || rule.part == HfPart::RopeK) {
+    // The inverse of the converter's permutation: HF row hf_rope_source_row(r) is GGUF row r.
+    const std::string key = arch.gguf_arch + (rule.part == HfPart::RopeQ ? ".attention.head_count" : ".attention.head_count_kv");
+    const int64_t heads = mf.meta().int_or(key, 0), rows = t.ne[1], cols = t.ne[0];
+    if (t.n_dims != 2 || heads <= 0 || rows % heads != 0 || (rows / heads) % 2 != 0)
+      return make_error("{}: {} has {} rows; they must be {} heads ({}) of an even number of rows each", mf.path(),
+                        t.name, rows, heads, key);
+    const DType type = t.type;
+    if (type != DType::F32 && type != DType::F16 && type != DType::BF16)
+      return make_error("{}: tensor '{}' is {}; only F32, F16 and BF16 export", mf.path(), t.name, dtype_name(type));
+    const int64_t d = rows / heads;
+    const std::string hf = hf_name_expand(rule.hf, L, -1);
+    *handled = true;
+    if (wants(hf)) {
+      Matrix m = [=](ByteSource& s) -> Result<std::vector<float>> {
+        DF_ASSIGN(std::vector<float> g, read_floats(s, off, type, uint64_t(rows * cols)));
+        std::vector<float> x(g.size());
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(&x[size_t(hf_rope_source_row(r, d) * cols)], &g[size_t(r * cols)], size_t(cols) * 4);
+        return x;
+      };
+      return emit(hf, rows, cols, enc, type, m, out);
+    }
+    // Plain: the rows' bytes moved, unchanged.
+    const uint64_t row_bytes = t.bytes / uint64_t(rows), bytes = t.bytes;
+    out->push_back({hf, type == DType::F32 ? "F32" : type == DType::F16 ? "F16" : "BF16", {rows, cols}, bytes,
+                    [=](ByteSource& s, std::string* o) -> Status {
+                      std::string g(size_t(bytes), '\0');
+                      DF_TRY(s.read_at(off, g.data(), g.size()));
+                      o->assign(size_t(bytes), '\0');
+                      for (int64_t r = 0; r < rows; ++r)
+                        std::memcpy(o->data() + hf_rope_source_row(r, d) * row_bytes, g.data() + r * row_bytes,
+                                    size_t(row_bytes));
+                      return {};
+                    }});
+    return {};
+  }
   const bool stacked = hf_rule_has_expert(rule);
   const uint32_t dims = stacked ? t.n_dims - 1 : t.n_dims;
   if (dims != 2 || !wants(hf_name_expand(rule.hf, L, 0))) return {};

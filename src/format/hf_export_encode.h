@@ -1,9 +1,10 @@
 // The Hugging Face tensors of `synth --format hf` that are not a GGUF tensor's bytes
 // copied or narrowed (format/hf_export.h): MLA's kv_b_proj rebuilt from attn_k_b and
-// attn_v_b (the inverse of llama.cpp's split, hf_arch.h HfPart), and the weights a
-// checkpoint published in FP8 (X.weight F8_E4M3 + X.weight_scale_inv) or in
-// compressed-tensors INT4 (X.weight_packed + X.weight_scale + X.weight_shape) holds
-// quantized (HfArch::quantized), encoded by quant/hf_codecs.h.
+// attn_v_b (the inverse of llama.cpp's split, hf_arch.h HfPart), Llama/Mixtral
+// q_proj and k_proj with the converter's RoPE row permutation undone (HfPart::RopeQ,
+// RopeK), and the weights a checkpoint published in FP8 (X.weight F8_E4M3 +
+// X.weight_scale_inv) or in compressed-tensors INT4 (X.weight_packed + X.weight_scale +
+// X.weight_shape) holds quantized (HfArch::quantized), encoded by quant/hf_codecs.h.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>

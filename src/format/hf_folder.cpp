@@ -146,6 +146,7 @@ Result<std::shared_ptr<HfFolder>> open_hf_folder(const std::string& loc, const S
   DF_ASSIGN(t.tokenizer_json, read_small(opener, loc, "tokenizer.json", false, &f->bytes_read));
   DF_ASSIGN(t.tokenizer_config_json, read_small(opener, loc, "tokenizer_config.json", false, &f->bytes_read));
   DF_ASSIGN(t.tiktoken_model, read_small(opener, loc, "tiktoken.model", false, &f->bytes_read));
+  DF_ASSIGN(t.tokenizer_model, read_small(opener, loc, "tokenizer.model", false, &f->bytes_read));
   DF_ASSIGN(t.chat_template_jinja, read_small(opener, loc, "chat_template.jinja", false, &f->bytes_read));
   t.model_type = f->model_type;
   return f;

@@ -69,8 +69,8 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   m.set("general.architecture", GGUFValue::str(arch.gguf_arch));
   m.set("general.name", GGUFValue::str(base_name(loc)));
   if (Status s = arch.config_to_gguf(f.config, &m); !s.ok()) return make_error("{}/{}", loc, s.error().message);
-  if (f.tokenizer.tokenizer_json.empty() && f.tokenizer.tiktoken_model.empty())
-    return make_error("{}: no tokenizer.json or tiktoken.model", loc);
+  if (f.tokenizer.tokenizer_json.empty() && f.tokenizer.tiktoken_model.empty() && f.tokenizer.tokenizer_model.empty())
+    return make_error("{}: no tokenizer.json, tokenizer.model or tiktoken.model", loc);
   if (Status s = hf_tokenizer_to_gguf(f.tokenizer, &m); !s.ok()) return make_error("{}: {}", loc, s.error().message);
   if (!m.find("tokenizer.ggml.eos_token_id") && !f.eos_ids.empty())
     m.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(f.eos_ids[0])));
@@ -84,6 +84,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   struct Planned {
     std::vector<HfWeight> inputs;
     HfPart part = HfPart::Whole;
+    int64_t rope_heads = 0;  // RopeQ/RopeK: the heads the rows are permuted within
     // Compressed-tensors MXFP4 experts (Kimi K3): each expert's codes and E8M0 scales.
     std::vector<const HfTensor*> mx_codes, mx_scales;
     std::unique_ptr<HfDerivedReader> derived;
@@ -156,7 +157,17 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
     const std::vector<int64_t>& shape = w0.shape;
     GGUFTensorInfo ti;
     ti.name = hf_name_expand(r.gguf, layer, -1);
-    if (r.part == HfPart::Whole) {
+    const bool rope = r.part == HfPart::RopeQ || r.part == HfPart::RopeK;
+    if (rope) {
+      const char* key = r.part == HfPart::RopeQ ? ".attention.head_count" : ".attention.head_count_kv";
+      p.rope_heads = m.int_or(A + key, 0);
+      const int64_t h = p.rope_heads;
+      if (stacked || shape.size() != 2 || h <= 0 || shape[0] % h != 0 || (shape[0] / h) % 2 != 0)
+        return make_error("{}: tensor '{}' has shape {}; its rows must be {} heads ({}{}) of an even number of rows "
+                          "each, for the RoPE pair permutation",
+                          loc, w0.data->name, nlohmann::json(shape).dump(), h, A, key);
+    }
+    if (r.part == HfPart::Whole || rope) {
       const size_t nd = shape.size() + (stacked ? 1 : 0);
       if (shape.empty() || nd > size_t(kMaxDims))
         return make_error("{}: tensor '{}' has {} dimensions", loc, w0.data->name, shape.size());
@@ -240,14 +251,15 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
     }
     const uint64_t esz = dtype_size(ti.type);
     // One piece: `len` output bytes from `w`, its rows [row0, row0 + rows) when decoded.
-    auto piece = [&](const HfWeight& w, uint64_t len, uint64_t row0, uint64_t rows, bool transpose) -> Status {
+    auto piece = [&](const HfWeight& w, uint64_t len, uint64_t row0, uint64_t rows, bool transpose,
+                     bool rope_pairs = false) -> Status {
       Piece pc;
       pc.out_off = out;
       pc.out_len = len;
       pc.shard = w.data->shard;
       pc.in_off = w.data->offset;
       const uint64_t cols = w.shape.size() == 2 ? uint64_t(w.shape[1]) : 0;
-      if (w.enc != HfEncoding::Plain || transpose) {
+      if (w.enc != HfEncoding::Plain || transpose || rope_pairs) {
         pc.op = w.enc == HfEncoding::Fp8 ? Op::Fp8 : w.enc == HfEncoding::Int4 ? Op::Int4 : Op::Copy;
         if (w.scale) {
           pc.scale_shard = w.scale->shard;
@@ -258,6 +270,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
         pc.cols = uint32_t(cols);
         pc.elem = uint8_t(esz);
         pc.transpose = transpose;
+        pc.rope_pairs = rope_pairs;
         if (len != rows * cols * esz || ti.type != w.plain)
           return make_error("{}: tensor '{}': {} bytes of {} where {} rows of {} are decoded", loc, w.data->name, len,
                             dtype_name(ti.type), rows, cols);
@@ -283,6 +296,12 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
         const bool two_d = w.shape.size() == 2;
         DF_TRY(piece(w, per, 0, w.enc == HfEncoding::Plain || !two_d ? 0 : uint64_t(w.shape[0]), false));
       }
+    } else if (p.rope_heads > 0) {
+      // One piece per head, its rows permuted.
+      const HfWeight& w = p.inputs[0];
+      const uint64_t d = uint64_t(w.shape[0] / p.rope_heads), cols = uint64_t(w.shape[1]);
+      for (int64_t h = 0; h < p.rope_heads; ++h)
+        DF_TRY(piece(w, d * cols * esz, uint64_t(h) * d, d, false, /*rope_pairs=*/true));
     } else {
       // One piece per head: attn_k_b's block transposed, attn_v_b's as it is.
       const bool k = p.part == HfPart::KvbK;
@@ -334,7 +353,7 @@ bool HfGgufSource::locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_
                              [](uint64_t o, const Piece& p) { return o < p.out_off; });
   if (it == pieces_.begin()) return false;
   const Piece& p = *std::prev(it);
-  if (p.op != Op::Copy || off + n > p.out_off + p.out_len) return false;
+  if (p.op != Op::Copy || p.decoded() || off + n > p.out_off + p.out_len) return false;
   *shard = p.shard;
   *shard_off = p.in_off + (off - p.out_off);
   return true;

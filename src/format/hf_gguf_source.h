@@ -16,7 +16,9 @@
 //             codes with their group scales, -> BF16 as llama.cpp's converter widens
 //             them (format/hf_recipes.h), a few rows at a time;
 //   split     MLA's kv_b_proj into attn_k_b (each head's block transposed) and
-//             attn_v_b (hf_arch.h HfPart), in whichever of the encodings above.
+//             attn_v_b (hf_arch.h HfPart), in whichever of the encodings above;
+//   permute   Llama/Mixtral q_proj and k_proj rows, each head's from the rotate-half
+//             RoPE layout to adjacent pairs (HfPart::RopeQ/RopeK), likewise.
 // Any sub-range can be read (the expert store reads single expert slices), so
 // ModelFile, ExpertIndex, the store, caches and speculation work on it unchanged,
 // and `convert` is this source streamed to a file: the converted GGUF is byte for
@@ -69,16 +71,18 @@ class HfGgufSource final : public ByteSource {
     int shard2 = 0;
     uint64_t in_off2 = 0;
     size_t aux = 0;
-    // Decoded pieces (Fp8, Int4, or transposed): rows [row0, row0 + rows) of a matrix
-    // of `cols` columns whose data starts at in_off and whose scales start at
-    // scale_off in shard scale_shard; `elem` output bytes per element; transposed:
-    // the output is that block transposed (cols rows of `rows` elements).
+    // Decoded pieces (Fp8, Int4, transposed or rope-permuted): rows [row0, row0 +
+    // rows) of a matrix of `cols` columns whose data starts at in_off and whose scales
+    // start at scale_off in shard scale_shard; `elem` output bytes per element;
+    // transposed: the output is that block transposed (cols rows of `rows` elements);
+    // rope_pairs: the block is one head, its row r the input's hf_rope_source_row(r, rows).
     int scale_shard = 0;
     uint64_t scale_off = 0;
     uint32_t row0 = 0, rows = 0, cols = 0;
     uint8_t elem = 2;
     bool transpose = false;
-    bool decoded() const { return op == Op::Fp8 || op == Op::Int4 || transpose; }
+    bool rope_pairs = false;
+    bool decoded() const { return op == Op::Fp8 || op == Op::Int4 || transpose || rope_pairs; }
   };
 
  private:

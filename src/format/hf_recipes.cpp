@@ -184,6 +184,24 @@ Status read_decoded_piece(const HfGgufSource::Piece& p, ByteSource& data, ByteSo
     std::memcpy(dst, t.data() + rel, n);
     return {};
   }
+  if (p.rope_pairs) {
+    // One head of d rows: output row 2i + j is source row j * d/2 + i. The output rows
+    // [r0, r1) the range touches need source rows i in [i0, i1) of each half: two runs.
+    const uint64_t half = p.rows / 2;
+    const uint64_t r0 = rel / row_bytes, r1 = (rel + n + row_bytes - 1) / row_bytes;
+    const uint64_t i0 = r0 / 2, i1 = (r1 - 1) / 2 + 1;
+    std::vector<char> run[2];
+    for (uint64_t j = 0; j < 2; ++j) {
+      run[j].resize(size_t((i1 - i0) * row_bytes));
+      DF_TRY(decode_rows(p, data, scales, j * half + i0, j * half + i1, run[j].data()));
+    }
+    for (uint64_t r = r0; r < r1; ++r) {
+      const uint64_t lo = std::max(r * row_bytes, rel), hi = std::min((r + 1) * row_bytes, rel + n);
+      const char* src = run[r % 2].data() + (r / 2 - i0) * row_bytes;
+      std::memcpy(dst + (lo - rel), src + (lo - r * row_bytes), size_t(hi - lo));
+    }
+    return {};
+  }
   // Rows in bounded chunks; copy out the asked-for bytes.
   const uint64_t chunk = std::max<uint64_t>(1, (uint64_t(1) << 20) / std::max<uint64_t>(1, p.cols));
   uint64_t r = rel / row_bytes;

@@ -1,8 +1,8 @@
 // Synthetic llama: the tensors and metadata llama.cpp's llama loader reads — Mixtral
 // (stacked experts, softmax top-k router) when n_expert > 0, dense Llama otherwise.
-// Every file also carries rope frequency factors (rope_freqs.weight, as Llama 3 has)
-// so that tests exercise them; Mixtral itself has none, which changes no other shape
-// and costs nothing at run time.
+// Files also carry rope frequency factors (rope_freqs.weight, as Llama 3 has) so that
+// tests exercise them, unless SynthSpec::rope_freqs is off: Mixtral itself has none
+// (nor can its Hugging Face folder hold them), which changes no other shape.
 #include <cmath>
 
 #include "model/weights.h"
@@ -50,7 +50,7 @@ Status plan_llama(const SynthSpec& s, SynthPlan* p) {
   // rope_freqs: one positive factor per rotated pair (angle / factor), here random
   // around 1 (1 + N(0, 0.1)) — Llama 3's are 1..8 — which moves every angle enough
   // that a wrong index or a multiply-for-divide shows in the logits.
-  p->tensors.push_back(plan_norm("rope_freqs.weight", HD / 2));
+  if (s.rope_freqs) p->tensors.push_back(plan_norm("rope_freqs.weight", HD / 2));
   for (int il = 0; il < s.n_layer; ++il) {
     auto n = [&](const char* x) { return layer_name(il, x); };
     plan_gqa_attention(s, il, &p->tensors);

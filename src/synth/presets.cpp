@@ -126,6 +126,7 @@ bool synth_preset(const std::string& preset, const std::string& arch, SynthSpec*
     d.n_expert = 8;
     d.n_used = 2;
     d.n_ff_exp = 2048;
+    d.rope_freqs = false;  // Mixtral has none
   } else if (preset == "kimi-k2") {
     deepseek_real_shape(&d);
     d.name = preset;

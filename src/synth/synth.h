@@ -82,6 +82,9 @@ struct SynthSpec {
   int yarn_orig_ctx = 4096;            // rope.scaling.original_context_length
   float yarn_mscale_all_dim = 1.0f;    // written x0.1 as rope.scaling.yarn_log_multiplier
   float routed_scale = 2.5f;           // expert_weights_scale (routed_scaling_factor)
+  // Llama: write rope_freqs.weight, random per-pair frequency factors (Llama 3 has
+  // such a tensor; Mixtral, and so a Mixtral Hugging Face folder, has none).
+  bool rope_freqs = true;
   // Written as tokenizer.chat_template when not empty (replacing the vocabulary's).
   std::string chat_template;
 };

@@ -57,6 +57,7 @@ qwen3moe-bf16|--preset tiny --arch qwen3moe|qwen3moe.json
 kimi-k2-fp8|--preset tiny --arch deepseek2 --hf-encoding fp8|deepseek_v3.json
 kimi-k2-int4|--preset tiny --arch deepseek2 --hf-encoding int4|deepseek_v3.json
 kimi-k3-mxfp4|--preset tiny --arch kimi-k3|kimi_k3.json
+mixtral-bf16|--preset tiny --arch llama --no-rope-freqs --type BF16 --expert-type BF16|mixtral.json
 CASES
 [ $ran -gt 0 ] || { echo "skip: no case could run"; exit 77; }
 exit $fail
