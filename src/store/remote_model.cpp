@@ -526,7 +526,7 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
   ExpertCacheOptions eo;
   if (folder_) {
     // Experts come straight from the shards.
-    for (const RemoteShard& sh : folder_->shards) origin.push_back({sh.url, sh.id});
+    for (const RemoteShard& sh : folder_->shards) origin.push_back({sh.url, sh.id, {}});
     const HfGgufSource* view = folder_->view;
     eo.locate = [view](const ExpertSlice& sl) -> Result<std::pair<int, uint64_t>> {
       int shard = 0;

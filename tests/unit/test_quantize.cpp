@@ -149,7 +149,9 @@ TEST(Quantize, Q4KMMixesTypesAsLlamaCpp) {
     const TensorRef* r = (*q)->tensor(n);
     return r ? r->info->type : DType::I8;
   };
-  if ((*q)->tensor("output.weight")) EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  if ((*q)->tensor("output.weight")) {
+    EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  }
   EXPECT_EQ(type_of("blk.0.attn_v.weight"), DType::Q4_K);
   EXPECT_EQ(type_of("blk.1.attn_v.weight"), DType::Q6_K);
   EXPECT_EQ(type_of("blk.0.attn_q.weight"), DType::Q4_K);
@@ -184,7 +186,9 @@ TEST(Quantize, DynamicMixTypesPerTensor) {
   EXPECT_EQ(type_of("blk.0.ffn_down_exps.weight"), DType::IQ4_NL);  // 128-wide rows
   EXPECT_EQ(type_of("blk.0.attn_q.weight"), DType::Q4_K);
   EXPECT_EQ(type_of("blk.0.ffn_gate_inp.weight"), DType::F32);
-  if ((*q)->tensor("output.weight")) EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  if ((*q)->tensor("output.weight")) {
+    EXPECT_EQ(type_of("output.weight"), DType::Q6_K);
+  }
   EXPECT_GT(rep.fell_back, 0);
   // Still the same model, roughly: IQ1_S keeps about a third of a random matrix.
   auto in = ModelFile::open(f32_model(), local_file_opener());
