@@ -46,11 +46,12 @@ namespace {
 constexpr int64_t kStackRows = 64;
 
 // Rows [r_begin, r_end) against one activation row: four weight rows per call where
-// the type has a vec_dot_r4 kernel (bit-identical to vec_dot per row).
+// the type has a vec_dot_r4 kernel that this CPU runs faster (decode_r4; bit-identical
+// to vec_dot per row).
 void rows_one(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
               const void* x, float* y) {
   int64_t r = r_begin;
-  if (tt.vec_dot_r4 != nullptr)
+  if (tt.vec_dot_r4 != nullptr && tt.decode_r4)
     for (; r + 4 <= r_end; r += 4) tt.vec_dot_r4(cols, y + r, w + size_t(r) * wrow, wrow, x);
   for (; r < r_end; ++r) tt.vec_dot(cols, y + r, w + size_t(r) * wrow, x);
 }

@@ -212,8 +212,9 @@ inline __m512i unpack_nibbles_pair(const uint8_t* p0, const uint8_t* p1) {
 inline __m128 h2f_pair(uint16_t a, uint16_t b) { return _mm_cvtph_ps(_mm_cvtsi32_si128(int(a | (uint32_t(b) << 16)))); }
 
 // The fp16 scales of 16 consecutive blocks of `stride` bytes (d at offset 0), by
-// scalar loads: vpgatherdd is microcoded on AMD Zen 4, where it stalled the decode
-// matvec (perf put the time on the gathers and the prefetches queued behind them).
+// scalar loads: vpgatherdd is slow on AMD (measured on an EPYC, Zen 5), where it
+// stalled the decode matvec (perf put the time on the gathers and on the prefetches
+// queued behind them).
 inline __m512 fp16_scales16(const void* first, int stride) {
   alignas(32) uint16_t h[16];
   const auto* p = static_cast<const uint8_t*>(first);
@@ -484,11 +485,8 @@ void install_avx512(TypeTraits* t) {
   // depend on how a batch was grouped (batch invariance). Measured (min over repeated
   // L2-resident runs): for single Q8_0 rows the 256-bit kernel would be faster (~29 vs
   // ~25 GB/s per core); the x4 kernels are faster as pairs.
-  // Q8_0 decodes row by row: its rows are twice Q4_0's bytes, and four interleaved
-  // row streams (the r4 kernel) defeat the hardware prefetcher where one sequential
-  // stream does not (qwen3-moe-mini Q8_0, -t 1, AMD EPYC: 152-157 tok/s per row
-  // against 122-125 with r4; Q4_0 and MXFP4 are faster with r4). docs/BENCHMARKS.md.
-  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>);
+  set(DType::Q8_0, dot_q32_pairs_1<Pair8_0, DecodeQ8_0>, dot_q32_pairs_4<Pair8_0, DecodeQ8_0>,
+      dot_q32_pairs_rows<Pair8_0, DecodeQ8_0, 4>);
   set(DType::Q4_0, dot_q32_pairs_1<Pair4_0, DecodeQ4_0>, dot_q32_pairs_4<Pair4_0, DecodeQ4_0>,
       dot_q32_pairs_rows<Pair4_0, DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>,

@@ -75,7 +75,6 @@ struct Tables {
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni");
     install_avx2(avx2.data());
-    install_avx2(avx2.data());
     install_legacy_avx2(avx2.data());
     install_iq_avx2(avx2.data());
     install_iq_s_avx2(avx2.data());
@@ -88,6 +87,7 @@ struct Tables {
     install_iq_s_avx512(avx512.data());
     install_iq1_avx512(avx512.data());
     install_tq1_avx512(avx512.data());
+    if (__builtin_cpu_is("amd")) decode_row_by_row_on_amd();
     best = has_avx512 ? Isa::AVX512 : has_avx2 ? Isa::AVX2 : Isa::Scalar;
 #elif defined(DELTAFIN_ARM)
     has_neon = true;  // Advanced SIMD is mandatory on aarch64
@@ -95,6 +95,22 @@ struct Tables {
     best = Isa::NEON;
 #endif
   }
+
+#if defined(DELTAFIN_X86)
+  // On an AMD EPYC (CPU family 26, Zen 5) the decode matvec of these types ran faster
+  // one row at a time than through the 4-row kernels, whose four interleaved row
+  // streams the hardware prefetcher follows worse than one sequential stream
+  // (qwen3-moe-mini, deltafin bench -p 0 -n 128 -t 1, alternating runs, tok/s r4 ->
+  // row by row): AVX-512 Q8_0 122-125 -> 152-157, Q4_K 174-202 -> 230-233, Q5_K
+  // 189-191 -> 214-218, Q6_K 137-163 -> 160-171, IQ4_XS 141-151 -> 154-161; AVX2 Q4_K
+  // 136-141 -> 191-197, Q5_K 64-91 -> 121-141. Q4_0 and MXFP4 measured faster with
+  // r4; types not measured keep it.
+  void decode_row_by_row_on_amd() {
+    for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+      avx512[uint32_t(t)].decode_r4 = false;
+    for (DType t : {DType::Q4_K, DType::Q5_K}) avx2[uint32_t(t)].decode_r4 = false;
+  }
+#endif
 
   const Table* get(Isa isa) const {
     switch (isa) {

@@ -61,6 +61,10 @@ struct TypeTraits {
   VecDotX4Fn vec_dot_x4;
   Isa isa;
   VecDotR4Fn vec_dot_r4 = nullptr;
+  // Whether the decode matvec takes vec_dot_r4 (where set) or vec_dot row by row: false
+  // for the types whose four interleaved row streams measured slower than one
+  // sequential stream on this CPU (types.cpp). Either gives the same bits.
+  bool decode_r4 = true;
   VecDotX4Fn vec_dot_gemm_x4 = nullptr;
   uint32_t gemm_k = 0;
 };
