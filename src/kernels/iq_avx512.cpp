@@ -13,16 +13,17 @@
 namespace deltafin::kern {
 namespace {
 
-// The 64 sign bits of two groups of 32 from their sign/scale words.
+// The 64 sign bits of two groups of 32 from their sign/scale words (four 7-bit codes
+// in bits 0..27 of each): every code completed to even parity (bit 7 = the parity of
+// bits 0..6), as kEvenSigns holds them, the eight at once.
 inline uint64_t even_sign_mask(uint32_t s0, uint32_t s1) {
-  const uint8_t* e = kEvenSigns.data();
-  uint64_t m = 0;
-  DF_UNROLL
-  for (int l = 0; l < 4; ++l) {
-    m |= uint64_t(e[(s0 >> (7 * l)) & 127]) << (8 * l);
-    m |= uint64_t(e[(s1 >> (7 * l)) & 127]) << (8 * l + 32);
-  }
-  return m;
+  const __m256i w = _mm256_setr_epi32(int(s0), int(s0), int(s0), int(s0), int(s1), int(s1), int(s1), int(s1));
+  __m256i v = _mm256_and_si256(_mm256_srlv_epi32(w, _mm256_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21)), _mm256_set1_epi32(127));
+  __m256i p = _mm256_xor_si256(v, _mm256_srli_epi32(v, 4));
+  p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 2));
+  p = _mm256_xor_si256(p, _mm256_srli_epi32(p, 1));
+  v = _mm256_or_si256(v, _mm256_slli_epi32(_mm256_and_si256(p, _mm256_set1_epi32(1)), 7));
+  return uint64_t(_mm_cvtsi128_si64(_mm256_cvtepi32_epi8(v)));
 }
 
 template <int NR, int NT>
@@ -81,11 +82,33 @@ struct DotIq2xxs512 {
   }
 };
 
+// The sign bytes of eight runs from their IQ2_XS words (sign code in bits 9..15):
+// each 7-bit code completed to even parity (bit 7 = the parity of bits 0..6), as
+// kEvenSigns holds them, computed for the eight at once.
+inline uint64_t sign_bytes8(const uint16_t* q) {
+  __m128i v = _mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), 9);
+  __m128i p = _mm_xor_si128(v, _mm_srli_epi16(v, 4));
+  p = _mm_xor_si128(p, _mm_srli_epi16(p, 2));
+  p = _mm_xor_si128(p, _mm_srli_epi16(p, 1));
+  v = _mm_or_si128(v, _mm_slli_epi16(_mm_and_si128(p, _mm_set1_epi16(1)), 7));
+  return uint64_t(_mm_cvtsi128_si64(_mm_packus_epi16(v, v)));
+}
+
+// 2 ls + 1 of an IQ2_XS super-block's 16 groups (low nibble first) in words 0..15.
+inline __m512i odd_scales16(const uint8_t* scales) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i nib = _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
+  const __m256i w = _mm256_cvtepu8_epi16(nib);
+  return _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)));
+}
+
 template <int NR, int NT>
 struct DotIq2xs512 {
   static void run(int64_t n, float* out, const BlockIQ2_XS* const* a, const BlockQ8_K* const* y) {
     const uint64_t* grid = kIq2xsGrid.data();
-    const uint8_t* e = kEvenSigns.data();
+    // Word w of the 512-bit vector belongs to 128-bit lane w / 8.
+    const __m512i lane_of_word = _mm512_set_epi32(0x30003, 0x30003, 0x30003, 0x30003, 0x20002, 0x20002, 0x20002,
+                                                  0x20002, 0x10001, 0x10001, 0x10001, 0x10001, 0, 0, 0, 0);
     __m512 acc[NR][NT];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
@@ -99,6 +122,9 @@ struct DotIq2xs512 {
         DF_UNROLL
         for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
       }
+      __m512i scales[NR];  // 2 ls + 1 of the 16 groups as 16-bit words 0..15
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) scales[r] = odd_scales16(a[r][i].scales);
       DF_UNROLL
       for (int c = 0; c < 4; ++c) {
         __m512i q8[NT];
@@ -111,14 +137,10 @@ struct DotIq2xs512 {
                                              int64_t(grid[q[5] & 511]), int64_t(grid[q[4] & 511]),
                                              int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]),
                                              int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
-          uint64_t m = 0;
-          DF_UNROLL
-          for (int k = 0; k < 8; ++k) m |= uint64_t(e[q[k] >> 9]) << (8 * k);
-          const __mmask64 neg = _cvtu64_mask64(m);
-          const int s0 = a[r][i].scales[2 * c], s1 = a[r][i].scales[2 * c + 1];
-          const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s0 >> 4) + 1)), _mm_set1_epi16(short(2 * (s0 & 15) + 1)));
-          const __m256i hi = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s1 >> 4) + 1)), _mm_set1_epi16(short(2 * (s1 & 15) + 1)));
-          const __m512i sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+          const __mmask64 neg = _cvtu64_mask64(sign_bytes8(q));
+          // Lane l (16 values) of this chunk takes group 4c + l's odd scale.
+          const __m512i sc = _mm512_permutexvar_epi16(
+              _mm512_add_epi16(_mm512_set1_epi16(short(4 * c)), lane_of_word), scales[r]);
           DF_UNROLL
           for (int t = 0; t < NT; ++t) {
             const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
