@@ -94,21 +94,10 @@ inline uint64_t sign_bytes8(const uint16_t* q) {
   return uint64_t(_mm_cvtsi128_si64(_mm_packus_epi16(v, v)));
 }
 
-// 2 ls + 1 of an IQ2_XS super-block's 16 groups (low nibble first) in words 0..15.
-inline __m512i odd_scales16(const uint8_t* scales) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
-  const __m128i nib = _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
-  const __m256i w = _mm256_cvtepu8_epi16(nib);
-  return _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)));
-}
-
 template <int NR, int NT>
 struct DotIq2xs512 {
   static void run(int64_t n, float* out, const BlockIQ2_XS* const* a, const BlockQ8_K* const* y) {
     const uint64_t* grid = kIq2xsGrid.data();
-    // Word w of the 512-bit vector belongs to 128-bit lane w / 8.
-    const __m512i lane_of_word = _mm512_set_epi32(0x30003, 0x30003, 0x30003, 0x30003, 0x20002, 0x20002, 0x20002,
-                                                  0x20002, 0x10001, 0x10001, 0x10001, 0x10001, 0, 0, 0, 0);
     __m512 acc[NR][NT];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
@@ -139,8 +128,7 @@ struct DotIq2xs512 {
                                              int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
           const __mmask64 neg = _cvtu64_mask64(sign_bytes8(q));
           // Lane l (16 values) of this chunk takes group 4c + l's odd scale.
-          const __m512i sc = _mm512_permutexvar_epi16(
-              _mm512_add_epi16(_mm512_set1_epi16(short(4 * c)), lane_of_word), scales[r]);
+          const __m512i sc = group_scales_of_chunk(scales[r], c);
           DF_UNROLL
           for (int t = 0; t < NT; ++t) {
             const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);

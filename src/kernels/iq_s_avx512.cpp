@@ -20,10 +20,7 @@ DF_ALWAYS_INLINE __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, _
   uint64_t m;
   std::memcpy(&m, b.qs + 32 + 8 * c, 8);
   *neg = _cvtu64_mask64(m);
-  const int s0 = b.scales[2 * c], s1 = b.scales[2 * c + 1];
-  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s0 >> 4) + 1)), _mm_set1_epi16(short(2 * (s0 & 15) + 1)));
-  const __m256i hi = _mm256_set_m128i(_mm_set1_epi16(short(2 * (s1 >> 4) + 1)), _mm_set1_epi16(short(2 * (s1 & 15) + 1)));
-  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  *sc = group_scales_of_chunk(odd_scales16(b.scales), c);
   return _mm512_set_epi64(int64_t(grid[idx[7]]), int64_t(grid[idx[6]]), int64_t(grid[idx[5]]), int64_t(grid[idx[4]]),
                           int64_t(grid[idx[3]]), int64_t(grid[idx[2]]), int64_t(grid[idx[1]]), int64_t(grid[idx[0]]));
 }

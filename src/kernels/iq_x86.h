@@ -41,5 +41,24 @@ void iq_r4(int64_t n, float* out, const void* w, size_t w_stride, const void* x)
   K<4, 1>::run(n, out, a, y);
 }
 
+#if defined(__AVX512BW__)
+// 2 ls + 1 of the 16 groups of 16 of an IQ2_XS / IQ2_S super-block (4-bit codes, low
+// nibble first) as 16-bit words 0..15.
+DF_ALWAYS_INLINE __m512i odd_scales16(const uint8_t* scales) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i nib = _mm_and_si128(_mm_unpacklo_epi8(b, _mm_srli_epi16(b, 4)), _mm_set1_epi8(15));
+  const __m256i w = _mm256_cvtepu8_epi16(nib);
+  return _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(w, w), _mm256_set1_epi16(1)));
+}
+
+// The scales of chunk c (values 64c .. 64c + 63) in the words of a vector: 128-bit
+// lane l (16 values) gets group 4c + l's.
+DF_ALWAYS_INLINE __m512i group_scales_of_chunk(__m512i scales16, int c) {
+  const __m512i lane_of_word = _mm512_set_epi32(0x30003, 0x30003, 0x30003, 0x30003, 0x20002, 0x20002, 0x20002,
+                                                0x20002, 0x10001, 0x10001, 0x10001, 0x10001, 0, 0, 0, 0);
+  return _mm512_permutexvar_epi16(_mm512_add_epi16(_mm512_set1_epi16(short(4 * c)), lane_of_word), scales16);
+}
+#endif
+
 }  // namespace
 }  // namespace deltafin::kern
