@@ -45,6 +45,17 @@ DF_ALWAYS_INLINE __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
   return iq1_weights(idx, delta);
 }
 
+// 2 ls + 1 of an IQ1_M block's 16 halves as 16-bit words 0..15: half j's 3-bit code
+// is bits 3 (j % 4) .. +2 of scale word j / 4.
+DF_ALWAYS_INLINE __m512i iq1m_odd_scales16(const BlockIQ1_M& b) {
+  const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales));
+  __m256i v = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                       _mm256_castsi128_si256(raw));
+  v = _mm256_srlv_epi16(v, _mm256_setr_epi16(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9));
+  v = _mm256_and_si256(v, _mm256_set1_epi16(7));
+  return _mm512_castsi256_si512(_mm256_add_epi16(_mm256_add_epi16(v, v), _mm256_set1_epi16(1)));
+}
+
 // Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
 // (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
 // 4k..4k+2, its delta sign at 4k + 3.
@@ -59,12 +70,7 @@ DF_ALWAYS_INLINE __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
   const __m512i delta = _mm512_inserti64x4(
       _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d0].data()))),
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kIq1mDeltaBytes[d1].data())), 1);
-  uint16_t w;
-  std::memcpy(&w, b.scales + 2 * c, 2);
-  const __m256i lo = _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 3) & 7) + 1)), _mm_set1_epi16(short(2 * (w & 7) + 1)));
-  const __m256i hi =
-      _mm256_set_m128i(_mm_set1_epi16(short(2 * ((w >> 9) & 7) + 1)), _mm_set1_epi16(short(2 * ((w >> 6) & 7) + 1)));
-  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  *sc = group_scales_of_chunk(iq1m_odd_scales16(b), c);
   const uint64_t* g8 = kIq1sGrid8.data();
   const __m512i g = _mm512_set_epi64(int64_t(g8[idx[7]]), int64_t(g8[idx[6]]), int64_t(g8[idx[5]]), int64_t(g8[idx[4]]),
                                      int64_t(g8[idx[3]]), int64_t(g8[idx[2]]), int64_t(g8[idx[1]]), int64_t(g8[idx[0]]));
