@@ -10,6 +10,7 @@
 #include "format/hf_recipes.h"
 #include "format/hf_tokenizer.h"
 #include "kernels/blocks.h"
+#include "quant/hf_codecs.h"
 
 namespace deltafin {
 namespace {
@@ -348,15 +349,42 @@ Status HfGgufSource::read_piece(const Piece& p, uint64_t off, char* dst, size_t 
   return {};
 }
 
-bool HfGgufSource::locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_off) const {
+bool HfGgufSource::locate(uint64_t off, uint64_t n, ShardSpan* at) const {
   auto it = std::upper_bound(pieces_.begin(), pieces_.end(), off,
                              [](uint64_t o, const Piece& p) { return o < p.out_off; });
   if (it == pieces_.begin()) return false;
   const Piece& p = *std::prev(it);
-  if (p.op != Op::Copy || p.decoded() || off + n > p.out_off + p.out_len) return false;
-  *shard = p.shard;
-  *shard_off = p.in_off + (off - p.out_off);
+  if (off + n > p.out_off + p.out_len) return false;
+  *at = {};
+  at->shard = p.shard;
+  if (p.op == Op::Copy && !p.decoded()) {
+    at->offset = p.in_off + (off - p.out_off);
+    return true;
+  }
+  // MXFP4: 16 bytes of codes and 1 of scale per 17-byte block, so a whole tensor's
+  // codes and scales side by side are exactly its blocks' bytes.
+  if (p.op != Op::Mxfp4Ct || off != p.out_off || n != p.out_len || p.shard2 != p.shard) return false;
+  const uint64_t codes = n / 17 * 16, scales = n / 17;
+  at->mxfp4 = true;
+  if (p.in_off2 == p.in_off + codes) {
+    at->offset = p.in_off;
+    at->scales_at = codes;
+  } else if (p.in_off == p.in_off2 + scales) {
+    at->offset = p.in_off2;
+    at->codes_at = scales;
+  } else {
+    return false;
+  }
   return true;
+}
+
+void HfGgufSource::unpack(const ShardSpan& at, const char* src, uint64_t n, char* dst) {
+  if (!at.mxfp4) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const auto* s = reinterpret_cast<const uint8_t*>(src);
+  mxfp4_ct_to_gguf(s + at.codes_at, s + at.scales_at, 1, int64_t(n / 17 * 32), reinterpret_cast<uint8_t*>(dst));
 }
 
 Status HfGgufSource::read_at(uint64_t off, void* dst_v, size_t n) {

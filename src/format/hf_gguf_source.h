@@ -52,9 +52,20 @@ class HfGgufSource final : public ByteSource {
   // The synthesized header (metadata and tensor directory, data offsets set).
   const GGUFFile& meta() const { return meta_; }
   uint64_t header_size() const { return header_.size(); }
-  // Where [off, off + n) of this view lies in a shard when it is one unchanged copy of
-  // a shard's bytes (an expert's slice): *shard and *shard_off; false otherwise.
-  bool locate(uint64_t off, uint64_t n, int* shard, uint64_t* shard_off) const;
+  // Where [off, off + n) of this view (an expert's slice) lies in a shard when it is
+  // the n bytes at (shard, offset): unchanged, or, for one whole compressed-tensors
+  // MXFP4 tensor whose codes and scales lie side by side, the same bytes reshuffled
+  // (mxfp4: codes at codes_at and scales at scales_at in the span; unpack() makes the
+  // view's bytes). False otherwise: the slice has no such span (it must be read).
+  struct ShardSpan {
+    int shard = 0;
+    uint64_t offset = 0;
+    bool mxfp4 = false;
+    uint64_t codes_at = 0, scales_at = 0;
+  };
+  bool locate(uint64_t off, uint64_t n, ShardSpan* at) const;
+  // The view's n bytes (`dst`) from the span's n bytes (`src`) as fetched.
+  static void unpack(const ShardSpan& at, const char* src, uint64_t n, char* dst);
 
   // Mxfp4Ct: compressed-tensors MXFP4 codes at (shard, in_off) and E8M0 scales at
   // (shard2, in_off2) reshuffled into GGUF MXFP4 blocks. Derived: computed by

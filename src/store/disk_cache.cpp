@@ -83,9 +83,10 @@ Result<std::unique_ptr<ExpertCache>> ExpertCache::open(const std::string& root, 
       x.part = sl.shard;
       x.offset = sl.offset;
       if (opts.locate) {
-        DF_ASSIGN(auto at, opts.locate(sl));
-        x.part = at.first;
-        x.offset = at.second;
+        DF_ASSIGN(OriginSpan at, opts.locate(sl));
+        x.part = at.part;
+        x.offset = at.offset;
+        if (at.unpack) c->unpack_[k][size_t(p)] = std::move(at.unpack);
       }
       if (x.part < 0 || size_t(x.part) >= c->parts_.size() || x.offset > c->parts_[size_t(x.part)].id.size ||
           x.bytes > c->parts_[size_t(x.part)].id.size - x.offset)
@@ -380,9 +381,11 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
       st_.fetched_bytes += run->buf.size();
     }
     std::vector<std::array<const char*, kExpertParts>> where;
+    std::vector<char> fetched;
     for (const Want& w : run->experts) {
       const ExpertSlices& sl = ix_.slices(w.key);
-      std::array<const char*, kExpertParts> src{};
+      const auto unpack = unpack_.find(w.key);
+      std::array<char*, kExpertParts> src{};
       for (int p = 0; p < kExpertParts; ++p) {
         if (!sl.part[p].bytes) continue;
         const Extent& x = origin_[size_t(w.key)][size_t(p)];
@@ -393,9 +396,14 @@ void ExpertCache::fetch_runs(std::vector<Want> wants, bool demand, const Done& d
             break;
           }
         }
+        if (unpack != unpack_.end() && unpack->second[size_t(p)]) {  // in place: the bytes are the slice's alone
+          fetched.assign(src[size_t(p)], src[size_t(p)] + x.bytes);
+          unpack->second[size_t(p)](fetched.data(), src[size_t(p)]);
+        }
         if (w.dst && w.dst[p]) std::memcpy(w.dst[p], src[size_t(p)], sl.part[p].bytes);
       }
-      where.push_back(src);
+      where.emplace_back();
+      std::copy(src.begin(), src.end(), where.back().begin());
       if (w.dst) done(w.key, {});  // the caller may compute while we write
     }
     for (size_t i = 0; i < run->experts.size(); ++i) {

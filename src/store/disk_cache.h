@@ -71,15 +71,24 @@ struct OriginPart {
 void get_origin_range(HttpClient& client, const OriginPart& part, uint64_t offset, uint64_t n, char* dst,
                       IoPriority prio, HttpClient::Done done, std::shared_ptr<const std::atomic<bool>> urgent = nullptr);
 
+// A slice's bytes at the origin: as many bytes at (part, offset), the same bytes when
+// `unpack` is null, else unpack(fetched, slice) puts them in the slice's order (a
+// compressed-tensors MXFP4 expert: its codes and scales side by side -> MXFP4 blocks).
+struct OriginSpan {
+  int part = 0;
+  uint64_t offset = 0;
+  std::function<void(const char* src, char* dst)> unpack;
+};
+
 struct ExpertCacheOptions {
   uint64_t budget = 0;                      // bytes for the whole cache directory; 0: no limit
   uint64_t max_request = uint64_t(64) << 20;  // a coalesced request at most
   std::string model;                        // the location, for messages
   std::string offline_reason;               // non-empty: never fetch; a missing expert is an error saying this
   // Where a slice's bytes lie at the origin when the model file is a view over other
-  // files (a Hugging Face folder's safetensors shards): the origin part and offset.
-  // Null: the slice's own shard and offset.
-  std::function<Result<std::pair<int, uint64_t>>(const ExpertSlice&)> locate;
+  // files (a Hugging Face folder's safetensors shards). Null: the slice's own shard
+  // and offset.
+  std::function<Result<OriginSpan>(const ExpertSlice&)> locate;
 };
 
 struct ExpertCacheStats {
@@ -147,6 +156,8 @@ class ExpertCache final {
   std::shared_ptr<HttpClient> client_;
   std::vector<OriginPart> parts_;
   std::vector<std::array<Extent, kExpertParts>> origin_;  // by key: each part's bytes at the origin
+  // by key, where a part's origin bytes are reordered (OriginSpan::unpack); mostly empty
+  std::map<int, std::array<std::function<void(const char*, char*)>, kExpertParts>> unpack_;
   ExpertCacheOptions opts_;
   std::unique_ptr<KeyLocks> locks_;
 

@@ -528,13 +528,15 @@ Status RemoteModel::attach(const ModelFile& file, const std::vector<ExpertLayerI
     // Experts come straight from the shards.
     for (const RemoteShard& sh : folder_->shards) origin.push_back({sh.url, sh.id, {}});
     const HfGgufSource* view = folder_->view;
-    eo.locate = [view](const ExpertSlice& sl) -> Result<std::pair<int, uint64_t>> {
-      int shard = 0;
-      uint64_t off = 0;
-      if (!view->locate(sl.offset, sl.bytes, &shard, &off))
-        return make_error("{}: the expert slice at {} ({} bytes) is not a copy of one shard's bytes", view->name(),
-                          sl.offset, sl.bytes);
-      return std::pair<int, uint64_t>{shard, off};
+    eo.locate = [view](const ExpertSlice& sl) -> Result<OriginSpan> {
+      HfGgufSource::ShardSpan at;
+      if (!view->locate(sl.offset, sl.bytes, &at))
+        return make_error("{}: the expert slice at {} ({} bytes) is not one shard's bytes (a copy, or MXFP4 codes "
+                          "and scales side by side)", view->name(), sl.offset, sl.bytes);
+      OriginSpan o{at.shard, at.offset, nullptr};
+      if (at.mxfp4)
+        o.unpack = [at, n = sl.bytes](const char* src, char* dst) { HfGgufSource::unpack(at, src, n, dst); };
+      return o;
     };
   } else {
     for (const auto& p : parts_) origin.push_back({p->url, p->id, p->frags});

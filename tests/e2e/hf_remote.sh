@@ -5,7 +5,8 @@
 # static JSON, a token required), reached as hf://OWNER/REPO and as an http:// URL
 # prefix. Checks:
 #   - teacher-forced logits (`eval`) from hf://acme/tiny and from the http:// prefix
-#     equal those from the local folder bit for bit;
+#     equal those from the local folder bit for bit; so do a kimi-k3 folder's, whose
+#     compressed-tensors MXFP4 experts are reshuffled into MXFP4 blocks as they land;
 #   - the shards' bytes requested are the headers, the core and the experts the ids
 #     needed, and less than the files (printed); each expert is one request where
 #     its tensors lie together in a shard;
@@ -161,6 +162,22 @@ check "  nothing reached nginx" test "$(wc -l <"$log")" = "$n2"
 ev -m "$HF_ENDPOINT/plain/tiny/" --cache-dir "$C" >"$dir/url" 2>"$dir/url.err"
 check "http://.../plain/tiny/: eval = the local folder's" cmp -s "$dir/ref" "$dir/url"
 [ -s "$dir/url" ] || tail -3 "$dir/url.err"
+
+# 4b. Kimi K3's compressed-tensors MXFP4 experts (codes and scales side by side in a
+# shard, reshuffled into MXFP4 blocks as they land) over http://: the local folder's
+# logits, and each expert fetched as one span of its shard (no more requests than experts).
+k3=$W/plain/k3
+"$bin" synth --preset tiny --arch kimi-k3 --type BF16 --expert-type MXFP4 --seed 7 --format hf -o "$k3" \
+  >/dev/null 2>"$dir/synth-k3.err" || { echo "FAIL synth kimi-k3 --format hf: $(cat "$dir/synth-k3.err")"; exit 1; }
+ev -m "$k3" >"$dir/ref-k3" 2>"$dir/ref-k3.err" || { echo "FAIL local kimi-k3 eval: $(cat "$dir/ref-k3.err")"; exit 1; }
+ev -m "$HF_ENDPOINT/plain/k3/" --cache-dir "$C" --stats >"$dir/url-k3" 2>"$dir/url-k3.err"
+check "http://.../plain/k3/ (MXFP4 experts): eval = the local folder's" cmp -s "$dir/ref-k3" "$dir/url-k3"
+[ -s "$dir/url-k3" ] || tail -3 "$dir/url-k3.err"
+check "  experts fetched, no more range requests than experts ($(grep -o '[0-9]* fetched from the origin ([^)]*)' "$dir/url-k3.err"))" \
+  python3 -c "
+import re,sys
+m=re.search(r'(\d+) fetched from the origin \([0-9.]+ MiB in (\d+) range requests\)', open('$dir/url-k3.err').read())
+sys.exit(0 if m and int(m[1]) > 0 and int(m[2]) <= int(m[1]) else 1)"
 
 # 5. A missing shard (404) and a truncated one fail naming the shard.
 ev -m hf://acme/missing --cache-dir "$C" >/dev/null 2>"$dir/missing.err"; rc=$?
