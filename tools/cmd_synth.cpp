@@ -232,6 +232,15 @@ Command add_synth(CLI::App& app) {
                 }
                 fs::remove_all(o->out, ec);
               }
+              // Missing parent directories are created, as for a .gguf output (the
+              // model is written beside the folder first).
+              if (const fs::path parent = fs::path(o->out).parent_path(); !parent.empty()) {
+                fs::create_directories(parent, ec);
+                if (ec) {
+                  fmt::print(stderr, "error: -o '{}': cannot create '{}': {}\n", o->out, parent.string(), ec.message());
+                  return 1;
+                }
+              }
               const std::string tmp = o->out + ".synth.gguf";
               ThreadPool pool(o->threads > 0 ? o->threads : default_thread_count());
               SynthReport r;

@@ -29,6 +29,14 @@ bad() { echo "FAIL: $*"; fail=1; }
 declare -A MEM=([BF16]=68M [F32]=70M)
 IDS=$(python3 -c "import random; r=random.Random(5); print(','.join(str(r.randrange(256)) for _ in range(24)))")
 
+# An output folder two directories down that do not exist yet: synth creates them.
+rm -rf "$d/new"
+if "$bin" synth --preset tiny --arch qwen3moe --format hf -o "$d/new/dirs/hf" 2>"$d/log" && [ -f "$d/new/dirs/hf/config.json" ]; then
+  ok "synth --format hf creates missing parent directories"
+else
+  bad "synth --format hf into new directories: $(cat "$d/log")"
+fi
+
 for T in BF16 F32; do
   hf=$d/hf-$T conv=$d/conv-$T.gguf ref=$d/synth-$T.gguf
   "$bin" synth --preset tiny --arch qwen3moe --type $T --expert-type $T --seed 3 --format hf -o "$hf" 2>"$d/log" ||
