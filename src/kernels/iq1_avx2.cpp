@@ -114,16 +114,8 @@ struct DotIq1m {
 }  // namespace
 
 void install_iq1_avx2(TypeTraits* t) {
-  TypeTraits& s = t[uint32_t(DType::IQ1_S)];
-  s.vec_dot = iq_one<BlockIQ1_S, DotIq1s>;
-  s.vec_dot_x4 = iq_x4<BlockIQ1_S, DotIq1s>;
-  s.vec_dot_r4 = iq_r4<BlockIQ1_S, DotIq1s>;
-  s.isa = Isa::AVX2;
-  TypeTraits& m = t[uint32_t(DType::IQ1_M)];
-  m.vec_dot = iq_one<BlockIQ1_M, DotIq1m>;
-  m.vec_dot_x4 = iq_x4<BlockIQ1_M, DotIq1m>;
-  m.vec_dot_r4 = iq_r4<BlockIQ1_M, DotIq1m>;
-  m.isa = Isa::AVX2;
+  install_iq_row<BlockIQ1_S, DotIq1s, false>(t[uint32_t(DType::IQ1_S)], Isa::AVX2);
+  install_iq_row<BlockIQ1_M, DotIq1m, false>(t[uint32_t(DType::IQ1_M)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

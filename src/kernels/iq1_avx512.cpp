@@ -143,16 +143,8 @@ struct DotIq1m512 {
 }  // namespace
 
 void install_iq1_avx512(TypeTraits* t) {
-  TypeTraits& s = t[uint32_t(DType::IQ1_S)];
-  s.vec_dot = iq_one<BlockIQ1_S, DotIq1s512>;
-  s.vec_dot_x4 = iq_x4<BlockIQ1_S, DotIq1s512>;
-  s.vec_dot_r4 = iq_r4<BlockIQ1_S, DotIq1s512>;
-  s.isa = Isa::AVX512;
-  TypeTraits& m = t[uint32_t(DType::IQ1_M)];
-  m.vec_dot = iq_one<BlockIQ1_M, DotIq1m512>;
-  m.vec_dot_x4 = iq_x4<BlockIQ1_M, DotIq1m512>;
-  m.vec_dot_r4 = iq_r4<BlockIQ1_M, DotIq1m512>;
-  m.isa = Isa::AVX512;
+  install_iq_row<BlockIQ1_S, DotIq1s512, true>(t[uint32_t(DType::IQ1_S)], Isa::AVX512);
+  install_iq_row<BlockIQ1_M, DotIq1m512, true>(t[uint32_t(DType::IQ1_M)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

@@ -179,21 +179,9 @@ struct DotIq3xxs {
 }  // namespace
 
 void install_iq_avx2(TypeTraits* t) {
-  TypeTraits& r = t[uint32_t(DType::IQ2_XXS)];
-  r.vec_dot = iq_one<BlockIQ2_XXS, DotIq2xxs>;
-  r.vec_dot_x4 = iq_x4<BlockIQ2_XXS, DotIq2xxs>;
-  r.vec_dot_r4 = iq_r4<BlockIQ2_XXS, DotIq2xxs>;
-  r.isa = Isa::AVX2;
-  TypeTraits& rx = t[uint32_t(DType::IQ2_XS)];
-  rx.vec_dot = iq_one<BlockIQ2_XS, DotIq2xs>;
-  rx.vec_dot_x4 = iq_x4<BlockIQ2_XS, DotIq2xs>;
-  rx.vec_dot_r4 = iq_r4<BlockIQ2_XS, DotIq2xs>;
-  rx.isa = Isa::AVX2;
-  TypeTraits& r3 = t[uint32_t(DType::IQ3_XXS)];
-  r3.vec_dot = iq_one<BlockIQ3_XXS, DotIq3xxs>;
-  r3.vec_dot_x4 = iq_x4<BlockIQ3_XXS, DotIq3xxs>;
-  r3.vec_dot_r4 = iq_r4<BlockIQ3_XXS, DotIq3xxs>;
-  r3.isa = Isa::AVX2;
+  install_iq_row<BlockIQ2_XXS, DotIq2xxs, false>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX2);
+  install_iq_row<BlockIQ2_XS, DotIq2xs, false>(t[uint32_t(DType::IQ2_XS)], Isa::AVX2);
+  install_iq_row<BlockIQ3_XXS, DotIq3xxs, false>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

@@ -212,21 +212,9 @@ struct DotIq3xxs512 {
 }  // namespace
 
 void install_iq_avx512(TypeTraits* t) {
-  TypeTraits& r = t[uint32_t(DType::IQ2_XXS)];
-  r.vec_dot = iq_one<BlockIQ2_XXS, DotIq2xxs512>;
-  r.vec_dot_x4 = iq_x4<BlockIQ2_XXS, DotIq2xxs512>;
-  r.vec_dot_r4 = iq_r4<BlockIQ2_XXS, DotIq2xxs512>;
-  r.isa = Isa::AVX512;
-  TypeTraits& rx = t[uint32_t(DType::IQ2_XS)];
-  rx.vec_dot = iq_one<BlockIQ2_XS, DotIq2xs512>;
-  rx.vec_dot_x4 = iq_x4<BlockIQ2_XS, DotIq2xs512>;
-  rx.vec_dot_r4 = iq_r4<BlockIQ2_XS, DotIq2xs512>;
-  rx.isa = Isa::AVX512;
-  TypeTraits& r3 = t[uint32_t(DType::IQ3_XXS)];
-  r3.vec_dot = iq_one<BlockIQ3_XXS, DotIq3xxs512>;
-  r3.vec_dot_x4 = iq_x4<BlockIQ3_XXS, DotIq3xxs512>;
-  r3.vec_dot_r4 = iq_r4<BlockIQ3_XXS, DotIq3xxs512>;
-  r3.isa = Isa::AVX512;
+  install_iq_row<BlockIQ2_XXS, DotIq2xxs512, true>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX512);
+  install_iq_row<BlockIQ2_XS, DotIq2xs512, true>(t[uint32_t(DType::IQ2_XS)], Isa::AVX512);
+  install_iq_row<BlockIQ3_XXS, DotIq3xxs512, true>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

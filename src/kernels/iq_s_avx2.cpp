@@ -114,16 +114,8 @@ struct DotIq3s {
 }  // namespace
 
 void install_iq_s_avx2(TypeTraits* t) {
-  TypeTraits& r2 = t[uint32_t(DType::IQ2_S)];
-  r2.vec_dot = iq_one<BlockIQ2_S, DotIq2s>;
-  r2.vec_dot_x4 = iq_x4<BlockIQ2_S, DotIq2s>;
-  r2.vec_dot_r4 = iq_r4<BlockIQ2_S, DotIq2s>;
-  r2.isa = Isa::AVX2;
-  TypeTraits& r3 = t[uint32_t(DType::IQ3_S)];
-  r3.vec_dot = iq_one<BlockIQ3_S, DotIq3s>;
-  r3.vec_dot_x4 = iq_x4<BlockIQ3_S, DotIq3s>;
-  r3.vec_dot_r4 = iq_r4<BlockIQ3_S, DotIq3s>;
-  r3.isa = Isa::AVX2;
+  install_iq_row<BlockIQ2_S, DotIq2s, false>(t[uint32_t(DType::IQ2_S)], Isa::AVX2);
+  install_iq_row<BlockIQ3_S, DotIq3s, false>(t[uint32_t(DType::IQ3_S)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

@@ -108,16 +108,8 @@ struct DotIq3s512 {
 }  // namespace
 
 void install_iq_s_avx512(TypeTraits* t) {
-  TypeTraits& r2 = t[uint32_t(DType::IQ2_S)];
-  r2.vec_dot = iq_one<BlockIQ2_S, DotIq2s512>;
-  r2.vec_dot_x4 = iq_x4<BlockIQ2_S, DotIq2s512>;
-  r2.vec_dot_r4 = iq_r4<BlockIQ2_S, DotIq2s512>;
-  r2.isa = Isa::AVX512;
-  TypeTraits& r3 = t[uint32_t(DType::IQ3_S)];
-  r3.vec_dot = iq_one<BlockIQ3_S, DotIq3s512>;
-  r3.vec_dot_x4 = iq_x4<BlockIQ3_S, DotIq3s512>;
-  r3.vec_dot_r4 = iq_r4<BlockIQ3_S, DotIq3s512>;
-  r3.isa = Isa::AVX512;
+  install_iq_row<BlockIQ2_S, DotIq2s512, true>(t[uint32_t(DType::IQ2_S)], Isa::AVX512);
+  install_iq_row<BlockIQ3_S, DotIq3s512, true>(t[uint32_t(DType::IQ3_S)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

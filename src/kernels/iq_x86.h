@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/types.h"
 #include "kernels/x86_common.h"
 
 // For the per-group helpers the kernels call: GCC otherwise declines to inline some
@@ -34,11 +35,31 @@ void iq_x4(int64_t n, float* out, const void* w, const void* const* x) {
 }
 
 template <class Block, template <int, int> class K>
+void iq_x8(int64_t n, float* out, const void* w, const void* const* x) {
+  const Block* a[1] = {static_cast<const Block*>(w)};
+  const BlockQ8_K* y[8];
+  for (int t = 0; t < 8; ++t) y[t] = static_cast<const BlockQ8_K*>(x[t]);
+  K<1, 8>::run(n, out, a, y);
+}
+
+template <class Block, template <int, int> class K>
 void iq_r4(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
   const Block* a[4];
   for (int r = 0; r < 4; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride);
   const BlockQ8_K* y[1] = {static_cast<const BlockQ8_K*>(x)};
   K<4, 1>::run(n, out, a, y);
+}
+
+// Sets a traits row's kernels to K's: vec_dot, x4, r4 and, with X8 (AVX-512, whose 32
+// registers hold eight accumulator chains), the eight-token batch kernel.
+template <class Block, template <int, int> class K, bool X8>
+void install_iq_row(TypeTraits& row, Isa isa) {
+  row.vec_dot = iq_one<Block, K>;
+  row.vec_dot_x4 = iq_x4<Block, K>;
+  row.vec_dot_r4 = iq_r4<Block, K>;
+  if constexpr (X8) row.vec_dot_x8 = iq_x8<Block, K>;
+  else row.vec_dot_x8 = nullptr;
+  row.isa = isa;
 }
 
 #if defined(__AVX512BW__)

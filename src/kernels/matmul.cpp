@@ -1,5 +1,5 @@
-// Row-tiled driver over the traits kernels: vec_dot for single tokens, vec_dot_x4 for
-// groups of four (the weight row is unpacked once per group).
+// Row-tiled driver over the traits kernels: vec_dot for single tokens, vec_dot_x4 and
+// vec_dot_x8 for groups of four and eight (the weight row is unpacked once per group).
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -57,7 +57,7 @@ void rows_one(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols,
 }
 
 // The kernel loop over rows [r0, r1) for the activation rows x[0..n): a tile of rows
-// (about 64 KiB of weights) stays in L2 while every group of four tokens passes over
+// (about 64 KiB of weights) stays in L2 while every group of tokens passes over
 // it, so each weight byte comes from memory once per call.
 void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
                  const void* const* x, int64_t n, float* Y, int64_t y_stride) {
@@ -66,24 +66,33 @@ void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t co
     return;
   }
   const int64_t R = tile_rows(int64_t(wrow));
+  // Padded groups repeat their last real row; only the real rows' results are kept.
+  auto group = [&](VecDotX4Fn f, int width, int64_t t, int64_t real, int64_t r0, int64_t r1) {
+    const void* xs[8];
+    for (int k = 0; k < width; ++k) xs[k] = x[t + std::min<int64_t>(k, real - 1)];
+    for (int64_t r = r0; r < r1; ++r) {
+      float o[8];
+      f(cols, o, w + size_t(r) * wrow, xs);
+      for (int64_t k = 0; k < real; ++k) Y[(t + k) * y_stride + r] = o[k];
+    }
+  };
   for (int64_t r0 = r_begin; r0 < r_end; r0 += R) {
     const int64_t r1 = std::min(r_end, r0 + R);
     int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-      for (int64_t r = r0; r < r1; ++r) {
-        float o[4];
-        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, x + t);
-        for (int k = 0; k < 4; ++k) Y[(t + k) * y_stride + r] = o[k];
+    if (tt.vec_dot_x8 != nullptr) {
+      // Unpacking dominates (types.h): eight tokens per unpacked row, five to seven
+      // left over padded to eight, two to four to four; one alone below.
+      for (int64_t real; (real = std::min<int64_t>(8, n - t)) >= 5; t += real) group(tt.vec_dot_x8, 8, t, real, r0, r1);
+      if (n - t >= 2) {
+        group(tt.vec_dot_x4, 4, t, n - t, r0, r1);
+        t = n;
       }
-    }
-    if (n - t == 3) {  // a padded x4 call is cheaper than three single rows
-      const void* x3[4] = {x[t], x[t + 1], x[t + 2], x[t + 2]};
-      for (int64_t r = r0; r < r1; ++r) {
-        float o[4];
-        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, x3);
-        for (int k = 0; k < 3; ++k) Y[(t + k) * y_stride + r] = o[k];
+    } else {
+      for (; t + 4 <= n; t += 4) group(tt.vec_dot_x4, 4, t, 4, r0, r1);
+      if (n - t == 3) {  // a padded x4 call is cheaper than three single rows
+        group(tt.vec_dot_x4, 4, t, 3, r0, r1);
+        t += 3;
       }
-      t += 3;
     }
     for (; t < n; ++t) rows_one(tt, w, wrow, cols, r0, r1, x[t], Y + t * y_stride);
   }

@@ -13,6 +13,12 @@
 // weight is unpacked once for all four). Never null: rows without a dedicated kernel
 // call vec_dot four times.
 //
+// vec_dot_x8(n, out, w, x): as vec_dot_x4 for eight activation rows, bit-identical to
+// vec_dot for each. Set only where unpacking the weights costs far more than a token's
+// multiply-adds (the codebook i-quants), so that eight tokens per unpacked row beat
+// two groups of four; null elsewhere. Where it is set the batched matmul also pads a
+// remainder of two or three tokens into one x4 call rather than calling vec_dot for each.
+//
 // vec_dot_r4(n, out, w, w_stride, x): out[k] = dot(w + k * w_stride, x) for k < 4,
 // four weight rows against one activation row (the decode matvec's inner kernel: the
 // activation row and its scales are loaded once for four rows, and four independent
@@ -67,6 +73,7 @@ struct TypeTraits {
   bool decode_r4 = true;
   VecDotX4Fn vec_dot_gemm_x4 = nullptr;
   uint32_t gemm_k = 0;
+  VecDotX4Fn vec_dot_x8 = nullptr;  // eight activation rows (the pointer array holds eight)
 };
 
 // Kernels for the selected instruction set (select_isa; by default the best this CPU

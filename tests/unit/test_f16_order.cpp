@@ -245,7 +245,9 @@ TEST(F16Order, MulMatFlagLeavesOtherTypesAlone) {
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {
     const TypeTraits* tt = type_traits(t);
     if (t == DType::BF16 && tt->vec_dot_gemm_x4 != nullptr) continue;  // an AVX512_BF16 CPU
-    if (t != DType::F32) EXPECT_EQ(tt->vec_dot_gemm_x4, nullptr) << dtype_name(t);
+    if (t != DType::F32) {
+      EXPECT_EQ(tt->vec_dot_gemm_x4, nullptr) << dtype_name(t);
+    }
     const TypeTraits* at = type_traits(tt->vec_dot_type);
     for (int64_t cols : {256, 4096}) {
       for (int64_t rows : {4, 6}) {
@@ -329,6 +331,8 @@ TEST(F16Order, F32RowsInGgmlOrder) {
         EXPECT_TRUE(same_bits(y_gemm[i], cols % 16 == 0 ? gemm : dot)) << "f32_gemm cols=" << cols;
         differ += cols % 16 == 0 && !same_bits(gemm, dot);
       }
-    if (cols == 256) EXPECT_GT(differ, 0) << "the data should make the two orders differ";
+    if (cols == 256) {
+      EXPECT_GT(differ, 0) << "the data should make the two orders differ";
+    }
   }
 }

@@ -397,6 +397,9 @@ TEST(IqDot, SimdMatchesReferenceAndRowKernelsAreExact) {
       if (tt == nullptr) continue;
       EXPECT_EQ(tt->isa, isa) << name(t) << " has no " << isa_name(isa) << " kernel";
       ASSERT_NE(tt->vec_dot_r4, nullptr) << name(t) << " " << isa_name(isa);
+      if (isa == Isa::AVX512 && t != DType::TQ1_0) {
+        EXPECT_NE(tt->vec_dot_x8, nullptr) << name(t);
+      }
       for (int64_t n : {256, 768, 1280, 4096}) {
         const size_t row = dtype_row_bytes(t, uint64_t(n));
         for (size_t stride : {row, row + tt->block_bytes}) {
@@ -424,6 +427,16 @@ TEST(IqDot, SimdMatchesReferenceAndRowKernelsAreExact) {
               tt->vec_dot(n, &one, wr, xs[k]);
               EXPECT_EQ(std::bit_cast<uint32_t>(one), std::bit_cast<uint32_t>(got4[k])) << name(t) << " x4 k=" << k;
             }
+            if (tt->vec_dot_x8 == nullptr) continue;
+            // Eight rows, the four repeated in another order (a padded group's shape).
+            const int order[8] = {1, 3, 0, 2, 2, 2, 1, 0};
+            const void* xs8[8];
+            for (int k = 0; k < 8; ++k) xs8[k] = xs[order[k]];
+            float got8[8];
+            tt->vec_dot_x8(n, got8, wr, xs8);
+            for (int k = 0; k < 8; ++k)
+              EXPECT_EQ(std::bit_cast<uint32_t>(got4[order[k]]), std::bit_cast<uint32_t>(got8[k]))
+                  << name(t) << " " << isa_name(isa) << " x8 n=" << n << " k=" << k;
           }
           float r4[4];
           tt->vec_dot_r4(n, r4, w.data(), stride, x[1].data());

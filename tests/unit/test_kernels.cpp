@@ -4,6 +4,7 @@
 // matmul against a dequantize-then-float reference, and the random block filler.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -543,6 +544,16 @@ TEST(KernelDot, X4EqualsSingleBitForBit) {
           EXPECT_EQ(std::memcmp(&one, &got4[k], sizeof(float)), 0)
               << name(t) << " " << isa_name(isa) << " n=" << n << " k=" << k << ": " << one << " vs " << got4[k];
         }
+        if (tt->vec_dot_x8 == nullptr) continue;
+        // Eight rows: the four in a scrambled order with repeats, as a padded group has.
+        const int order[8] = {3, 1, 0, 2, 2, 0, 3, 3};
+        const void* rows8[8];
+        for (int k = 0; k < 8; ++k) rows8[k] = rows[order[k]];
+        float got8[8];
+        tt->vec_dot_x8(n, got8, c.w.data(), rows8);
+        for (int k = 0; k < 8; ++k)
+          EXPECT_EQ(std::bit_cast<uint32_t>(got8[k]), std::bit_cast<uint32_t>(got4[order[k]]))
+              << name(t) << " x8 " << isa_name(isa) << " n=" << n << " k=" << k;
       }
     }
   }
@@ -892,6 +903,39 @@ TEST(KernelMatmul, TokenSubsetsAndRowRanges) {
                     1e-5 * (1 + std::fabs(all[size_t(tokens[size_t(i)] * rows + r)])))
             << name(t);
       }
+    }
+  }
+}
+
+// Batch invariance of the whole driver: however many tokens a matmul takes (groups of
+// eight, four, padded remainders, single rows), each token's outputs equal those of the
+// same token computed alone (the decode path), bit for bit.
+TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
+  const int64_t rows = 13, cols = 512, max_tok = 19;
+  auto X = gaussian(size_t(max_tok * cols), 21);
+  std::vector<DType> types(std::begin(kWeightTypes), std::end(kWeightTypes));
+  // The codebook i-quants, whose batches run in groups of eight (types.h vec_dot_x8).
+  for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                  DType::IQ1_M, DType::TQ1_0})
+    types.push_back(t);
+  for (DType t : types) {
+    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
+    ASSERT_TRUE(fill_random(t, 5, rows * cols, 0.05f, w.data()));
+    QuantizedActs acts;
+    quantize_acts(nullptr, t, X.data(), max_tok, cols, cols, &acts);
+    std::vector<float> alone(size_t(max_tok * rows));
+    for (int32_t tk = 0; tk < max_tok; ++tk)
+      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, alone.data() + tk * rows, rows);
+    for (int64_t n = 2; n <= max_tok; ++n) {
+      std::vector<int32_t> tokens(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) tokens[size_t(i)] = int32_t((i * 7 + n) % max_tok);
+      std::vector<float> y(size_t(n * rows));
+      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, tokens.data(), n, y.data(), rows);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]),
+                    std::bit_cast<uint32_t>(alone[size_t(tokens[size_t(i)] * rows + r)]))
+              << name(t) << " n=" << n << " token " << i << " row " << r;
     }
   }
 }
