@@ -14,9 +14,9 @@
 // call vec_dot four times.
 //
 // vec_dot_x8(n, out, w, x): as vec_dot_x4 for eight activation rows, bit-identical to
-// vec_dot for each. Set only where unpacking the weights costs far more than a token's
-// multiply-adds (the codebook i-quants), so that eight tokens per unpacked row beat
-// two groups of four; null elsewhere. Where it is set the batched matmul also pads a
+// vec_dot for each. Set only where unpacking the weights costs more than a token's
+// multiply-adds (AVX-512 i-quants: the codebook types and IQ4_XS), so that eight tokens
+// per unpacked row beat two groups of four; null elsewhere. Where it is set the batched matmul also pads a
 // remainder of two or three tokens into one x4 call rather than calling vec_dot for each.
 //
 // vec_dot_r4(n, out, w, w_stride, x): out[k] = dot(w + k * w_stride, x) for k < 4,

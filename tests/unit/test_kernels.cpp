@@ -559,6 +559,25 @@ TEST(KernelDot, X4EqualsSingleBitForBit) {
   }
 }
 
+// The 512-bit IQ4_XS kernel forms the same int32 lanes as the 256-bit one (its halves
+// are added before the float step), so the two instruction sets agree exactly.
+TEST(KernelDot, Iq4xsAvx512EqualsAvx2BitForBit) {
+  const TypeTraits* t2 = type_traits_isa(DType::IQ4_XS, Isa::AVX2);
+  const TypeTraits* t5 = type_traits_isa(DType::IQ4_XS, Isa::AVX512);
+  if (t2 == nullptr || t5 == nullptr) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (int64_t n : dot_lengths(DType::IQ4_XS)) {
+    for (bool random_blocks : {false, true}) {
+      DotCase c = make_case(DType::IQ4_XS, n, random_blocks, uint32_t(n) + 3);
+      for (int k = 0; k < 4; ++k) {
+        float a, b;
+        t2->vec_dot(n, &a, c.w.data(), c.x.data() + k * c.x_stride);
+        t5->vec_dot(n, &b, c.w.data(), c.x.data() + k * c.x_stride);
+        EXPECT_EQ(std::bit_cast<uint32_t>(a), std::bit_cast<uint32_t>(b)) << "n=" << n << " k=" << k << ": " << a << " vs " << b;
+      }
+    }
+  }
+}
+
 // The decode kernel (four weight rows against one activation row) must give each
 // row exactly what vec_dot gives it, so decode equals batched prefill bit for bit.
 TEST(KernelDot, R4EqualsSingleBitForBit) {
