@@ -33,6 +33,14 @@ int open_uncached(const std::string& path) {
 
 void drop_cached_pages(int, uint64_t, uint64_t) {}
 
+void* map_memory(size_t n) {
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+void unmap_memory(void* p, size_t n) {
+  if (p != nullptr) ::munmap(p, n);
+}
+
 void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
 void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
 

@@ -101,6 +101,16 @@ void drop_cached_pages(int fd, uint64_t offset, uint64_t len) {
   ::posix_fadvise(fd, off_t(offset), off_t(len), POSIX_FADV_DONTNEED);
 }
 
+void* map_memory(size_t n) {
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (n >= (size_t(2) << 20)) ::madvise(p, n, MADV_HUGEPAGE);
+  return p;
+}
+void unmap_memory(void* p, size_t n) {
+  if (p != nullptr) ::munmap(p, n);
+}
+
 void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
 void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
 

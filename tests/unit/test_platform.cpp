@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/platform.h"
 
 using namespace deltafin;
@@ -33,6 +34,35 @@ TEST(Platform, PeakRssCountsWhatWasTouched) {
   std::vector<char> v(size_t(64) << 20, 1);
   EXPECT_GE(platform::peak_rss_bytes(), uint64_t(v.size()));
   EXPECT_EQ(v[v.size() / 2], 1);
+}
+
+// Mapped memory (large AlignedBuffers): page-aligned, zero-filled, writable to its
+// last byte, and counted as resident once touched.
+TEST(Platform, MappedMemory) {
+  const size_t n = (size_t(5) << 20) + 123;
+  auto* p = static_cast<unsigned char*>(platform::map_memory(n));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % platform::page_size(), 0u);
+  EXPECT_EQ(p[0], 0);
+  EXPECT_EQ(p[n - 1], 0);
+  for (size_t i = 0; i < n; i += 4096) p[i] = static_cast<unsigned char>(i >> 12);
+  p[n - 1] = 7;
+  EXPECT_EQ(p[4096 * 300], static_cast<unsigned char>(300));
+  EXPECT_EQ(p[n - 1], 7);
+  EXPECT_GE(platform::peak_rss_bytes(), uint64_t(n));
+  platform::unmap_memory(p, n);
+  platform::unmap_memory(nullptr, n);  // a no-op, as free(nullptr)
+
+  // Both sides of the threshold, moved and replaced.
+  AlignedBuffer big(AlignedBuffer::kMapFrom), small(AlignedBuffer::kMapFrom - 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % 4096, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 4096, 0u);
+  static_cast<char*>(big.data())[AlignedBuffer::kMapFrom - 1] = 1;
+  AlignedBuffer moved = std::move(big);
+  EXPECT_EQ(big.data(), nullptr);
+  EXPECT_EQ(static_cast<char*>(moved.data())[AlignedBuffer::kMapFrom - 1], 1);
+  moved = std::move(small);
+  EXPECT_EQ(moved.size(), AlignedBuffer::kMapFrom - 1);
 }
 
 TEST(Platform, Sizes) {

@@ -220,11 +220,15 @@ TEST_P(PromptCache, RunningSequenceLendsACopyOfItsState) {
   std::vector<int32_t> pa = system, pb = system;
   for (int32_t id : encode(" one two three", false)) pa.push_back(id);
   for (int32_t id : encode(" zebra quartz", false)) pb.push_back(id);
-  const std::string want_a = alone(pa, 30), want_b = alone(pb, 8);  // one pass at a time on the model
+  // A runs long enough to be still decoding when B arrives (its first text is out
+  // before B is submitted; a tiny model makes 30 tokens in a few ms).
+  const int n_a = kCtx - int(pa.size()) - 1;
+  ASSERT_GE(n_a, 60);
+  const std::string want_a = alone(pa, n_a), want_b = alone(pb, 8);  // one pass at a time on the model
   const SchedulerOptions so = options();
   Scheduler sched(engine_->model(), *tok_, so);
   std::string text_a;
-  auto ha = start(sched, pa, 30, &text_a);
+  auto ha = start(sched, pa, n_a, &text_a);
   ASSERT_TRUE(ha);
   auto [text_b, cached_b] = ask(sched, pb, 8);
   wait_done(*ha, &text_a);
