@@ -26,8 +26,9 @@ DF_ALWAYS_INLINE __m512i iq1_weights(const int* idx, const int64_t* delta) {
 DF_ALWAYS_INLINE float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
 
-// Groups 2c and 2c + 1 of an IQ1_S block: 64 weights, the two scales as 16-bit lanes.
-DF_ALWAYS_INLINE __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
+// Groups 2c and 2c + 1 of an IQ1_S block: 64 weights, the two scales as 16-bit lanes
+// (scalar index arithmetic and loads, for batches: see iq1m_pair_loads).
+DF_ALWAYS_INLINE __m512i iq1s_pair_loads(const BlockIQ1_S& b, int c, __m512i* sc) {
   int idx[8];
   int64_t delta[8];
   short ls[2];
@@ -45,6 +46,23 @@ DF_ALWAYS_INLINE __m512i iq1s_pair(const BlockIQ1_S& b, int c, __m512i* sc) {
   return iq1_weights(idx, delta);
 }
 
+// The same from one vector of the eight runs' indices and a gather (decode).
+DF_ALWAYS_INLINE __m512i iq1s_pair_gather(const BlockIQ1_S& b, int c, __m512i* sc) {
+  uint32_t h;
+  std::memcpy(&h, b.qh + 2 * c, 4);  // group 2c's word in bits 0..15, 2c + 1's in 16..31
+  const __m512i hv = _mm512_set1_epi64(int64_t(h));
+  const __m512i high = _mm512_and_si512(_mm512_srlv_epi64(hv, _mm512_setr_epi64(0, 3, 6, 9, 16, 19, 22, 25)),
+                                        _mm512_set1_epi64(7));
+  const __m512i low = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+  const __m512i g = _mm512_i64gather_epi64(_mm512_or_si512(low, _mm512_slli_epi64(high, 8)), kIq1sGrid8.data(), 8);
+  const __mmask8 neg = _mm512_test_epi64_mask(hv, _mm512_setr_epi64(0x8000, 0x8000, 0x8000, 0x8000, 0x80000000LL,
+                                                                     0x80000000LL, 0x80000000LL, 0x80000000LL));
+  const __m512i delta = _mm512_mask_blend_epi64(neg, _mm512_set1_epi64(0x0101010101010101LL), _mm512_set1_epi64(-1));
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * ((h >> 12) & 7) + 1))),
+                           _mm256_set1_epi16(short(2 * ((h >> 28) & 7) + 1)), 1);
+  return _mm512_add_epi8(g, delta);
+}
+
 // 2 ls + 1 of an IQ1_M block's 16 halves as 16-bit words 0..15: half j's 3-bit code
 // is bits 3 (j % 4) .. +2 of scale word j / 4.
 DF_ALWAYS_INLINE __m512i iq1m_odd_scales16(const BlockIQ1_M& b) {
@@ -58,8 +76,24 @@ DF_ALWAYS_INLINE __m512i iq1m_odd_scales16(const BlockIQ1_M& b) {
 
 // Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
 // (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
-// 4k..4k+2, its delta sign at 4k + 3.
-DF_ALWAYS_INLINE __m512i iq1m_pair(const BlockIQ1_M& b, int c, __m512i* sc) {
+// 4k..4k+2, its delta sign at 4k + 3. The eight indices are formed in one vector
+// (a lane per run) and their points gathered; the signs pick the deltas by mask.
+DF_ALWAYS_INLINE __m512i iq1m_pair_gather(const BlockIQ1_M& b, int c, __m512i* sc) {
+  uint32_t h;
+  std::memcpy(&h, b.qh + 4 * c, 4);
+  const __m512i per_run = _mm512_srlv_epi64(_mm512_set1_epi64(int64_t(h)), _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
+  const __m512i low = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+  const __m512i idx = _mm512_or_si512(low, _mm512_slli_epi64(_mm512_and_si512(per_run, _mm512_set1_epi64(7)), 8));
+  const __m512i g = _mm512_i64gather_epi64(idx, kIq1sGrid8.data(), 8);
+  const __mmask8 neg = _mm512_test_epi64_mask(per_run, _mm512_set1_epi64(8));
+  const __m512i delta = _mm512_mask_blend_epi64(neg, _mm512_set1_epi64(0x0101010101010101LL), _mm512_set1_epi64(-1));
+  *sc = group_scales_of_chunk(iq1m_odd_scales16(b), c);
+  return _mm512_add_epi8(g, delta);
+}
+
+// The same weights with scalar index arithmetic and loads: faster where several
+// tokens share each unpacked row (a gather's latency then stalls their work).
+DF_ALWAYS_INLINE __m512i iq1m_pair_loads(const BlockIQ1_M& b, int c, __m512i* sc) {
   uint32_t h;
   std::memcpy(&h, b.qh + 4 * c, 4);
   int idx[8];
@@ -129,14 +163,16 @@ void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* cons
 template <int NR, int NT>
 struct DotIq1s512 {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    iq1_dot<NR, NT, iq1s_super, iq1s_pair>(n, out, a, y);
+    if constexpr (NT >= 4) iq1_dot<NR, NT, iq1s_super, iq1s_pair_loads>(n, out, a, y);
+    else iq1_dot<NR, NT, iq1s_super, iq1s_pair_gather>(n, out, a, y);
   }
 };
 
 template <int NR, int NT>
 struct DotIq1m512 {
   static void run(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
-    iq1_dot<NR, NT, iq1m_super, iq1m_pair>(n, out, a, y);
+    if constexpr (NT >= 4) iq1_dot<NR, NT, iq1m_super, iq1m_pair_loads>(n, out, a, y);
+    else iq1_dot<NR, NT, iq1m_super, iq1m_pair_gather>(n, out, a, y);
   }
 };
 
