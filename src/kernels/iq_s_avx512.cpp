@@ -25,8 +25,9 @@ DF_ALWAYS_INLINE __m512i iq2s_pair(const BlockIQ2_S& b, int c, __mmask64* neg, _
                           int64_t(grid[idx[3]]), int64_t(grid[idx[2]]), int64_t(grid[idx[1]]), int64_t(grid[idx[0]]));
 }
 
-// Groups 2c and 2c + 1 of an IQ3_S block (scale byte c holds both codes).
-DF_ALWAYS_INLINE __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
+// Groups 2c and 2c + 1 of an IQ3_S block (scale byte c holds both codes), with scalar
+// index arithmetic and loads: for batches, where a gather's latency stalls their work.
+DF_ALWAYS_INLINE __m512i iq3s_pair_loads(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
   const uint32_t* grid = kIq3sGrid.data();
   int g[16];
   DF_UNROLL
@@ -39,6 +40,24 @@ DF_ALWAYS_INLINE __m512i iq3s_pair(const BlockIQ3_S& b, int c, __mmask64* neg, _
                            _mm256_set1_epi16(short(2 * (s >> 4) + 1)), 1);
   return _mm512_set_epi32(g[15], g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[7], g[6], g[5], g[4], g[3], g[2], g[1],
                           g[0]);
+}
+
+// The same from one vector of the 16 indices and a dword gather of their points (decode).
+DF_ALWAYS_INLINE __m512i iq3s_pair_gather(const BlockIQ3_S& b, int c, __mmask64* neg, __m512i* sc) {
+  uint16_t h;
+  std::memcpy(&h, b.qh + 2 * c, 2);
+  const __m512i high = _mm512_and_si512(
+      _mm512_srlv_epi32(_mm512_set1_epi32(h), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)),
+      _mm512_set1_epi32(1));
+  const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * c)));
+  const __m512i g = _mm512_i32gather_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 8)), kIq3sGrid.data(), 4);
+  uint64_t m;
+  std::memcpy(&m, b.signs + 8 * c, 8);
+  *neg = _cvtu64_mask64(m);
+  const int s = b.scales[c];
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (s & 15) + 1))),
+                           _mm256_set1_epi16(short(2 * (s >> 4) + 1)), 1);
+  return g;
 }
 
 DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
@@ -101,7 +120,8 @@ struct DotIq2s512 {
 template <int NR, int NT>
 struct DotIq3s512 {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq3s_d, iq3s_pair>(n, out, a, y, 1.0f);
+    if constexpr (NT >= 4) iq_s_dot<NR, NT, iq3s_d, iq3s_pair_loads>(n, out, a, y, 1.0f);
+    else iq_s_dot<NR, NT, iq3s_d, iq3s_pair_gather>(n, out, a, y, 1.0f);
   }
 };
 
