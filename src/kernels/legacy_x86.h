@@ -48,15 +48,6 @@ struct DecodeQ5_0 {
   static float d(const Block& b) { return h2f(b.d); }
   static __m256 d8(const Block* b) { return fp16_scales8(b); }
 };
-struct DecodeIQ4_NL {
-  using Block = BlockIQ4_NL;
-  static __m256i q(const Block& b) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
-  }
-  static float d(const Block& b) { return h2f(b.d); }
-  static __m256 d8(const Block* b) { return fp16_scales8(b); }
-};
 // Offset types: q() gives the unsigned codes.
 struct DecodeQ4_1 {
   using Block = BlockQ4_1;

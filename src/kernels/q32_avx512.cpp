@@ -3,6 +3,7 @@
 // blocks at a time, the activation quantizers (x86_common.h); install_avx512 also
 // pulls in the K-quants (kquants_avx512.cpp). Rows it does not set keep their AVX2
 // kernels.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -240,6 +241,23 @@ struct Pair4_0 {
   static __m512i q(const Block& a, const Block& b, __mmask64* neg) {
     alignas(16) static constexpr int8_t kAbs[16] = {8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7};
     const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kAbs)));
+    __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
+    *neg = _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(8));
+    return _mm512_shuffle_epi8(lut, codes);
+  }
+  static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
+  static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
+};
+struct PairIQ4_NL {
+  using Block = BlockIQ4_NL;
+  // |level| from a table; negative where code < 8 (the levels ascend through zero there).
+  static __m512i q(const Block& a, const Block& b, __mmask64* neg) {
+    static constexpr std::array<int8_t, 16> kAbs = [] {
+      std::array<int8_t, 16> a{};
+      for (int i = 0; i < 16; ++i) a[size_t(i)] = int8_t(kIq4nlValues[i] < 0 ? -kIq4nlValues[i] : kIq4nlValues[i]);
+      return a;
+    }();
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kAbs.data())));
     __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
     *neg = _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(8));
     return _mm512_shuffle_epi8(lut, codes);
@@ -498,6 +516,16 @@ void install_avx512(TypeTraits* t) {
   t[uint32_t(DType::Q8_0)].from_float = quantize_q8_0_x86;
   t[uint32_t(DType::Q8_K)].from_float = quantize_q8_k_x86;
   install_kquants_avx512(t);
+}
+
+// IQ4_NL as Q4_0's pair kernels with its levels' table (legacy_avx512.cpp calls it after
+// legacy_x86.h's 256-bit rows): two blocks per 512-bit vector, 16 scales at a time.
+void install_iq4_nl_avx512(TypeTraits* t) {
+  TypeTraits& r = t[uint32_t(DType::IQ4_NL)];
+  r.vec_dot = dot_q32_pairs_1<PairIQ4_NL, DecodeIQ4_NL>;
+  r.vec_dot_x4 = dot_q32_pairs_4<PairIQ4_NL, DecodeIQ4_NL>;
+  r.vec_dot_r4 = dot_q32_pairs_rows<PairIQ4_NL, DecodeIQ4_NL, 4>;
+  r.isa = Isa::AVX512;
 }
 
 }  // namespace deltafin::kern

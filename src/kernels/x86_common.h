@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/blocks.h"
+#include "kernels/blocks_legacy.h"
 
 // Fully unrolls the small fixed loops over rows (t < NT), chunks and accumulators:
 // GCC at -O2 would otherwise keep the accumulator arrays in memory.
@@ -116,6 +117,15 @@ struct DecodeQ8_0 {
 struct DecodeQ4_0 {
   using Block = BlockQ4_0;
   static __m256i q(const Block& b) { return _mm256_sub_epi8(unpack_nibbles16(b.qs), _mm256_set1_epi8(8)); }
+  static float d(const Block& b) { return h2f(b.d); }
+  static __m256 d8(const Block* b) { return fp16_scales8(b); }
+};
+struct DecodeIQ4_NL {
+  using Block = BlockIQ4_NL;
+  static __m256i q(const Block& b) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+    return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
+  }
   static float d(const Block& b) { return h2f(b.d); }
   static __m256 d8(const Block* b) { return fp16_scales8(b); }
 };
