@@ -4,16 +4,18 @@
 # Runs alternate (deltafin, llama.cpp, deltafin, ...) so that a noisy shared machine
 # slows both alike; each engine reports the best of its runs, llama-bench style.
 #
-# usage: bench/vs_llama.sh [-t THREADS] [-p N] [-n N] [-r ROUNDS] [--models DIR] [CASE...]
+# usage: bench/vs_llama.sh [-t THREADS] [-p N] [-n N] [-r ROUNDS] [--models DIR] [--avx2] [CASE...]
 #   CASE: preset:type, e.g. qwen3-moe-mini:Q8_0 (default: qwen3-moe-mini and
 #   kimi-k2-mini at Q4_K and Q8_0; a type named *_DYN is a whole-model dynamic-quant
 #   mix, synth --mix). Models are written once under --models
 #   (default build/bench-models). Prints a table and writes JSON lines to stdout with
-#   --json.
+#   --json. --avx2: both engines on AVX2 alone, as on a CPU without AVX-512 (deltafin
+#   with DELTAFIN_ISA=avx2; llama.cpp from a hard-linked copy of the oracle whose only CPU
+#   library is its haswell one, AVX2 + FMA + F16C, in build/oracle-avx2).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${DELTAFIN:-$here/build/deltafin}
-threads=2 np=64 ng=32 rounds=3 mdir=$here/build/bench-models json=0
+threads=2 np=64 ng=32 rounds=3 mdir=$here/build/bench-models json=0 avx2=0
 cases=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -23,11 +25,20 @@ while [ $# -gt 0 ]; do
     -r) rounds=$2; shift 2 ;;
     --models) mdir=$2; shift 2 ;;
     --json) json=1; shift ;;
+    --avx2) avx2=1; shift ;;
     *) cases+=("$1"); shift ;;
   esac
 done
 [ ${#cases[@]} -gt 0 ] || cases=(qwen3-moe-mini:Q4_K qwen3-moe-mini:Q8_0 kimi-k2-mini:Q4_K kimi-k2-mini:Q8_0)
 mkdir -p "$mdir"
+if [ "$avx2" = 1 ]; then
+  src=${DELTAFIN_ORACLE_DIR:-$here/build/oracle} dst=$here/build/oracle-avx2
+  bins=node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+  [ -f "$src/$bins/libggml-cpu-haswell.so" ] || { echo "vs_llama: no haswell library in $src/$bins" >&2; exit 77; }
+  rm -rf "$dst" && cp -al "$src" "$dst"
+  find "$dst/$bins" -name 'libggml-cpu-*.so' ! -name libggml-cpu-haswell.so -delete
+  export DELTAFIN_ORACLE_DIR=$dst DELTAFIN_ISA=avx2
+fi
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
