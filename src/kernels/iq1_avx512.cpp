@@ -111,68 +111,27 @@ DF_ALWAYS_INLINE __m512i iq1m_pair_loads(const BlockIQ1_M& b, int c, __m512i* sc
   return _mm512_add_epi8(g, delta);
 }
 
-// Super(block) is the block's d, Pair(block, c, &scales) its groups 2c, 2c + 1.
-template <int NR, int NT, auto Super, auto Pair, class Block>
-void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y) {
-  __m512 acc[NR][NT];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    __m512i sumi[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-    }
-    DF_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      __m512i q8[NT];
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        __m512i sc;
-        const __m512i w = Pair(a[r][i], c, &sc);
-        const __m512i aw = _mm512_abs_epi8(w);
-        const __mmask64 neg = _mm512_movepi8_mask(w);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) {
-          const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-          sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(aw, qs), sc);
-        }
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const float d = Super(a[r][i]);
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t)
-        acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-    }
-  }
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * _mm512_reduce_add_ps(acc[r][t]);
-  }
+// The pairs' signed weights as magnitudes and the mask of the negative ones.
+template <auto SignedPair, class Block>
+DF_ALWAYS_INLINE __m512i iq1_abs_pair(const Block& b, int c, __mmask64* neg, __m512i* sc) {
+  const __m512i w = SignedPair(b, c, sc);
+  *neg = _mm512_movepi8_mask(w);
+  return _mm512_abs_epi8(w);
 }
 
 template <int NR, int NT>
 struct DotIq1s512 {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq1_dot<NR, NT, iq1s_super, iq1s_pair_loads>(n, out, a, y);
-    else iq1_dot<NR, NT, iq1s_super, iq1s_pair_gather>(n, out, a, y);
+    if constexpr (NT >= 4) iq512_dot<NR, NT, iq1s_super, iq1_abs_pair<iq1s_pair_loads, BlockIQ1_S>>(n, out, a, y, 0.125f);
+    else iq512_dot<NR, NT, iq1s_super, iq1_abs_pair<iq1s_pair_gather, BlockIQ1_S>>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq1m512 {
   static void run(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq1_dot<NR, NT, iq1m_super, iq1m_pair_loads>(n, out, a, y);
-    else iq1_dot<NR, NT, iq1m_super, iq1m_pair_gather>(n, out, a, y);
+    if constexpr (NT >= 4) iq512_dot<NR, NT, iq1m_super, iq1_abs_pair<iq1m_pair_loads, BlockIQ1_M>>(n, out, a, y, 0.125f);
+    else iq512_dot<NR, NT, iq1m_super, iq1_abs_pair<iq1m_pair_gather, BlockIQ1_M>>(n, out, a, y, 0.125f);
   }
 };
 

@@ -63,65 +63,18 @@ DF_ALWAYS_INLINE __m512i iq3s_pair_gather(const BlockIQ3_S& b, int c, __mmask64*
 DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 
-template <int NR, int NT, auto Super, auto Pair, class Block>
-void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
-  __m512 acc[NR][NT];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    __m512i sumi[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-    }
-    DF_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      __m512i q8[NT];
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        __mmask64 neg;
-        __m512i sc;
-        const __m512i g = Pair(a[r][i], c, &neg, &sc);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) {
-          const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-          sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(g, qs), sc);
-        }
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const float d = Super(a[r][i]);
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t)
-        acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-    }
-  }
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = scale * _mm512_reduce_add_ps(acc[r][t]);
-  }
-}
-
 template <int NR, int NT>
 struct DotIq2s512 {
   static void run(int64_t n, float* out, const BlockIQ2_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq2s_d, iq2s_pair>(n, out, a, y, 0.125f);
+    iq512_dot<NR, NT, iq2s_d, iq2s_pair>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq3s512 {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq_s_dot<NR, NT, iq3s_d, iq3s_pair_loads>(n, out, a, y, 1.0f);
-    else iq_s_dot<NR, NT, iq3s_d, iq3s_pair_gather>(n, out, a, y, 1.0f);
+    if constexpr (NT >= 4) iq512_dot<NR, NT, iq3s_d, iq3s_pair_loads>(n, out, a, y, 1.0f);
+    else iq512_dot<NR, NT, iq3s_d, iq3s_pair_gather>(n, out, a, y, 1.0f);
   }
 };
 

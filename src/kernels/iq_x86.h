@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/types.h"
 #include "kernels/x86_common.h"
@@ -63,6 +64,74 @@ void install_iq_row(TypeTraits& row, Isa isa) {
 }
 
 #if defined(__AVX512BW__)
+
+// The AVX-512 i-quant kernel body: NR weight rows against NT Q8_K rows. Per 64 values
+// Pair(block, c, &neg, &sc) gives the weights' magnitudes, their signs as the mask that
+// negates the activations, and the scales as words; maddubs forms the pair products and
+// vpdpwssd multiplies them by the scales and sums per super-block in int32, then one
+// FMA by Super(block) * d_x, and `scale` at the end. Fold256 adds the two 256-bit halves
+// before the float step (IQ4_XS: the lanes of its 256-bit kernel, so the same bits).
+template <int NR, int NT, auto Super, auto Pair, class Block, bool Fold256 = false>
+DF_ALWAYS_INLINE void iq512_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
+  using Acc = std::conditional_t<Fold256, __m256, __m512>;
+  Acc acc[NR][NT];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (Fold256) acc[r][t] = _mm256_setzero_ps();
+      else acc[r][t] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    __m512i sumi[NR][NT];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
+    }
+    DF_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      __m512i q8[NT];
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        __mmask64 neg;
+        __m512i sc;
+        const __m512i aw = Pair(a[r][i], c, &neg, &sc);
+        DF_UNROLL
+        for (int t = 0; t < NT; ++t) {
+          const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
+          sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(aw, qs), sc);
+        }
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) {
+      const float d = Super(a[r][i]);
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) {
+        if constexpr (Fold256) {
+          const __m256i s8 =
+              _mm256_add_epi32(_mm512_castsi512_si256(sumi[r][t]), _mm512_extracti64x4_epi64(sumi[r][t], 1));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(s8), acc[r][t]);
+        } else {
+          acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+        }
+      }
+    }
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (Fold256) out[r * NT + t] = scale * hsum8(acc[r][t]);
+      else out[r * NT + t] = scale * _mm512_reduce_add_ps(acc[r][t]);
+    }
+  }
+}
+
 // 2 ls + 1 of the 16 groups of 16 of an IQ2_XS / IQ2_S super-block (4-bit codes, low
 // nibble first) as 16-bit words 0..15.
 DF_ALWAYS_INLINE __m512i odd_scales16(const uint8_t* scales) {

@@ -26,54 +26,12 @@ DF_ALWAYS_INLINE __m512i iq4xs_pair(const BlockIQ4_XS& b, int c, __mmask64* neg,
   return _mm512_abs_epi8(q);
 }
 
+DF_ALWAYS_INLINE float iq4xs_d(const BlockIQ4_XS& b) { return h2f(b.d); }
+
 template <int NR, int NT>
 struct DotIq4xs512 {
   static void run(int64_t n, float* out, const BlockIQ4_XS* const* a, const BlockQ8_K* const* y) {
-    __m256 acc[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / kQK; ++i) {
-      __m512i sumi[NR][NT];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-      }
-      DF_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        __m512i q8[NT];
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-        DF_UNROLL
-        for (int r = 0; r < NR; ++r) {
-          __mmask64 neg;
-          __m512i sc;
-          const __m512i aw = iq4xs_pair(a[r][i], c, &neg, &sc);
-          DF_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-            sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(aw, qs), sc);
-          }
-        }
-      }
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const float d = h2f(a[r][i].d);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) {
-          const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[r][t]), _mm512_extracti64x4_epi64(sumi[r][t], 1));
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(s8), acc[r][t]);
-        }
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) out[r * NT + t] = hsum8(acc[r][t]);
-    }
+    iq512_dot<NR, NT, iq4xs_d, iq4xs_pair, BlockIQ4_XS, true>(n, out, a, y, 1.0f);
   }
 };
 
