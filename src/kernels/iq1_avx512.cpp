@@ -23,7 +23,6 @@ DF_ALWAYS_INLINE __m512i iq1_weights(const int* idx, const int64_t* delta) {
   return _mm512_add_epi8(g, _mm512_set_epi64(delta[7], delta[6], delta[5], delta[4], delta[3], delta[2], delta[1], delta[0]));
 }
 
-DF_ALWAYS_INLINE float iq1s_super(const BlockIQ1_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq1m_super(const BlockIQ1_M& b) { return h2f(iq1m_d(b)); }
 
 // Groups 2c and 2c + 1 of an IQ1_S block: 64 weights, the two scales as 16-bit lanes
@@ -122,8 +121,8 @@ DF_ALWAYS_INLINE __m512i iq1_abs_pair(const Block& b, int c, __mmask64* neg, __m
 template <int NR, int NT>
 struct DotIq1s512 {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq512_dot<NR, NT, iq1s_super, iq1_abs_pair<iq1s_pair_loads, BlockIQ1_S>>(n, out, a, y, 0.125f);
-    else iq512_dot<NR, NT, iq1s_super, iq1_abs_pair<iq1s_pair_gather, BlockIQ1_S>>(n, out, a, y, 0.125f);
+    if constexpr (NT >= 4) iq512_dot<NR, NT, iq_d<BlockIQ1_S>, iq1_abs_pair<iq1s_pair_loads, BlockIQ1_S>>(n, out, a, y, 0.125f);
+    else iq512_dot<NR, NT, iq_d<BlockIQ1_S>, iq1_abs_pair<iq1s_pair_gather, BlockIQ1_S>>(n, out, a, y, 0.125f);
   }
 };
 

@@ -26,61 +26,19 @@ inline uint64_t even_sign_mask(uint32_t s0, uint32_t s1) {
   return uint64_t(_mm_cvtsi128_si64(_mm256_cvtepi32_epi8(v)));
 }
 
-template <int NR, int NT>
-struct DotIq2xxs512 {
-  static void run(int64_t n, float* out, const BlockIQ2_XXS* const* a, const BlockQ8_K* const* y) {
-    const uint64_t* grid = kIq2xxsGrid.data();
-    __m512 acc[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / kQK; ++i) {
-      __m512i sumi[NR][NT];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-      }
-      DF_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        __m512i q8[NT];
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-        DF_UNROLL
-        for (int r = 0; r < NR; ++r) {
-          uint32_t w[4];  // group 2c: w[0] points, w[1] signs + scale; group 2c + 1: w[2], w[3]
-          std::memcpy(w, a[r][i].qs + 8 * c, 16);
-          const __m512i g = _mm512_set_epi64(
-              int64_t(grid[w[2] >> 24]), int64_t(grid[(w[2] >> 16) & 255]), int64_t(grid[(w[2] >> 8) & 255]),
-              int64_t(grid[w[2] & 255]), int64_t(grid[w[0] >> 24]), int64_t(grid[(w[0] >> 16) & 255]),
-              int64_t(grid[(w[0] >> 8) & 255]), int64_t(grid[w[0] & 255]));
-          const __mmask64 neg = _cvtu64_mask64(even_sign_mask(w[1], w[3]));
-          const __m512i sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (w[1] >> 28) + 1))),
-                                                _mm256_set1_epi16(short(2 * (w[3] >> 28) + 1)), 1);
-          DF_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-            sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(g, qs), sc);
-          }
-        }
-      }
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const float d = h2f(a[r][i].d);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * _mm512_reduce_add_ps(acc[r][t]);
-    }
-  }
-};
+// Groups 2c and 2c + 1 of an IQ2_XXS block: the points, sign mask and scales.
+DF_ALWAYS_INLINE __m512i iq2xxs_pair(const BlockIQ2_XXS& b, int c, __mmask64* neg, __m512i* sc) {
+  const uint64_t* grid = kIq2xxsGrid.data();
+  uint32_t w[4];  // group 2c: w[0] points, w[1] signs + scale; group 2c + 1: w[2], w[3]
+  std::memcpy(w, b.qs + 8 * c, 16);
+  *neg = _cvtu64_mask64(even_sign_mask(w[1], w[3]));
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (w[1] >> 28) + 1))),
+                           _mm256_set1_epi16(short(2 * (w[3] >> 28) + 1)), 1);
+  return _mm512_set_epi64(int64_t(grid[w[2] >> 24]), int64_t(grid[(w[2] >> 16) & 255]),
+                          int64_t(grid[(w[2] >> 8) & 255]), int64_t(grid[w[2] & 255]), int64_t(grid[w[0] >> 24]),
+                          int64_t(grid[(w[0] >> 16) & 255]), int64_t(grid[(w[0] >> 8) & 255]),
+                          int64_t(grid[w[0] & 255]));
+}
 
 // The sign bytes of eight runs from their IQ2_XS words (sign code in bits 9..15):
 // each 7-bit code completed to even parity (bit 7 = the parity of bits 0..6), as
@@ -94,118 +52,50 @@ inline uint64_t sign_bytes8(const uint16_t* q) {
   return uint64_t(_mm_cvtsi128_si64(_mm_packus_epi16(v, v)));
 }
 
+// Runs 8c .. 8c + 7 of an IQ2_XS block; lane l (16 values) takes group 4c + l's odd scale.
+DF_ALWAYS_INLINE __m512i iq2xs_pair(const BlockIQ2_XS& b, int c, __mmask64* neg, __m512i* sc) {
+  const uint64_t* grid = kIq2xsGrid.data();
+  const uint16_t* q = b.qs + 8 * c;
+  *neg = _cvtu64_mask64(sign_bytes8(q));
+  *sc = group_scales_of_chunk(odd_scales16(b.scales), c);
+  return _mm512_set_epi64(int64_t(grid[q[7] & 511]), int64_t(grid[q[6] & 511]), int64_t(grid[q[5] & 511]),
+                          int64_t(grid[q[4] & 511]), int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]),
+                          int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
+}
+
+// Groups 2c and 2c + 1 of an IQ3_XXS block: sixteen four-byte points.
+DF_ALWAYS_INLINE __m512i iq3xxs_pair(const BlockIQ3_XXS& b, int c, __mmask64* neg, __m512i* sc) {
+  const uint32_t* grid = kIq3xxsGrid.data();
+  const uint8_t* q = b.qs + 16 * c;
+  uint32_t w[2];
+  std::memcpy(w, b.qs + 64 + 8 * c, 8);
+  *neg = _cvtu64_mask64(even_sign_mask(w[0], w[1]));
+  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (w[0] >> 28) + 1))),
+                           _mm256_set1_epi16(short(2 * (w[1] >> 28) + 1)), 1);
+  return _mm512_set_epi32(int(grid[q[15]]), int(grid[q[14]]), int(grid[q[13]]), int(grid[q[12]]), int(grid[q[11]]),
+                          int(grid[q[10]]), int(grid[q[9]]), int(grid[q[8]]), int(grid[q[7]]), int(grid[q[6]]),
+                          int(grid[q[5]]), int(grid[q[4]]), int(grid[q[3]]), int(grid[q[2]]), int(grid[q[1]]),
+                          int(grid[q[0]]));
+}
+
+template <int NR, int NT>
+struct DotIq2xxs512 {
+  static void run(int64_t n, float* out, const BlockIQ2_XXS* const* a, const BlockQ8_K* const* y) {
+    iq512_dot<NR, NT, iq_d<BlockIQ2_XXS>, iq2xxs_pair>(n, out, a, y, 0.125f);
+  }
+};
+
 template <int NR, int NT>
 struct DotIq2xs512 {
   static void run(int64_t n, float* out, const BlockIQ2_XS* const* a, const BlockQ8_K* const* y) {
-    const uint64_t* grid = kIq2xsGrid.data();
-    __m512 acc[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / kQK; ++i) {
-      __m512i sumi[NR][NT];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-      }
-      __m512i scales[NR];  // 2 ls + 1 of the 16 groups as 16-bit words 0..15
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) scales[r] = odd_scales16(a[r][i].scales);
-      DF_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        __m512i q8[NT];
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-        DF_UNROLL
-        for (int r = 0; r < NR; ++r) {
-          const uint16_t* q = a[r][i].qs + 8 * c;  // runs 8c .. 8c + 7
-          const __m512i g = _mm512_set_epi64(int64_t(grid[q[7] & 511]), int64_t(grid[q[6] & 511]),
-                                             int64_t(grid[q[5] & 511]), int64_t(grid[q[4] & 511]),
-                                             int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]),
-                                             int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
-          const __mmask64 neg = _cvtu64_mask64(sign_bytes8(q));
-          // Lane l (16 values) of this chunk takes group 4c + l's odd scale.
-          const __m512i sc = group_scales_of_chunk(scales[r], c);
-          DF_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-            sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(g, qs), sc);
-          }
-        }
-      }
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const float d = h2f(a[r][i].d);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * _mm512_reduce_add_ps(acc[r][t]);
-    }
+    iq512_dot<NR, NT, iq_d<BlockIQ2_XS>, iq2xs_pair>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq3xxs512 {
   static void run(int64_t n, float* out, const BlockIQ3_XXS* const* a, const BlockQ8_K* const* y) {
-    const uint32_t* grid = kIq3xxsGrid.data();
-    __m512 acc[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / kQK; ++i) {
-      __m512i sumi[NR][NT];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm512_setzero_si512();
-      }
-      DF_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        __m512i q8[NT];
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) q8[t] = _mm512_loadu_si512(y[t][i].qs + 64 * c);
-        DF_UNROLL
-        for (int r = 0; r < NR; ++r) {
-          const uint8_t* q = a[r][i].qs + 16 * c;  // the points of groups 2c and 2c + 1
-          uint32_t w[2];
-          std::memcpy(w, a[r][i].qs + 64 + 8 * c, 8);
-          const __m512i g = _mm512_set_epi32(
-              int(grid[q[15]]), int(grid[q[14]]), int(grid[q[13]]), int(grid[q[12]]), int(grid[q[11]]),
-              int(grid[q[10]]), int(grid[q[9]]), int(grid[q[8]]), int(grid[q[7]]), int(grid[q[6]]), int(grid[q[5]]),
-              int(grid[q[4]]), int(grid[q[3]]), int(grid[q[2]]), int(grid[q[1]]), int(grid[q[0]]));
-          const __mmask64 neg = _cvtu64_mask64(even_sign_mask(w[0], w[1]));
-          const __m512i sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (w[0] >> 28) + 1))),
-                                                _mm256_set1_epi16(short(2 * (w[1] >> 28) + 1)), 1);
-          DF_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            const __m512i qs = _mm512_mask_sub_epi8(q8[t], neg, _mm512_setzero_si512(), q8[t]);
-            sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(g, qs), sc);
-          }
-        }
-      }
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const float d = h2f(a[r][i].d);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * y[t][i].d), _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.25f * _mm512_reduce_add_ps(acc[r][t]);
-    }
+    iq512_dot<NR, NT, iq_d<BlockIQ3_XXS>, iq3xxs_pair>(n, out, a, y, 0.25f);
   }
 };
 

@@ -60,21 +60,18 @@ DF_ALWAYS_INLINE __m512i iq3s_pair_gather(const BlockIQ3_S& b, int c, __mmask64*
   return g;
 }
 
-DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
-DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
-
 template <int NR, int NT>
 struct DotIq2s512 {
   static void run(int64_t n, float* out, const BlockIQ2_S* const* a, const BlockQ8_K* const* y) {
-    iq512_dot<NR, NT, iq2s_d, iq2s_pair>(n, out, a, y, 0.125f);
+    iq512_dot<NR, NT, iq_d<BlockIQ2_S>, iq2s_pair>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq3s512 {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq512_dot<NR, NT, iq3s_d, iq3s_pair_loads>(n, out, a, y, 1.0f);
-    else iq512_dot<NR, NT, iq3s_d, iq3s_pair_gather>(n, out, a, y, 1.0f);
+    if constexpr (NT >= 4) iq512_dot<NR, NT, iq_d<BlockIQ3_S>, iq3s_pair_loads>(n, out, a, y, 1.0f);
+    else iq512_dot<NR, NT, iq_d<BlockIQ3_S>, iq3s_pair_gather>(n, out, a, y, 1.0f);
   }
 };
 

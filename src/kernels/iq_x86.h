@@ -65,6 +65,12 @@ void install_iq_row(TypeTraits& row, Isa isa) {
 
 #if defined(__AVX512BW__)
 
+// A block's fp16 super-block scale d as float (Super of iq512_dot for most types).
+template <class Block>
+DF_ALWAYS_INLINE float iq_d(const Block& b) {
+  return h2f(b.d);
+}
+
 // The AVX-512 i-quant kernel body: NR weight rows against NT Q8_K rows. Per 64 values
 // Pair(block, c, &neg, &sc) gives the weights' magnitudes, their signs as the mask that
 // negates the activations, and the scales as words; maddubs forms the pair products and

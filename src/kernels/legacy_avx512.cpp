@@ -26,12 +26,10 @@ DF_ALWAYS_INLINE __m512i iq4xs_pair(const BlockIQ4_XS& b, int c, __mmask64* neg,
   return _mm512_abs_epi8(q);
 }
 
-DF_ALWAYS_INLINE float iq4xs_d(const BlockIQ4_XS& b) { return h2f(b.d); }
-
 template <int NR, int NT>
 struct DotIq4xs512 {
   static void run(int64_t n, float* out, const BlockIQ4_XS* const* a, const BlockQ8_K* const* y) {
-    iq512_dot<NR, NT, iq4xs_d, iq4xs_pair, BlockIQ4_XS, true>(n, out, a, y, 1.0f);
+    iq512_dot<NR, NT, iq_d<BlockIQ4_XS>, iq4xs_pair, BlockIQ4_XS, true>(n, out, a, y, 1.0f);
   }
 };
 
