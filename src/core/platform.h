@@ -48,6 +48,10 @@ void unmap_memory(void* p, size_t n);
 // Hints for a read-only file mapping: its pages will be wanted soon / may go now.
 void advise_willneed(const void* addr, size_t len);
 void advise_dontneed(const void* addr, size_t len);
+// Gives the pages of [addr, addr + len) of map_memory's memory back to the system;
+// the range stays mapped and reads as zeros (Linux) or as undefined bytes (macOS)
+// when next touched. addr and len are multiples of the page size.
+void release_memory(void* addr, size_t len);
 
 // Writes a file's data to stable storage (Linux: fdatasync; macOS: F_FULLFSYNC,
 // as fsync there does not flush the drive's cache). False on failure (errno set).

@@ -101,10 +101,21 @@ void drop_cached_pages(int fd, uint64_t offset, uint64_t len) {
   ::posix_fadvise(fd, off_t(offset), off_t(len), POSIX_FADV_DONTNEED);
 }
 
+// From 2 MiB up the mapping starts on a 2 MiB boundary (mapped 2 MiB larger, the ends
+// cut off): the kernel backs only whole aligned 2 MiB ranges with huge pages.
 void* map_memory(size_t n) {
-  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  if (n >= (size_t(2) << 20)) ::madvise(p, n, MADV_HUGEPAGE);
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (n < kHuge) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void* raw = ::mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw), aligned = (start + kHuge - 1) & ~(kHuge - 1);
+  if (aligned > start) ::munmap(raw, aligned - start);
+  if (const size_t tail = start + n + kHuge - (aligned + n); tail > 0) ::munmap(reinterpret_cast<void*>(aligned + n), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  ::madvise(p, n, MADV_HUGEPAGE);
   return p;
 }
 void unmap_memory(void* p, size_t n) {
@@ -113,6 +124,7 @@ void unmap_memory(void* p, size_t n) {
 
 void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
 void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
+void release_memory(void* addr, size_t len) { ::madvise(addr, len, MADV_DONTNEED); }
 
 bool sync_data(int fd) { return ::fdatasync(fd) == 0; }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/platform.h"
 #include "store/slot_layout.h"
 
 namespace deltafin {
@@ -14,6 +15,8 @@ bool parse_cache_policy(const std::string& s, CachePolicy* out) {
   else return false;
   return true;
 }
+
+RamCache::Arena::~Arena() { platform::unmap_memory(base, bytes); }
 
 uint64_t expert_slot_bytes(const ExpertIndex& ix) {
   uint64_t m = 0;
@@ -39,6 +42,12 @@ Status RamCache::init(const ExpertIndex& ix, uint64_t cache_bytes, int max_slots
   spare_ = cache_bytes > n * slot_bytes_ ? cache_bytes - n * slot_bytes_ : 0;
   limit_ = n_slots_;
   slots_.resize(size_t(n_slots_));
+  if (n_slots_ > 0) {
+    arena_.bytes = size_t(n_slots_) * slot_bytes_;
+    arena_.base = static_cast<char*>(platform::map_memory(arena_.bytes));
+    if (arena_.base == nullptr)
+      return make_error("{}: cannot map {:.1f} MiB for the expert cache", what, arena_.bytes / 1048576.0);
+  }
   entries_.resize(size_t(ix.n_keys()));
   age_period_ = std::max<uint64_t>(256, 8 * uint64_t(n_slots_));
   return {};
@@ -90,13 +99,11 @@ int RamCache::find_slot(bool demand, bool predicted) {
     const int s = free_slots_.back();
     free_slots_.pop_back();
     if (s >= limit_) continue;  // lent (trim frees its memory)
-    Slot& sl = slots_[size_t(s)];
-    if (sl.buf.size() == 0) sl.buf = AlignedBuffer(slot_bytes_);
+    slots_[size_t(s)].touched = true;
     return s;
   }
   if (n_alloc_ < limit_) {
-    Slot& s = slots_[size_t(n_alloc_)];
-    if (s.buf.size() == 0) s.buf = AlignedBuffer(slot_bytes_);
+    slots_[size_t(n_alloc_)].touched = true;
     return n_alloc_++;
   }
   if (!demand && !predicted) return -1;
@@ -159,7 +166,8 @@ void RamCache::trim() {
       if (e.st != ExpertState::Ready || e.pins > 0 || e.wanted > 0) continue;
       evict(s);
     }
-    sl.buf = AlignedBuffer();
+    if (sl.touched) platform::release_memory(slot_data(s), slot_bytes_);
+    sl.touched = false;
   }
   while (n_alloc_ > limit_ && slots_[size_t(n_alloc_ - 1)].key < 0) --n_alloc_;
 }

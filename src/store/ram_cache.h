@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "core/aligned.h"
 #include "core/result.h"
 #include "store/expert_index.h"
 #include "store/expert_store.h"
@@ -77,7 +76,7 @@ class RamCache {
   int find_slot(bool demand, bool predicted);
   // `key` is being read into `slot` (from find_slot).
   void start_fill(int key, int slot);
-  char* slot_data(int slot) { return static_cast<char*>(slots_[size_t(slot)].buf.data()); }
+  char* slot_data(int slot) { return arena_.base + size_t(slot) * slot_bytes_; }
   // The read of `key` failed: its slot is free again.
   void fill_failed(int key);
 
@@ -100,8 +99,19 @@ class RamCache {
 
  private:
   struct Slot {
-    AlignedBuffer buf;
     int key = -1;
+    bool touched = false;  // its memory may be committed (handed out since last released)
+  };
+  // Every slot's memory in one mapping (huge pages where the system gives them: an
+  // expert smaller than 2 MiB in small pages of its own ran decode 14-22% slower, see
+  // docs/BENCHMARKS.md), committed as slots are first filled and given back by trim.
+  struct Arena {
+    char* base = nullptr;
+    size_t bytes = 0;
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
   };
   bool better_victim(const CacheEntry& a, const CacheEntry& b) const;
   void evict(int slot);
@@ -116,6 +126,7 @@ class RamCache {
   uint64_t spare_ = 0;  // budget beyond the slots (all experts fit), not given up yet
   std::vector<CacheEntry> entries_;  // by key
   std::vector<Slot> slots_;
+  Arena arena_;
   std::vector<int> free_slots_;
   int reserved_ = 0;  // entries with `reserved` set
   uint64_t clock_ = 0, age_period_ = 256;

@@ -50,6 +50,16 @@ TEST(Platform, MappedMemory) {
   EXPECT_EQ(p[4096 * 300], static_cast<unsigned char>(300));
   EXPECT_EQ(p[n - 1], 7);
   EXPECT_GE(platform::peak_rss_bytes(), uint64_t(n));
+#ifdef __linux__
+  // Whole 2 MiB ranges can be huge pages only when the mapping starts on one.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t(2) << 20), 0u);
+  // Released pages read as zeros again; their neighbours keep their bytes.
+  platform::release_memory(p + 4096 * 300, 4096 * 2);
+  EXPECT_EQ(p[4096 * 300], 0);
+  EXPECT_EQ(p[4096 * 301], 0);
+  EXPECT_EQ(p[4096 * 299], static_cast<unsigned char>(299));
+  EXPECT_EQ(p[4096 * 302], static_cast<unsigned char>(302));
+#endif
   platform::unmap_memory(p, n);
   platform::unmap_memory(nullptr, n);  // a no-op, as free(nullptr)
 
