@@ -102,14 +102,15 @@ void drop_cached_pages(int fd, uint64_t offset, uint64_t len) {
 }
 
 // From 2 MiB up the mapping starts on a 2 MiB boundary (mapped 2 MiB larger, the ends
-// cut off): the kernel backs only whole aligned 2 MiB ranges with huge pages.
+// cut off): the kernel backs only whole aligned 2 MiB ranges with huge pages. No swap
+// is reserved for it (an expert cache is mapped whole at start and filled as it goes).
 void* map_memory(size_t n) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (n < kHuge) {
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? nullptr : p;
   }
-  void* raw = ::mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* raw = ::mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const uintptr_t start = reinterpret_cast<uintptr_t>(raw), aligned = (start + kHuge - 1) & ~(kHuge - 1);
   if (aligned > start) ::munmap(raw, aligned - start);
