@@ -211,8 +211,7 @@ inline __m256i dot_i8_scaled(__m256i a, __m256i b, int s) {
 
 // Sub-block j's 32 values as signed bytes (IQ4_NL levels).
 inline __m256i iq4xs_sub(const BlockIQ4_XS& b, int j) {
-  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-  return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs + 16 * j));
+  return lookup_nibbles16(kIq4nlValues, b.qs + 16 * j);
 }
 
 template <int NT>

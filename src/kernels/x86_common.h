@@ -70,6 +70,12 @@ inline __m256i unpack_nibbles16(const uint8_t* p) {
   return _mm256_and_si256(both, _mm256_set1_epi8(15));
 }
 
+// 16 packed nibbles -> 32 signed bytes table[nibble], in unpack_nibbles16's order.
+inline __m256i lookup_nibbles16(const int8_t (&table)[16], const uint8_t* p) {
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+  return _mm256_shuffle_epi8(lut, unpack_nibbles16(p));
+}
+
 // A software prefetch into L1 that the optimiser keeps: GCC 12 deletes
 // __builtin_prefetch/_mm_prefetch inside some loops (seen in dot_q32_pairs_rows),
 // as if they had no effect. Prefetching any address is safe (it never faults).
@@ -122,19 +128,13 @@ struct DecodeQ4_0 {
 };
 struct DecodeIQ4_NL {
   using Block = BlockIQ4_NL;
-  static __m256i q(const Block& b) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-    return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
-  }
+  static __m256i q(const Block& b) { return lookup_nibbles16(kIq4nlValues, b.qs); }
   static float d(const Block& b) { return h2f(b.d); }
   static __m256 d8(const Block* b) { return fp16_scales8(b); }
 };
 struct DecodeMXFP4 {
   using Block = BlockMXFP4;
-  static __m256i q(const Block& b) {
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values)));
-    return _mm256_shuffle_epi8(lut, unpack_nibbles16(b.qs));
-  }
+  static __m256i q(const Block& b) { return lookup_nibbles16(kMxfp4Values, b.qs); }
   static float d(const Block& b) { return e8m0_half_to_f32(b.e); }
   static __m256 d8(const Block* b) {  // 2^(e - 128): exponent field e - 1, subnormal below e = 2
     alignas(32) uint32_t e[8];
