@@ -52,6 +52,13 @@ void advise_dontneed(const void* addr, size_t len);
 // the range stays mapped and reads as zeros (Linux) or as undefined bytes (macOS)
 // when next touched. addr and len are multiples of the page size.
 void release_memory(void* addr, size_t len);
+// Commits the pages of [addr, addr + len) of map_memory's memory now, zero-filling
+// the ones not yet there and leaving the bytes of the others as they are, so that a
+// later read into them (an expert slot filled by O_DIRECT) does not fault and zero
+// pages inside the read. Safe while other threads read or write the range. Linux:
+// MADV_POPULATE_WRITE (5.14+); false where the system has no such call (macOS, older
+// kernels: the pages are committed on first touch instead).
+bool populate_memory(void* addr, size_t len);
 
 // Writes a file's data to stable storage (Linux: fdatasync; macOS: F_FULLFSYNC,
 // as fsync there does not flush the drive's cache). False on failure (errno set).

@@ -46,6 +46,9 @@ void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>
 // MADV_FREE_REUSABLE takes the pages out of the process's footprint at once (plain
 // MADV_FREE leaves them counted until the system reclaims them).
 void release_memory(void* addr, size_t len) { ::madvise(addr, len, MADV_FREE_REUSABLE); }
+// No call commits anonymous pages without writing them; a write would race with the
+// reads into the range.
+bool populate_memory(void*, size_t) { return false; }
 
 bool sync_data(int fd) { return ::fcntl(fd, F_FULLFSYNC) == 0 || ::fsync(fd) == 0; }
 

@@ -126,6 +126,14 @@ void unmap_memory(void* p, size_t n) {
 void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
 void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
 void release_memory(void* addr, size_t len) { ::madvise(addr, len, MADV_DONTNEED); }
+bool populate_memory(void* addr, size_t len) {
+#ifdef MADV_POPULATE_WRITE
+  return ::madvise(addr, len, MADV_POPULATE_WRITE) == 0;
+#else
+  (void)addr, (void)len;
+  return false;
+#endif
+}
 
 bool sync_data(int fd) { return ::fdatasync(fd) == 0; }
 

@@ -159,7 +159,8 @@ void RamCache::unreserve(CacheEntry& e) {
 // Slots at or over the lending limit: evicts the experts there that are not in use
 // and frees the memory of every one that holds none (in use ones follow later).
 void RamCache::trim() {
-  for (int s = limit_; s < n_alloc_; ++s) {
+  const int end = std::max(n_alloc_, pop_slot_ + (pop_off_ > 0 ? 1 : 0));
+  for (int s = limit_; s < end; ++s) {
     Slot& sl = slots_[size_t(s)];
     if (sl.key >= 0) {
       const CacheEntry& e = entries_[size_t(sl.key)];
@@ -170,6 +171,26 @@ void RamCache::trim() {
     sl.touched = false;
   }
   while (n_alloc_ > limit_ && slots_[size_t(n_alloc_ - 1)].key < 0) --n_alloc_;
+  if (pop_slot_ >= limit_) pop_slot_ = limit_, pop_off_ = 0;
+}
+
+RamCache::PopulateChunk RamCache::next_populate(int ahead, size_t max_len) {
+  if (pop_slot_ < n_alloc_) pop_slot_ = n_alloc_, pop_off_ = 0;
+  if (pop_slot_ >= std::min(limit_, n_alloc_ + ahead) || max_len == 0) return {};
+  PopulateChunk c{pop_slot_, slot_data(pop_slot_) + pop_off_, std::min<size_t>(max_len, slot_bytes_ - pop_off_)};
+  slots_[size_t(c.slot)].touched = true;
+  pop_off_ += c.len;
+  if (pop_off_ == slot_bytes_) ++pop_slot_, pop_off_ = 0;
+  return c;
+}
+
+void RamCache::populated(const PopulateChunk& c) {
+  if (c.slot < 0) return;
+  Slot& sl = slots_[size_t(c.slot)];
+  if (c.slot < limit_)
+    sl.touched = true;  // a trim meanwhile may have released it before the pages came
+  else if (sl.key < 0)
+    platform::release_memory(c.data, c.len);  // lent while being committed
 }
 
 // Every slot under the limit that holds no expert.

@@ -91,6 +91,22 @@ class RamCache {
   uint64_t lend(uint64_t bytes);
   Result<uint64_t> give_up(uint64_t bytes);
 
+  // Committing slots' pages before reads land in them (platform::populate_memory),
+  // so that a read into a slot never handed out before does not fault and zero its
+  // pages inside the read: with K3's 16.7 MiB experts that had cut the read rate to a
+  // quarter until the cache was full (docs/BENCHMARKS.md). The next chunk (at most
+  // max_len bytes) of the first slot not handed out, while that slot is within
+  // `ahead` slots of the ones handed out and under the lending limit; slot -1: none
+  // now. The caller commits it without the store's lock and then calls populated(),
+  // which gives the chunk back if its slot was lent meanwhile.
+  struct PopulateChunk {
+    int slot = -1;
+    char* data = nullptr;
+    size_t len = 0;
+  };
+  PopulateChunk next_populate(int ahead, size_t max_len);
+  void populated(const PopulateChunk& c);
+
   uint64_t slot_bytes() const { return slot_bytes_; }
   int slots() const { return n_slots_; }
   int cached() const;  // experts Ready now
@@ -123,6 +139,8 @@ class RamCache {
   uint64_t slot_bytes_ = 0;
   int n_slots_ = 0, n_alloc_ = 0;
   int limit_ = 0;       // slots the cache may use now (< n_slots_ while memory is lent)
+  int pop_slot_ = 0;    // next_populate's place: slots from n_alloc_ up to here are committed
+  size_t pop_off_ = 0;  //   and this many bytes of pop_slot_
   uint64_t spare_ = 0;  // budget beyond the slots (all experts fit), not given up yet
   std::vector<CacheEntry> entries_;  // by key
   std::vector<Slot> slots_;

@@ -10,8 +10,10 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "core/log.h"
+#include "core/platform.h"
 #include "store/cache_tier.h"
 #include "store/file_tier.h"
 #include "store/usage_profile.h"
@@ -106,6 +108,7 @@ class Streaming final : public StreamingExpertStore {
     tier_ = opts_.disk_cache ? make_cache_tier(*opts_.disk_cache, opts_.io_threads)
                              : make_file_tier(file_, ix_, opts_.io_threads, opts_.direct, opts_.verify);
     if (!opts_.profile_path.empty()) load_profile();
+    populator_ = std::thread([this] { populate_loop(); });
     return {};
   }
 
@@ -114,6 +117,8 @@ class Streaming final : public StreamingExpertStore {
       std::lock_guard<std::mutex> lk(mu_);
       closing_ = true;  // reads that finish now start no others
     }
+    populate_cv_.notify_all();
+    if (populator_.joinable()) populator_.join();
     tier_.reset();  // running reads finish; queued ones are dropped
     if (!opts_.profile_path.empty()) {
       Status s = save_profile();
@@ -402,6 +407,26 @@ class Streaming final : public StreamingExpertStore {
     prefetch_.on_read(e, key, demand);
     if (in_flight_++ == 0) busy_since_ = Clock::now();
     batch_[demand ? 1 : 0].push_back({key, cache_.slot_data(slot)});
+    populate_cv_.notify_one();  // a slot was handed out: commit further ahead
+  }
+
+  // Commits the pages of the slots next in line (RamCache::next_populate) on a thread
+  // of its own, up to 1 GiB ahead of those handed out, so that reads land in memory
+  // that is already there. Ends where the system cannot (macOS, old kernels).
+  void populate_loop() {
+    constexpr size_t kChunk = size_t(8) << 20;
+    const int ahead = int(std::max<uint64_t>(4, (uint64_t(1) << 30) / std::max<uint64_t>(1, cache_.slot_bytes())));
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      RamCache::PopulateChunk c;
+      populate_cv_.wait(lk, [&] { return closing_ || (c = cache_.next_populate(ahead, kChunk)).slot >= 0; });
+      if (closing_) return;
+      lk.unlock();
+      const bool ok = platform::populate_memory(c.data, c.len);
+      lk.lock();
+      cache_.populated(c);
+      if (!ok) return;
+    }
   }
 
   // Hands the reads started by pump_queues to the tier, one batch per priority, so
@@ -462,6 +487,8 @@ class Streaming final : public StreamingExpertStore {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // an expert landed or failed
+  std::condition_variable populate_cv_;  // populate_loop: a slot was handed out, or closing
+  std::thread populator_;
   RamCache cache_;
   NextLayerPrefetch prefetch_;
   std::deque<int> demand_q_, prefetch_q_;

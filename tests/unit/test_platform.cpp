@@ -2,6 +2,7 @@
 // what the OS says by other means, the cache directory's rules, an uncached read
 // of a real file, the page and block sizes.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -73,6 +74,43 @@ TEST(Platform, MappedMemory) {
   EXPECT_EQ(static_cast<char*>(moved.data())[AlignedBuffer::kMapFrom - 1], 1);
   moved = std::move(small);
   EXPECT_EQ(moved.size(), AlignedBuffer::kMapFrom - 1);
+}
+
+// Pages of [p, p + n) resident now (mincore), counted in system pages.
+size_t resident_pages(const void* p, size_t n) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> v((n + page - 1) / page);
+  if (::mincore(const_cast<void*>(p), n, reinterpret_cast<decltype(&v[0])>(v.data())) != 0) return 0;
+  size_t k = 0;
+  for (unsigned char c : v) k += c & 1;
+  return k;
+}
+
+// populate_memory commits pages without changing what is already written there.
+TEST(Platform, PopulateMemoryCommitsAndKeepsBytes) {
+  const size_t n = size_t(8) << 20, page = size_t(::sysconf(_SC_PAGESIZE));
+  auto* p = static_cast<unsigned char*>(platform::map_memory(n));
+  ASSERT_NE(p, nullptr);
+  p[5] = 42;
+  p[n / 2 + 7] = 43;
+  EXPECT_LT(resident_pages(p, n), n / page);
+  if (!platform::populate_memory(p, n)) {
+    platform::unmap_memory(p, n);
+#ifdef __linux__
+    // Only a kernel older than 5.14 has no MADV_POPULATE_WRITE.
+    GTEST_SKIP() << "this kernel cannot populate memory";
+#else
+    return;
+#endif
+  }
+  EXPECT_EQ(resident_pages(p, n), n / page);
+  EXPECT_EQ(p[5], 42);
+  EXPECT_EQ(p[n / 2 + 7], 43);
+  EXPECT_EQ(p[n / 2], 0);
+  EXPECT_EQ(p[n - 1], 0);
+  platform::release_memory(p, n);
+  EXPECT_EQ(resident_pages(p, n), 0u);
+  platform::unmap_memory(p, n);
 }
 
 TEST(Platform, Sizes) {

@@ -3,9 +3,13 @@
 //   - a free slot first, then a victim by policy (LFU: fewest uses; LRU: oldest use);
 //   - never a pinned or claimed expert, and a prefetch never evicts;
 //   - a pin's views point into the expert's slot with the index's shapes;
+//   - slots are committed ahead of use, within the window and under the lending
+//     limit, and a chunk committed while its slot was lent is given back;
 //   - lending keeps at least a quarter of the slots (and 8); giving up every slot
 //     is refused.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "model/model.h"
 #include "store/ram_cache.h"
@@ -143,4 +147,52 @@ TEST(RamCache, LendsAndGivesUpWholeSlots) {
   EXPECT_EQ(c.slots(), n - 2);
   EXPECT_FALSE(c.give_up(uint64_t(n) * slot).ok());
   EXPECT_EQ(c.slots(), n - 2);
+}
+
+TEST(RamCache, PopulatesAheadOfUseAndNeverWhatIsLent) {
+  std::string why;
+  Fixture f = tiny_index(&why);
+  if (!f.ix) GTEST_SKIP() << why;
+  const int n = std::min(f.ix->n_keys(), 40);
+  ASSERT_GE(n, 12);
+  RamCache c;
+  ASSERT_TRUE(c.init(*f.ix, 0, n, CachePolicy::LFU, "test").ok());
+  const size_t slot = c.slot_bytes(), half = (slot / 2 + 4095) / 4096 * 4096;
+  ASSERT_LT(half, slot);
+  // Two slots ahead of none handed out: slot 0 in two chunks, then slot 1, then none.
+  RamCache::PopulateChunk a = c.next_populate(2, half);
+  EXPECT_EQ(a.slot, 0);
+  EXPECT_EQ(a.len, half);
+  RamCache::PopulateChunk b = c.next_populate(2, half);
+  EXPECT_EQ(b.slot, 0);
+  EXPECT_EQ(b.data, a.data + half);
+  EXPECT_EQ(b.len, slot - half);
+  EXPECT_EQ(c.next_populate(2, slot).slot, 1);
+  EXPECT_EQ(c.next_populate(2, slot).slot, -1);
+  // Handing out slots moves the window; what was handed out is not populated again.
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(fill(c, k), k);
+  EXPECT_EQ(c.next_populate(2, slot).slot, 3);
+  EXPECT_EQ(c.next_populate(2, slot).slot, 4);
+  EXPECT_EQ(c.next_populate(2, slot).slot, -1);
+  // Lend all but the floor: nothing at or over the limit is populated, and a chunk
+  // taken before the lending is given back when it lands.
+  RamCache::PopulateChunk late = c.next_populate(n, slot);
+  ASSERT_EQ(late.slot, 5);
+  std::memset(late.data, 1, late.len);  // as if committed
+  const int floor = std::max(8, (n + 3) / 4);
+  c.lend(uint64_t(n) * slot * 2);
+  ASSERT_LT(late.slot, floor);  // the tiny model: slot 5 stays under the floor
+  for (RamCache::PopulateChunk p; (p = c.next_populate(n, slot)).slot >= 0;) EXPECT_LT(p.slot, floor);
+  EXPECT_EQ(c.next_populate(n, slot).slot, -1);
+  c.populated(late);
+  EXPECT_EQ(late.data[0], 1);  // under the limit: kept
+  c.lend(0);
+  RamCache::PopulateChunk over = c.next_populate(n, slot);
+  ASSERT_EQ(over.slot, floor);
+  std::memset(over.data, 2, over.len);
+  c.lend(uint64_t(n) * slot * 2);
+  c.populated(over);
+#ifdef __linux__
+  EXPECT_EQ(over.data[0], 0);  // lent meanwhile: released (reads as zeros on Linux)
+#endif
 }
