@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/types.h"
@@ -118,6 +119,66 @@ void rows_gemm(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols
   }
 }
 
+// The tile path (types.h vec_dot_tile): four rows by four prepared activation rows
+// per call over a tile of rows (a multiple of four) that stays in L2; a last group of
+// three tokens is padded, one or two left over go through rows_one, and so do the
+// last rows of a matrix whose row count is not a multiple of four (x4 kernels).
+void rows_tile(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
+               const void* const* x, const void* const* xp, int64_t n, float* Y, int64_t y_stride) {
+  const int64_t R = tile_rows(int64_t(wrow)) & ~int64_t(3);
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += R) {
+    const int64_t r1 = std::min(r_end, r0 + R), r4 = r0 + ((r1 - r0) & ~int64_t(3));
+    int64_t t = 0;
+    for (; n - t >= 3; t += 4) {
+      const int64_t real = std::min<int64_t>(4, n - t);
+      const void* ps[4];
+      const void* xs[4];
+      for (int64_t k = 0; k < 4; ++k) {
+        ps[k] = xp[t + std::min(k, real - 1)];
+        xs[k] = x[t + std::min(k, real - 1)];
+      }
+      for (int64_t r = r0; r < r4; r += 4) {
+        float o[16];
+        tt.vec_dot_tile(cols, o, w + size_t(r) * wrow, wrow, ps);
+        for (int64_t i = 0; i < 4; ++i)
+          for (int64_t k = 0; k < real; ++k) Y[(t + k) * y_stride + r + i] = o[4 * i + k];
+      }
+      for (int64_t r = r4; r < r1; ++r) {
+        float o[4];
+        tt.vec_dot_x4(cols, o, w + size_t(r) * wrow, xs);
+        for (int64_t k = 0; k < real; ++k) Y[(t + k) * y_stride + r] = o[k];
+      }
+    }
+    for (; t < n; ++t) rows_one(tt, w, wrow, cols, r0, r1, x[t], Y + t * y_stride);
+  }
+}
+
+// Activation rows in the tile kernels' layout, prepared once per matrix into a
+// buffer of the calling thread that later calls reuse.
+struct PreparedRows {
+  const void* small[kStackRows];
+  std::vector<const void*> big;
+  const void* const* p;
+  PreparedRows(ThreadPool* pool, const TypeTraits& tt, const void* const* x, int64_t n, int64_t cols) {
+    thread_local std::vector<uint8_t> buf;
+    const size_t bytes = tt.prep_bytes(cols);
+    if (buf.size() < bytes * size_t(n)) buf.resize(bytes * size_t(n));
+    const void** dst = small;
+    if (n > kStackRows) {
+      big.resize(size_t(n));
+      dst = big.data();
+    }
+    uint8_t* base = buf.data();
+    auto body = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) tt.prep(cols, base + size_t(t) * bytes, x[t]);
+    };
+    if (pool != nullptr && pool->size() > 1 && n >= 16) pool->parallel_for(n, 8, body);
+    else body(0, n);
+    for (int64_t t = 0; t < n; ++t) dst[t] = base + size_t(t) * bytes;
+    p = dst;
+  }
+};
+
 // Pointers to the selected activation rows (stack storage for small batches).
 struct RowPtrs {
   const void* small[kStackRows];
@@ -150,6 +211,18 @@ void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t col
   // ggml's mul_mat hands batches to tinyBLAS where it takes them (types.h).
   const bool gemm = mul_mat && (wtype != DType::F32 || f32_gemm) && n >= 2 && tt.vec_dot_gemm_x4 != nullptr &&
                     cols % tt.gemm_k == 0 && rows % 4 == 0;
+  if (!gemm && n >= 4 && rows >= 4 && tt.vec_dot_tile != nullptr) {
+    const PreparedRows xp(pool, tt, x.p, n, cols);
+    const int64_t grain = tile_rows(int64_t(wrow)) & ~int64_t(3);
+    if (pool == nullptr || pool->size() == 1) {
+      rows_tile(tt, w, wrow, cols, 0, rows, x.p, xp.p, n, Y, y_stride);
+      return;
+    }
+    pool->parallel_for((rows + grain - 1) / grain, 1, [&](int64_t b, int64_t e) {
+      rows_tile(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, xp.p, n, Y, y_stride);
+    });
+    return;
+  }
   auto kernel = gemm ? rows_gemm : rows_kernel;
   if (pool == nullptr || pool->size() == 1) {
     kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);

@@ -232,6 +232,9 @@ struct Pair8_0 {
     *neg = _mm512_movepi8_mask(v);
     return _mm512_abs_epi8(v);
   }
+  static __m512i u(const Block& a, const Block& b) {
+    return _mm512_xor_si512(join(loadu256(a.qs), loadu256(b.qs)), _mm512_set1_epi8(int8_t(0x80)));
+  }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
 };
@@ -244,6 +247,10 @@ struct Pair4_0 {
     __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
     *neg = _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(8));
     return _mm512_shuffle_epi8(lut, codes);
+  }
+  // code - 8 + 128
+  static __m512i u(const Block& a, const Block& b) {
+    return _mm512_add_epi8(unpack_nibbles_pair(a.qs, b.qs), _mm512_set1_epi8(120));
   }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
@@ -262,6 +269,15 @@ struct PairIQ4_NL {
     *neg = _mm512_testn_epi8_mask(codes, _mm512_set1_epi8(8));
     return _mm512_shuffle_epi8(lut, codes);
   }
+  static __m512i u(const Block& a, const Block& b) {
+    static constexpr std::array<uint8_t, 16> kU = [] {
+      std::array<uint8_t, 16> a{};
+      for (int i = 0; i < 16; ++i) a[size_t(i)] = uint8_t(kIq4nlValues[i] + 128);
+      return a;
+    }();
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kU.data())));
+    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+  }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
 };
@@ -274,6 +290,12 @@ struct PairMXFP4 {
     __m512i codes = unpack_nibbles_pair(a.qs, b.qs);
     *neg = _mm512_test_epi8_mask(codes, _mm512_set1_epi8(8));
     return _mm512_shuffle_epi8(lut, codes);
+  }
+  static __m512i u(const Block& a, const Block& b) {
+    alignas(16) static constexpr uint8_t kU[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                                   128, 127, 126, 125, 124, 122, 120, 116};
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kU)));
+    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
   }
   static __m128 d(const Block& a, const Block& b) { return _mm_setr_ps(e8m0_half_to_f32(a.e), e8m0_half_to_f32(b.e), 0, 0); }
   static __m512 d16(const Block* a) {  // 2^(e - 128), exact (scalef keeps the subnormals of e < 2)
@@ -436,6 +458,120 @@ void dot_q32_pairs_rows(int64_t n, float* out, const void* w, size_t w_stride, c
   for (int r = 0; r < NR; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
 }
 
+// ---- Batches: four weight rows x four prepared activation rows ---------------------------
+//
+// Prefill multiplies each weight row by many tokens. Per pair of blocks the kernels
+// above pay per token for joining its two 34-byte blocks, a sign mask and a masked
+// negate (vpdpbusd multiplies unsigned by signed bytes). Here the weights carry the
+// sign instead: u = level + 128 as an unsigned byte, and the lane starts from
+// -128 * (its four activation bytes' sum), so that vpdpbusd leaves in every int32 lane
+// exactly the sum of level x activation that the sign-trick kernels leave there. The
+// activation's joined bytes, that start value and its scales spread over the lanes are
+// prepared once per token (prep_q8_0_pairs) for the whole matrix. The float steps
+// then run in the order of dot_q32_pairs per row and token (the scale product of a
+// lane is the same two floats multiplied, whichever is spread first), so each result
+// is vec_dot's bit for bit (test_kernels: KernelDot.TileEqualsVecDotBitForBit).
+
+// A prepared row: per pair of blocks 64 activation bytes, 16 int32 start values and
+// 16 scales (lanes 0..7 the first block's, 8..15 the second's); after them a last odd
+// block as it was.
+constexpr size_t kPrepStep = 192;
+size_t prep_bytes_q8_0_pairs(int64_t n) {
+  const int64_t nb = n / kQ32;
+  return size_t(nb / 2) * kPrepStep + (nb % 2 != 0 ? sizeof(BlockQ8_0) : 0);
+}
+
+void prep_q8_0_pairs(int64_t n, void* dst, const void* x) {
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  auto* o = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQ32;
+  const __m512i spread01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2, o += kPrepStep) {
+    const __m512i y = join(loadu256(b[i].qs), loadu256(b[i + 1].qs));
+    const __m512i sum128 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(int8_t(0x80)), y);
+    _mm512_storeu_si512(o, y);
+    _mm512_storeu_si512(o + 64, _mm512_sub_epi32(_mm512_setzero_si512(), sum128));
+    _mm512_storeu_ps(o + 128, _mm512_permutexvar_ps(spread01, _mm512_castps128_ps512(h2f_pair(b[i].d, b[i + 1].d))));
+  }
+  if (i < nb) std::memcpy(o, &b[i], sizeof(BlockQ8_0));
+}
+
+template <class Pair>
+inline void tile_step(const __m512i* u, const __m512* da, const uint8_t* const* p, size_t off, __m512 (*acc)[4]) {
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) {
+    const __m512i y = _mm512_loadu_si512(p[t] + off);
+    const __m512i c = _mm512_loadu_si512(p[t] + off + 64);
+    const __m512 db = _mm512_loadu_ps(p[t] + off + 128);
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const __m512i q = _mm512_dpbusd_epi32(c, u[r], y);
+      acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(da[r], db), _mm512_cvtepi32_ps(q), acc[r][t]);
+    }
+  }
+}
+
+// out[4 * r + t] = dot(w + r * w_stride, x_t) for four rows and four prepared rows.
+template <class Pair, class Single>
+void dot_q32_tile(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp) {
+  using Block = typename Pair::Block;
+  const Block* a[4];
+  row_ptrs<Block, 4>(w, w_stride, a);
+  const uint8_t* p[4];
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) p[t] = static_cast<const uint8_t*>(xp[t]);
+  const int64_t nb = n / kQ32;
+  __m512 acc[4][4];
+  DF_UNROLL
+  for (int r = 0; r < 4; ++r)
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) acc[r][t] = _mm512_setzero_ps();
+  size_t off = 0;
+  int64_t i = 0;
+  for (; i + 16 <= nb; i += 16) {
+    __m512 da16[4];
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r) da16[r] = Pair::d16(a[r] + i);
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k, off += kPrepStep) {
+      const __m512i spread = _mm512_set_epi32(2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                              2 * k + 1, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k);
+      __m512i u[4];
+      __m512 da[4];
+      DF_UNROLL
+      for (int r = 0; r < 4; ++r) {
+        u[r] = Pair::u(a[r][i + 2 * k], a[r][i + 2 * k + 1]);
+        da[r] = _mm512_permutexvar_ps(spread, da16[r]);
+      }
+      tile_step<Pair>(u, da, p, off, acc);
+    }
+  }
+  const __m512i spread01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (; i + 1 < nb; i += 2, off += kPrepStep) {
+    __m512i u[4];
+    __m512 da[4];
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      u[r] = Pair::u(a[r][i], a[r][i + 1]);
+      da[r] = _mm512_permutexvar_ps(spread01, _mm512_castps128_ps512(Pair::d(a[r][i], a[r][i + 1])));
+    }
+    tile_step<Pair>(u, da, p, off, acc);
+  }
+  float tail[4][4] = {};
+  if (i < nb) {
+    const void* rest[4];
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) rest[t] = p[t] + off;
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r) dot_q32<Single, 4>(kQ32, tail[r], a[r] + i, rest);
+  }
+  DF_UNROLL
+  for (int r = 0; r < 4; ++r)
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) out[4 * r + t] = _mm512_reduce_add_ps(acc[r][t]) + tail[r][t];
+}
+
 void to_f16_avx512(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<uint16_t*>(dst);
   int64_t i = 0;
@@ -509,6 +645,15 @@ void install_avx512(TypeTraits* t) {
       dot_q32_pairs_rows<Pair4_0, DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>,
       dot_q32_pairs_rows<PairMXFP4, DecodeMXFP4, 4>);
+  auto tile = [&](DType type, VecDotTileFn f) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.prep_bytes = prep_bytes_q8_0_pairs;
+    r.prep = prep_q8_0_pairs;
+    r.vec_dot_tile = f;
+  };
+  tile(DType::Q8_0, dot_q32_tile<Pair8_0, DecodeQ8_0>);
+  tile(DType::Q4_0, dot_q32_tile<Pair4_0, DecodeQ4_0>);
+  tile(DType::MXFP4, dot_q32_tile<PairMXFP4, DecodeMXFP4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx512;
   t[uint32_t(DType::F16)].to_float = from_f16_avx512;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx512;
@@ -525,6 +670,9 @@ void install_iq4_nl_avx512(TypeTraits* t) {
   r.vec_dot = dot_q32_pairs_1<PairIQ4_NL, DecodeIQ4_NL>;
   r.vec_dot_x4 = dot_q32_pairs_4<PairIQ4_NL, DecodeIQ4_NL>;
   r.vec_dot_r4 = dot_q32_pairs_rows<PairIQ4_NL, DecodeIQ4_NL, 4>;
+  r.prep_bytes = prep_bytes_q8_0_pairs;
+  r.prep = prep_q8_0_pairs;
+  r.vec_dot_tile = dot_q32_tile<PairIQ4_NL, DecodeIQ4_NL>;
   r.isa = Isa::AVX512;
 }
 

@@ -34,6 +34,14 @@
 // are rounded after such a sum (F16), so that the rounding steps downstream see the
 // same sums as llama.cpp's; null elsewhere.
 //
+// prep(n, dst, x), prep_bytes(n), vec_dot_tile(n, out, w, w_stride, xp): batches over
+// activation rows prepared once per matrix. prep writes a vec_dot_type row of n values
+// as the tile kernel reads it (prep_bytes(n) bytes); vec_dot_tile computes
+// out[4 * r + t] = dot(w + r * w_stride, x_t) for four weight rows and four prepared
+// rows, each bit-identical to vec_dot. Set where the per-token work of vec_dot_x4
+// costs as much as the multiply-adds (AVX-512 Q8_0, Q4_0, IQ4_NL, MXFP4); null
+// elsewhere, and then all three are.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -52,6 +60,9 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* x);
 using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* const* x);
 using VecDotR4Fn = void (*)(int64_t n, float* out, const void* w, size_t w_stride, const void* x);
+using PrepFn = void (*)(int64_t n, void* dst, const void* x);
+using PrepBytesFn = size_t (*)(int64_t n);
+using VecDotTileFn = void (*)(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp);
 
 // Instruction sets a kernel can be built for; each table row records the best one
 // among its kernels.
@@ -74,6 +85,9 @@ struct TypeTraits {
   VecDotX4Fn vec_dot_gemm_x4 = nullptr;
   uint32_t gemm_k = 0;
   VecDotX4Fn vec_dot_x8 = nullptr;  // eight activation rows (the pointer array holds eight)
+  PrepBytesFn prep_bytes = nullptr;
+  PrepFn prep = nullptr;
+  VecDotTileFn vec_dot_tile = nullptr;
 };
 
 // Kernels for the selected instruction set (select_isa; by default the best this CPU

@@ -629,6 +629,52 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no vec_dot_r4 kernel on this CPU";
 }
 
+// The batch tiles (types.h vec_dot_tile) over prepared activation rows: every one of
+// the 16 results bit-identical to vec_dot, at block counts that take the 16-block
+// steps, the pair steps and the odd last block.
+TEST(KernelDot, TileEqualsVecDotBitForBit) {
+  int checked = 0;
+  for (DType t : kWeightTypes) {
+    for (Isa isa : simd_isas()) {
+      const TypeTraits* tt = type_traits_isa(t, isa);
+      if (tt->vec_dot_tile == nullptr) continue;
+      ASSERT_NE(tt->prep, nullptr);
+      ASSERT_NE(tt->prep_bytes, nullptr);
+      for (int64_t n : dot_lengths(t)) {
+        const size_t row = dtype_row_bytes(t, uint64_t(n)), stride = row + tt->block_bytes;
+        std::vector<uint8_t> w(4 * stride, 0xcd);
+        DotCase c0 = make_case(t, n, true, uint32_t(n) + 29);
+        for (int r = 0; r < 4; ++r) {
+          DotCase c = make_case(t, n, r % 2 == 0, uint32_t(n) * 5 + uint32_t(r));
+          std::memcpy(w.data() + r * stride, c.w.data(), row);
+        }
+        const size_t pb = tt->prep_bytes(n);
+        std::vector<uint8_t> prepared(4 * pb + 64, 0xee);
+        const void* xp[4];
+        for (int k = 0; k < 4; ++k) {
+          tt->prep(n, prepared.data() + k * pb, c0.x.data() + k * c0.x_stride);
+          xp[k] = prepared.data() + k * pb;
+        }
+        float got[16];
+        tt->vec_dot_tile(n, got, w.data(), stride, xp);
+        for (int r = 0; r < 4; ++r)
+          for (int k = 0; k < 4; ++k) {
+            float one;
+            tt->vec_dot(n, &one, w.data() + r * stride, c0.x.data() + k * c0.x_stride);
+            EXPECT_EQ(std::memcmp(&one, &got[4 * r + k], sizeof(float)), 0)
+                << name(t) << " " << isa_name(isa) << " n=" << n << " row " << r << " token " << k << ": " << one
+                << " vs " << got[4 * r + k];
+          }
+        ++checked;
+      }
+    }
+  }
+  if (isa_supported(Isa::AVX512))
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL})
+      EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_tile, nullptr) << name(t);
+  if (checked == 0) GTEST_SKIP() << "no vec_dot_tile kernel on this CPU";
+}
+
 TEST(KernelDot, ReferenceEqualsDequantizedDot) {
   for (DType t : kAllTypes) {
     const TypeTraits* tt = type_traits_ref(t);
@@ -954,6 +1000,32 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
         for (int64_t r = 0; r < rows; ++r)
           ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]),
                     std::bit_cast<uint32_t>(alone[size_t(tokens[size_t(i)] * rows + r)]))
+              << name(t) << " n=" << n << " token " << i << " row " << r;
+    }
+  }
+}
+
+// The same through matmul for the 32-value types at 19 blocks a row (16-block steps,
+// a pair step and an odd last block), where batches of four or more take the tiles.
+TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
+  const int64_t rows = 11, cols = 608, max_tok = 11;
+  auto X = gaussian(size_t(max_tok * cols), 23);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL}) {
+    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
+    ASSERT_TRUE(fill_random(t, 7, rows * cols, 0.05f, w.data()));
+    QuantizedActs acts;
+    quantize_acts(nullptr, t, X.data(), max_tok, cols, cols, &acts);
+    std::vector<float> alone(size_t(max_tok * rows));
+    for (int32_t tk = 0; tk < max_tok; ++tk)
+      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, alone.data() + tk * rows, rows);
+    for (int64_t n = 2; n <= max_tok; ++n) {
+      std::vector<float> y(size_t(n * rows));
+      QuantizedActs first = acts;
+      first.n_tok = n;
+      matmul_q(nullptr, t, w.data(), rows, cols, first, y.data(), rows);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]), std::bit_cast<uint32_t>(alone[size_t(i * rows + r)]))
               << name(t) << " n=" << n << " token " << i << " row " << r;
     }
   }
