@@ -147,24 +147,19 @@ void dot_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
 
 // BF16 rows in the orders of ggml's CPU build on a CPU with AVX512_BF16, whose BF16
 // matmuls round their activations to BF16 and sum with vdpbf16ps: per 32-value step
-// each of 16 lanes adds its odd pair's product, then its even pair's (two fused
-// multiply-adds; BF16 products are exact in F32). vec_dot (ggml_vec_dot_bf16): two
-// accumulators over 64-value steps, each summed across lanes into a double, the tail
-// in double; vec_dot_gemm_x4 (tinyBLAS<32, __m512bh>): one accumulator per row over
-// all n (n % 32 == 0), then across lanes.
-inline void bf16_pairs(const uint16_t* p, __m512& even, __m512& odd) {
-  const __m512i v = _mm512_loadu_si512(p);
-  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int32_t(0xffff0000u))));
-}
-inline __m512 dp_bf16(__m512 c, const uint16_t* a, const uint16_t* b) {
-  __m512 ae, ao, be, bo;
-  bf16_pairs(a, ae, ao);
-  bf16_pairs(b, be, bo);
-  return _mm512_fmadd_ps(ae, be, _mm512_fmadd_ps(ao, bo, c));
+// each of 16 lanes adds its odd pair's product, then its even pair's. deltafin runs
+// the same instruction (until session 21 it emulated it with two FMAs per step, exact
+// but for denormals, which the instruction flushes; prefill of BF16 experts ran at
+// 0.62x llama.cpp). vec_dot (ggml_vec_dot_bf16): two accumulators over 64-value steps,
+// each summed across lanes into a double, the tail in double; vec_dot_gemm_x4
+// (tinyBLAS<32, __m512bh>): one accumulator per row over all n (n % 32 == 0), then
+// across lanes.
+#define DF_BF16 __attribute__((target("avx512bf16")))
+DF_BF16 inline __m512 dp_bf16(__m512 c, const uint16_t* a, const uint16_t* b) {
+  return _mm512_dpbf16_ps(c, (__m512bh)_mm512_loadu_si512(a), (__m512bh)_mm512_loadu_si512(b));
 }
 template <int NT>
-void dot_bf16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
+DF_BF16 void dot_bf16_ggml(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const uint16_t*>(w);
   DF_UNROLL
   for (int t = 0; t < NT; ++t) {
@@ -182,9 +177,11 @@ void dot_bf16_ggml(int64_t n, float* out, const void* w, const void* const* xp) 
     out[t] = float(sum);
   }
 }
-void dot_bf16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_bf16_ggml<1>(n, out, w, &x); }
-void dot_bf16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_bf16_ggml<4>(n, out, w, xp); }
-void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
+DF_BF16 void dot_bf16_ggml_1(int64_t n, float* out, const void* w, const void* x) { dot_bf16_ggml<1>(n, out, w, &x); }
+DF_BF16 void dot_bf16_ggml_4(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_bf16_ggml<4>(n, out, w, xp);
+}
+DF_BF16 void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const uint16_t*>(w);
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   for (int64_t i = 0; i < n; i += 32) {
@@ -194,6 +191,50 @@ void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* const* xp
   DF_UNROLL
   for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
+// Four rows by four tokens (types.h vec_dot_tile; the prepared row is the BF16 row as
+// it was): each (row, token) is dot_bf16_ggml's, its two accumulators in two passes
+// of 16 chains, so a step loads four rows and four tokens for 16 vdpbf16ps instead of
+// a row and a token for each.
+size_t prep_bytes_bf16(int64_t n) { return size_t(n) * sizeof(uint16_t); }
+void prep_bf16(int64_t n, void* dst, const void* x) { std::memcpy(dst, x, size_t(n) * sizeof(uint16_t)); }
+DF_BF16 void dot_bf16_tile(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp) {
+  const uint16_t* a[4];
+  row_ptrs<uint16_t, 4>(w, w_stride, a);
+  const uint16_t* b[4];
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) b[t] = static_cast<const uint16_t*>(xp[t]);
+  const int64_t n64 = n & ~int64_t(63);
+  double sum[4][4] = {};
+  for (int64_t half = 0; half < 64; half += 32) {
+    __m512 c[4][4];
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r)
+      DF_UNROLL
+      for (int t = 0; t < 4; ++t) c[r][t] = _mm512_setzero_ps();
+    for (int64_t i = half; i < n64; i += 64) {
+      __m512i wa[4];
+      DF_UNROLL
+      for (int r = 0; r < 4; ++r) wa[r] = _mm512_loadu_si512(a[r] + i);
+      DF_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        const __m512i x = _mm512_loadu_si512(b[t] + i);
+        DF_UNROLL
+        for (int r = 0; r < 4; ++r) c[r][t] = _mm512_dpbf16_ps(c[r][t], (__m512bh)wa[r], (__m512bh)x);
+      }
+    }
+    DF_UNROLL
+    for (int r = 0; r < 4; ++r)
+      DF_UNROLL
+      for (int t = 0; t < 4; ++t) sum[r][t] += double(_mm512_reduce_add_ps(c[r][t]));
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < 4; ++t) {
+      double s = sum[r][t];
+      for (int64_t i = n64; i < n; ++i) s += double(bf16_to_f32(a[r][i]) * bf16_to_f32(b[t][i]));
+      out[4 * r + t] = float(s);
+    }
+}
+#undef DF_BF16
 
 // ---- 32-value blocks, two per 512-bit vector -------------------------------------------
 
@@ -631,6 +672,9 @@ void install_avx512(TypeTraits* t) {
   if (__builtin_cpu_supports("avx512bf16")) {  // llama.cpp's build for this CPU sums with vdpbf16ps
     set(DType::BF16, dot_bf16_ggml_1, dot_bf16_ggml_4);
     t[uint32_t(DType::BF16)].vec_dot_gemm_x4 = dot_bf16_gemm_4;
+    t[uint32_t(DType::BF16)].prep_bytes = prep_bytes_bf16;
+    t[uint32_t(DType::BF16)].prep = prep_bf16;
+    t[uint32_t(DType::BF16)].vec_dot_tile = dot_bf16_tile;
     t[uint32_t(DType::BF16)].gemm_k = 32;
   } else {
     set(DType::BF16, dot_float_1<uint16_t, load16_bf16, bf16_scalar>, dot_float_4<uint16_t, load16_bf16, bf16_scalar>);

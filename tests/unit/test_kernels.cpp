@@ -1006,11 +1006,12 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
 }
 
 // The same through matmul for the 32-value types at 19 blocks a row (16-block steps,
-// a pair step and an odd last block), where batches of four or more take the tiles.
+// a pair step and an odd last block) and BF16 (608 = 9 x 64 + a 32-value tail), where
+// batches of four or more that are not dense matmuls take the tiles.
 TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
   const int64_t rows = 11, cols = 608, max_tok = 11;
   auto X = gaussian(size_t(max_tok * cols), 23);
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::BF16}) {
     std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
     ASSERT_TRUE(fill_random(t, 7, rows * cols, 0.05f, w.data()));
     QuantizedActs acts;
