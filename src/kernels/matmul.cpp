@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -153,31 +154,38 @@ void rows_tile(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols
   }
 }
 
-// Activation rows in the tile kernels' layout, prepared once per matrix into a
-// buffer of the calling thread that later calls reuse.
-struct PreparedRows {
-  const void* small[kStackRows];
-  std::vector<const void*> big;
-  const void* const* p;
-  PreparedRows(ThreadPool* pool, const TypeTraits& tt, const void* const* x, int64_t n, int64_t cols) {
-    thread_local std::vector<uint8_t> buf;
-    const size_t bytes = tt.prep_bytes(cols);
-    if (buf.size() < bytes * size_t(n)) buf.resize(bytes * size_t(n));
-    const void** dst = small;
-    if (n > kStackRows) {
-      big.resize(size_t(n));
-      dst = big.data();
-    }
-    uint8_t* base = buf.data();
-    auto body = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) tt.prep(cols, base + size_t(t) * bytes, x[t]);
+// The tile path over a batch: tokens prepared (types.h prep) in chunks of at most
+// kTileChunk, each chunk then passing over every row. The buffer lives for the call
+// only, so a long prompt leaves no scratch behind that the memory plan does not count
+// (tests/unit/test_state_memory.cpp); per chunk the weights are read once more, which
+// 256 tokens of multiply-adds per weight byte hide.
+constexpr int64_t kTileChunk = 256;
+void run_tiles(ThreadPool* pool, const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t rows, int64_t cols,
+               const void* const* x, int64_t n, float* Y, int64_t y_stride) {
+  const size_t bytes = tt.prep_bytes(cols);
+  const int64_t chunk = std::min(n, kTileChunk);
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes * size_t(chunk)]);
+  const void* xp[kTileChunk];
+  const int64_t grain = tile_rows(int64_t(wrow)) & ~int64_t(3);
+  const bool threaded = pool != nullptr && pool->size() > 1;
+  for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+    const int64_t m = std::min(chunk, n - t0);
+    auto prep = [&](int64_t a, int64_t b) {
+      for (int64_t t = a; t < b; ++t) tt.prep(cols, buf.get() + size_t(t) * bytes, x[t0 + t]);
     };
-    if (pool != nullptr && pool->size() > 1 && n >= 16) pool->parallel_for(n, 8, body);
-    else body(0, n);
-    for (int64_t t = 0; t < n; ++t) dst[t] = base + size_t(t) * bytes;
-    p = dst;
+    if (threaded && m >= 16) pool->parallel_for(m, 8, prep);
+    else prep(0, m);
+    for (int64_t t = 0; t < m; ++t) xp[t] = buf.get() + size_t(t) * bytes;
+    float* Yc = Y + t0 * y_stride;
+    if (!threaded) {
+      rows_tile(tt, w, wrow, cols, 0, rows, x + t0, xp, m, Yc, y_stride);
+      continue;
+    }
+    pool->parallel_for((rows + grain - 1) / grain, 1, [&](int64_t b, int64_t e) {
+      rows_tile(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x + t0, xp, m, Yc, y_stride);
+    });
   }
-};
+}
 
 // Pointers to the selected activation rows (stack storage for small batches).
 struct RowPtrs {
@@ -212,15 +220,7 @@ void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t col
   const bool gemm = mul_mat && (wtype != DType::F32 || f32_gemm) && n >= 2 && tt.vec_dot_gemm_x4 != nullptr &&
                     cols % tt.gemm_k == 0 && rows % 4 == 0;
   if (!gemm && n >= 4 && rows >= 4 && tt.vec_dot_tile != nullptr) {
-    const PreparedRows xp(pool, tt, x.p, n, cols);
-    const int64_t grain = tile_rows(int64_t(wrow)) & ~int64_t(3);
-    if (pool == nullptr || pool->size() == 1) {
-      rows_tile(tt, w, wrow, cols, 0, rows, x.p, xp.p, n, Y, y_stride);
-      return;
-    }
-    pool->parallel_for((rows + grain - 1) / grain, 1, [&](int64_t b, int64_t e) {
-      rows_tile(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, xp.p, n, Y, y_stride);
-    });
+    run_tiles(pool, tt, w, wrow, rows, cols, x.p, n, Y, y_stride);
     return;
   }
   auto kernel = gemm ? rows_gemm : rows_kernel;

@@ -169,6 +169,100 @@ void from_bf16_avx2(const void* src, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = bf16_to_f32(x[i]);
 }
 
+// ---- Batches over prepared activations (types.h vec_dot_tile) --------------------------
+//
+// The x4 kernel pays per block and token for moving the weight's sign onto the
+// activation (two vpsignb) before vpmaddubsw. For the types whose levels fit an
+// unsigned byte after an offset small enough that vpmaddubsw cannot saturate (Q4_0:
+// code = level + 8; MXFP4: level + 12, levels doubled E2M1 in -12..12), the weight
+// goes in unsigned and each int32 lane adds -K x the sum of its four activation bytes,
+// which leaves exactly the integer the sign trick leaves. Per token and block the
+// prepared row holds the 32 activation bytes and those eight start values, then the
+// row's scales as floats; the float steps per row and token are dot_q32's in its
+// order (bit-identical to vec_dot: KernelDot.TileEqualsVecDotBitForBit).
+constexpr size_t kPrepBlock = 64;
+size_t prep_bytes_q32u(int64_t n) {
+  const size_t nb = size_t(n / kQ32);
+  return nb * kPrepBlock + nb * sizeof(float);
+}
+
+template <int K>
+void prep_q32u(int64_t n, void* dst, const void* x) {
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  auto* o = static_cast<uint8_t*>(dst);
+  const int64_t nb = n / kQ32;
+  auto* dbs = reinterpret_cast<float*>(o + size_t(nb) * kPrepBlock);
+  for (int64_t i = 0; i < nb; ++i, o += kPrepBlock) {
+    const __m256i y = loadu256(b[i].qs);
+    const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), y), _mm256_set1_epi16(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), y);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), _mm256_mullo_epi32(sum4, _mm256_set1_epi32(-K)));
+    dbs[i] = h2f(b[i].d);
+  }
+}
+
+// Unsigned weight bytes: Q4_0's codes, MXFP4's doubled E2M1 levels + 12.
+struct UnsignedQ4_0 : DecodeQ4_0 {
+  static constexpr int kOffset = 8;
+  static __m256i u(const Block& b) { return unpack_nibbles16(b.qs); }
+};
+struct UnsignedMXFP4 : DecodeMXFP4 {
+  static constexpr int kOffset = 12;
+  static __m256i u(const Block& b) {
+    static constexpr int8_t kU[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+    return lookup_nibbles16(kU, b.qs);
+  }
+};
+
+// Each of four rows against four prepared rows in turn (eight accumulators live).
+template <class Dec>
+void dot_q32u_tile(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp) {
+  using Block = typename Dec::Block;
+  const int64_t nb = n / kQ32;
+  const uint8_t* p[4];
+  const float* dbs[4];
+  DF_UNROLL
+  for (int t = 0; t < 4; ++t) {
+    p[t] = static_cast<const uint8_t*>(xp[t]);
+    dbs[t] = reinterpret_cast<const float*>(p[t] + size_t(nb) * kPrepBlock);
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < 4; ++r) {
+    const auto* a = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
+    __m256 acc[4][2];
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    auto lane_sums = [&](__m256i u, int t, int64_t blk) {
+      const uint8_t* q = p[t] + size_t(blk) * kPrepBlock;
+      const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(u, loadu256(q)), ones);
+      return _mm256_cvtepi32_ps(_mm256_add_epi32(prod, loadu256(q + 32)));
+    };
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+      alignas(32) float d[4][8];
+      const __m256 da = Dec::d8(a + i);
+      DF_UNROLL
+      for (int t = 0; t < 4; ++t) _mm256_store_ps(d[t], _mm256_mul_ps(da, _mm256_loadu_ps(dbs[t] + i)));
+      DF_UNROLL
+      for (int k = 0; k < 8; ++k) {
+        const __m256i u = Dec::u(a[i + k]);
+        DF_UNROLL
+        for (int t = 0; t < 4; ++t)
+          acc[t][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[t][k]), lane_sums(u, t, i + k), acc[t][k & 1]);
+      }
+    }
+    for (; i < nb; ++i) {
+      const __m256i u = Dec::u(a[i]);
+      const float da = Dec::d(a[i]);
+      DF_UNROLL
+      for (int t = 0; t < 4; ++t)
+        acc[t][0] = _mm256_fmadd_ps(_mm256_set1_ps(da * dbs[t][i]), lane_sums(u, t, i), acc[t][0]);
+    }
+    DF_UNROLL
+    for (int t = 0; t < 4; ++t) out[4 * r + t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+  }
+}
+
 }  // namespace
 
 void install_avx2(TypeTraits* t) {
@@ -187,6 +281,14 @@ void install_avx2(TypeTraits* t) {
   set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_rows<DecodeQ8_0, 4>);
   set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_rows<DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_rows<DecodeMXFP4, 4>);
+  auto tile = [&](DType type, PrepFn prep, VecDotTileFn f) {
+    TypeTraits& r = t[uint32_t(type)];
+    r.prep_bytes = prep_bytes_q32u;
+    r.prep = prep;
+    r.vec_dot_tile = f;
+  };
+  tile(DType::Q4_0, prep_q32u<UnsignedQ4_0::kOffset>, dot_q32u_tile<UnsignedQ4_0>);
+  tile(DType::MXFP4, prep_q32u<UnsignedMXFP4::kOffset>, dot_q32u_tile<UnsignedMXFP4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx2;
   t[uint32_t(DType::F16)].to_float = from_f16_avx2;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx2;

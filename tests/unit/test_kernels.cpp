@@ -1011,7 +1011,15 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
 TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
   const int64_t rows = 11, cols = 608, max_tok = 11;
   auto X = gaussian(size_t(max_tok * cols), 23);
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::BF16}) {
+  struct Restore {  // the selected kernel set, also after a failed assertion
+    Isa was = selected_isa();
+    ~Restore() { select_isa(was); }
+  } restore;
+  std::vector<std::pair<Isa, DType>> cases;
+  for (Isa isa : simd_isas())
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::BF16}) cases.emplace_back(isa, t);
+  for (const auto& [isa, t] : cases) {
+    ASSERT_TRUE(select_isa(isa));
     std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
     ASSERT_TRUE(fill_random(t, 7, rows * cols, 0.05f, w.data()));
     QuantizedActs acts;
@@ -1027,7 +1035,29 @@ TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows; ++r)
           ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]), std::bit_cast<uint32_t>(alone[size_t(i * rows + r)]))
-              << name(t) << " n=" << n << " token " << i << " row " << r;
+              << name(t) << " " << isa_name(isa) << " n=" << n << " token " << i << " row " << r;
+    }
+  }
+}
+
+// A batch longer than the tile path's chunk of prepared tokens (kernels/matmul.cpp),
+// threaded: every token's rows as alone.
+TEST(KernelMatmul, LongTiledBatchEqualsEachTokenAlone) {
+  const int64_t rows = 9, cols = 128, n = 301;
+  auto X = gaussian(size_t(n * cols), 29);
+  ThreadPool pool(2);
+  for (DType t : {DType::Q4_0, DType::BF16}) {
+    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
+    ASSERT_TRUE(fill_random(t, 9, rows * cols, 0.05f, w.data()));
+    QuantizedActs acts;
+    quantize_acts(nullptr, t, X.data(), n, cols, cols, &acts);
+    std::vector<float> y(size_t(n * rows)), one(static_cast<size_t>(rows));
+    matmul_q(&pool, t, w.data(), rows, cols, acts, y.data(), rows);
+    for (int32_t tk = 0; tk < n; ++tk) {
+      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, one.data(), rows);
+      for (int64_t r = 0; r < rows; ++r)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(tk * rows + r)]), std::bit_cast<uint32_t>(one[size_t(r)]))
+            << name(t) << " token " << tk << " row " << r;
     }
   }
 }
