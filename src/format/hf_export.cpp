@@ -19,6 +19,7 @@
 #include "format/hf_derive.h"
 #include "kernels/blocks.h"
 #include "quant/hf_codecs.h"
+#include "tokenizer/vocab.h"
 
 namespace deltafin {
 namespace {
@@ -343,7 +344,10 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
   DF_TRY(write_json(dir + "/config.json", config));
   nlohmann::json gen = {{"do_sample", false}};
   if (bos >= 0) gen["bos_token_id"] = bos;
-  if (eos >= 0) gen["eos_token_id"] = {eos};
+  if (const GGUFValue* ids = m.find(Vocab::kEogIdsKey); ids != nullptr && ids->is_array() && !ids->ints.empty())
+    gen["eos_token_id"] = ids->ints;  // the folder's list, the eos first
+  else if (eos >= 0)
+    gen["eos_token_id"] = {eos};
   DF_TRY(write_json(dir + "/generation_config.json", gen));
   DF_TRY(write_hf_tokenizer(m, dir, /*tiktoken=*/false));
   if (report) {

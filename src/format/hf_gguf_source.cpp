@@ -9,6 +9,7 @@
 #include "format/hf_mxfp4.h"
 #include "format/hf_recipes.h"
 #include "format/hf_tokenizer.h"
+#include "tokenizer/vocab.h"
 #include "kernels/blocks.h"
 #include "quant/hf_codecs.h"
 
@@ -75,6 +76,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
   if (Status s = hf_tokenizer_to_gguf(f.tokenizer, &m); !s.ok()) return make_error("{}: {}", loc, s.error().message);
   if (!m.find("tokenizer.ggml.eos_token_id") && !f.eos_ids.empty())
     m.set("tokenizer.ggml.eos_token_id", GGUFValue::u32(uint32_t(f.eos_ids[0])));
+  if (f.eos_ids.size() > 1) m.set(Vocab::kEogIdsKey, GGUFValue::int_array(GGUFType::U32, f.eos_ids));
   generation_to_gguf(f.generation_config, &m);
 
   const int n_layer = int(m.int_or(arch.gguf_arch + ".block_count", 0));

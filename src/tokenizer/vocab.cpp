@@ -316,6 +316,9 @@ Result<Vocab> Vocab::from_gguf(const GGUFFile& file) {
   }
   for (int32_t id : {v.eos, v.eot, v.eom})
     if (id != kNoToken) v.eog.insert(id);
+  if (const GGUFValue* ids = file.find(kEogIdsKey); ids != nullptr && ids->is_array())
+    for (int64_t id : ids->ints)
+      if (id >= 0 && id < int64_t(n)) v.eog.insert(int32_t(id));
   // o200k_harmony / solar-open: "<|end|>" ends a message, not generation.
   {
     auto has = [&](const char* text) {

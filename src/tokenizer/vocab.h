@@ -74,6 +74,12 @@ struct Vocab {
   // which they are split out of raw text.
   std::vector<int32_t> special_tokens;
 
+  // Besides tokenizer.ggml.eos/eot/eom_token_id and the texts llama.cpp recognises,
+  // the ids under kEogIdsKey end generation: a Hugging Face folder's
+  // generation_config.json may list several eos_token_id (Qwen3: <|im_end|> and
+  // <|endoftext|>; Llama 3.1: three), where GGUF has one key. Written by the folder's
+  // GGUF view and kept by `convert`; llama.cpp ignores the key.
+  static constexpr const char* kEogIdsKey = "deltafin.tokenizer.eog_token_ids";
   static Result<Vocab> from_gguf(const GGUFFile& file);
 
   int32_t n_tokens() const { return int32_t(tokens.size()); }

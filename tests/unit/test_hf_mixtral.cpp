@@ -9,6 +9,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <tuple>
@@ -20,6 +22,7 @@
 #include "format/model_file.h"
 #include "synth/synth.h"
 #include "synth_once.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace deltafin;
 
@@ -204,4 +207,50 @@ TEST(HfMixtral, SettingsTheGgufCannotSayAreRefused) {
   EXPECT_EQ(g.int_or("llama.rope.dimension_count", 0), 48);
   c["sliding_window"] = 32768;  // a window as wide as the context is no window
   EXPECT_TRUE(a.config_to_gguf(c, &g).ok());
+}
+
+// generation_config.json may list several end tokens; each ends generation, in the
+// folder and in its GGUF view written out again (the export keeps the list).
+TEST(HfMixtral, EveryEosIdOfGenerationConfigEndsGeneration) {
+  const std::string dir = test_dir("hf_mixtral") + "/eos_folder";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(export_gguf_as_hf(tiny_mixtral(), dir, HfExportOptions{}).ok());
+  auto plain = open_hf_folder(dir, hf_local_opener(dir));
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  auto plain_view = HfGgufSource::build(*plain);
+  ASSERT_TRUE(plain_view.ok()) << plain_view.error().message;
+  auto plain_tok = Tokenizer::from_gguf((*plain_view)->meta());
+  ASSERT_TRUE(plain_tok.ok()) << plain_tok.error().message;
+  const int32_t eos = plain_tok->eos(), other = 7;  // an ordinary token of the synthetic vocabulary
+  ASSERT_GE(eos, 0);
+  ASSERT_FALSE(plain_tok->is_eog(other));
+
+  nlohmann::json gen;
+  {
+    std::ifstream in(dir + "/generation_config.json");
+    gen = nlohmann::json::parse(in);
+  }
+  gen["eos_token_id"] = {eos, other};
+  std::ofstream(dir + "/generation_config.json") << gen.dump();
+  auto folder = open_hf_folder(dir, hf_local_opener(dir));
+  ASSERT_TRUE(folder.ok()) << folder.error().message;
+  auto view = HfGgufSource::build(*folder);
+  ASSERT_TRUE(view.ok()) << view.error().message;
+  auto tok = Tokenizer::from_gguf((*view)->meta());
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ(tok->eos(), eos);
+  EXPECT_TRUE(tok->is_eog(eos));
+  EXPECT_TRUE(tok->is_eog(other));
+
+  // Written out as a folder again, the list survives.
+  const std::string again = test_dir("hf_mixtral") + "/eos_again.gguf", dir2 = test_dir("hf_mixtral") + "/eos_folder2";
+  std::filesystem::remove_all(dir2);
+  {
+    std::string bytes(size_t((*view)->size()), '\0');
+    ASSERT_TRUE((*view)->read_at(0, bytes.data(), bytes.size()).ok());
+    std::ofstream(again, std::ios::binary) << bytes;
+  }
+  ASSERT_TRUE(export_gguf_as_hf(again, dir2, HfExportOptions{}).ok());
+  std::ifstream in2(dir2 + "/generation_config.json");
+  EXPECT_EQ(nlohmann::json::parse(in2)["eos_token_id"], nlohmann::json({eos, other}));
 }
