@@ -17,7 +17,7 @@ Command add_quantize(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("quantize", "Re-encode a model's weight matrices (F32/F16/BF16 in) to another type");
-  sub->add_option("input,-m,--model", o->in, "Input .gguf")->join()->required();
+  sub->add_option("input,-m,--model", o->in, "Input .gguf or Hugging Face model folder")->join()->required();
   sub->add_option("output", o->out, "Output .gguf (missing directories are created)")->required();
   sub->add_flag("--force", o->force, "Overwrite the output if it exists");
   auto* pos = sub->add_option("type", o->type_pos, "Target type, as llama-quantize takes it (the same as --type)");

@@ -98,7 +98,7 @@ inline void add_store_options(CLI::App* sub, StoreCli& o) {
                   "Re-encode the core (every tensor but the routed experts) once to this type (Q8_0, Q4_K, ...) "
                   "into the cache directory and run on it: a smaller core stays resident where the model's own "
                   "would page; the experts are untouched. Changes the output (the core is no longer the model's "
-                  "own weights). Local models");
+                  "own weights). Local models: .gguf files and Hugging Face folders");
   add_remote_options(sub, o.remote);
   sub->add_flag("--offline", o.remote.offline,
                 "Remote models: never contact the origin; use the core and experts in the disk cache (an expert "

@@ -69,8 +69,11 @@ Result<CoreCacheInfo> cached_core(ModelFile& file, const std::string& type_name,
   CoreCacheInfo info;
   info.type = dtype_name(qo.type);
   DF_ASSIGN(const uint64_t id, model_identity(file, info.type));
-  std::string stem = fs::path(file.path()).filename().string();
+  // A folder's name (a Hugging Face model folder is read as the GGUF it converts to).
+  std::string stem = fs::path(file.path()).lexically_normal().filename().string();
+  if (stem.empty()) stem = fs::path(file.path()).lexically_normal().parent_path().filename().string();
   if (stem.size() > 5 && stem.ends_with(".gguf")) stem.resize(stem.size() - 5);
+  if (stem.empty()) stem = "model";
   const fs::path dir = fs::path(cache_dir) / "cores";
   const std::string base = (dir / fmt::format("{}-{}-{:016x}", stem, info.type, id)).string();
   info.path = base + ".gguf";

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "format/gguf_writer.h"
+#include "format/hf_folder.h"
+#include "format/hf_gguf_source.h"
 #include "format/model_file.h"
 #include "kernels/importance.h"
 #include "kernels/types.h"
@@ -174,7 +176,8 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
     if (!tt || !tt->from_float)
       return make_error("quantize: no quantizer for type {}", dtype_name(t));
   }
-  DF_ASSIGN(auto model, ModelFile::open(in, local_file_opener()));
+  // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
+  DF_ASSIGN(auto model, is_local_hf_folder(in) ? open_local_hf_model(in) : ModelFile::open(in, local_file_opener()));
   GGUFWriter w(out);
   GGUFFile& f = w.file();
   const GGUFFile& meta = model->meta();

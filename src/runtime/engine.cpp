@@ -69,8 +69,6 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
                         path);
     // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
     DF_ASSIGN(e->file_, S_ISDIR(st.st_mode) ? open_local_hf_model(path) : ModelFile::open(path, local_file_opener()));
-    if (!opts.core_type.empty() && hf_source_of(*e->file_))
-      return make_error("--core-type works on GGUF files for now; `deltafin convert {}` first", path);
     if (!opts.core_type.empty()) {
       const std::string dir = opts.remote.cache_dir.empty() ? opts.env.cache_dir : opts.remote.cache_dir;
       const auto t0 = std::chrono::steady_clock::now();

@@ -7,6 +7,9 @@
 #     (same logits); a truncated core file, and with --verify a flipped byte, is made
 #     again and never used as it is;
 #   - under a --mem that pages the F32 core, the Q8_0 core stays resident;
+#   - a Hugging Face folder takes --core-type as the GGUF it converts to: the same
+#     logits as the converted file's, whose core it is (the conversion, the same model
+#     by its headers and size, reuses the folder's cached core);
 #   - a remote model and a mix as the type are refused with a clear error;
 #   - perplexity on the shipped kjv-moe model with its core in Q4_K: what it costs.
 # usage: core_type.sh DELTAFIN SOURCE_DIR BUILD_DIR
@@ -97,6 +100,24 @@ fi
 check "a remote model is refused naming --core-type" grep -q -- "--core-type works on local models" "$dir/remote.err"
 ev -m "$m" --core-type Q4_K_M --cache-dir "$cache" >/dev/null 2>"$dir/mix.err"
 check "a mix is refused" grep -q "a mix is not a core type" "$dir/mix.err"
+
+# A Hugging Face folder (read as the GGUF it converts to) and its conversion.
+hf=$dir/hf
+if "$bin" synth --preset tiny --arch qwen3moe --type F32 --expert-type F32 --format hf -o "$hf" >/dev/null 2>"$dir/hf.err" &&
+   "$bin" convert "$hf" "$dir/hf.gguf" >/dev/null 2>>"$dir/hf.err"; then
+  ev -m "$hf" --core-type Q8_0 --cache-dir "$dir/hfcache" >"$dir/hf.run" 2>"$dir/hf.run.err"
+  check "a folder takes --core-type" test $? = 0
+  ev -m "$dir/hf.gguf" --core-type Q8_0 --cache-dir "$dir/hfcache" -v >"$dir/hfconv.run" 2>"$dir/hfconv.err"
+  ev -m "$hf" >"$dir/hf.f32" 2>/dev/null
+  check "folder and its conversion: same logits with the Q8_0 core" cmp -s "$dir/hf.run" "$dir/hfconv.run"
+  check "and not the F32 core's" bash -c "! cmp -s '$dir/hf.f32' '$dir/hf.run'"
+  check "the conversion reuses the folder's core" grep -q "Q8_0 from the cache" "$dir/hfconv.err"
+  "$bin" quantize --keep-experts "$hf" "$dir/hfref.gguf" Q8_0 >/dev/null 2>&1
+  ev -m "$dir/hfref.gguf" >"$dir/hfref.run" 2>/dev/null
+  check "folder --core-type Q8_0: logits of quantize --keep-experts FOLDER Q8_0" cmp -s "$dir/hfref.run" "$dir/hf.run"
+else
+  echo "FAIL hf folder: $(cat "$dir/hf.err")"; fail=1
+fi
 
 # What it costs: perplexity of the shipped model on held-out text, its own core
 # (Q8_0) against the core in Q4_K.
