@@ -975,6 +975,26 @@ TEST(KernelMatmul, TokenSubsetsAndRowRanges) {
 // Batch invariance of the whole driver: however many tokens a matmul takes (groups of
 // eight, four, padded remainders, single rows), each token's outputs equal those of the
 // same token computed alone (the decode path), bit for bit.
+namespace {
+// Random weights of `t`, X's first n_tok rows quantized for them, and every token's
+// rows computed alone (y[token * rows + row]): what a batch must reproduce bit for bit.
+struct Alone {
+  std::vector<uint8_t> w;
+  QuantizedActs acts;
+  std::vector<float> y;
+};
+Alone each_token_alone(DType t, int64_t rows, int64_t cols, const std::vector<float>& X, int64_t n_tok, uint32_t seed) {
+  Alone a;
+  a.w.resize(dtype_row_bytes(t, uint64_t(cols)) * size_t(rows));
+  EXPECT_TRUE(fill_random(t, seed, rows * cols, 0.05f, a.w.data()));
+  quantize_acts(nullptr, t, X.data(), n_tok, cols, cols, &a.acts);
+  a.y.resize(size_t(n_tok * rows));
+  for (int32_t tk = 0; tk < n_tok; ++tk)
+    matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, &tk, 1, a.y.data() + tk * rows, rows);
+  return a;
+}
+}  // namespace
+
 TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
   const int64_t rows = 13, cols = 512, max_tok = 19;
   auto X = gaussian(size_t(max_tok * cols), 21);
@@ -984,22 +1004,16 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
                   DType::IQ1_M, DType::TQ1_0})
     types.push_back(t);
   for (DType t : types) {
-    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
-    ASSERT_TRUE(fill_random(t, 5, rows * cols, 0.05f, w.data()));
-    QuantizedActs acts;
-    quantize_acts(nullptr, t, X.data(), max_tok, cols, cols, &acts);
-    std::vector<float> alone(size_t(max_tok * rows));
-    for (int32_t tk = 0; tk < max_tok; ++tk)
-      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, alone.data() + tk * rows, rows);
+    const Alone a = each_token_alone(t, rows, cols, X, max_tok, 5);
     for (int64_t n = 2; n <= max_tok; ++n) {
       std::vector<int32_t> tokens(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) tokens[size_t(i)] = int32_t((i * 7 + n) % max_tok);
       std::vector<float> y(size_t(n * rows));
-      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, tokens.data(), n, y.data(), rows);
+      matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, tokens.data(), n, y.data(), rows);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows; ++r)
           ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]),
-                    std::bit_cast<uint32_t>(alone[size_t(tokens[size_t(i)] * rows + r)]))
+                    std::bit_cast<uint32_t>(a.y[size_t(tokens[size_t(i)] * rows + r)]))
               << name(t) << " n=" << n << " token " << i << " row " << r;
     }
   }
@@ -1020,21 +1034,15 @@ TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::BF16}) cases.emplace_back(isa, t);
   for (const auto& [isa, t] : cases) {
     ASSERT_TRUE(select_isa(isa));
-    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
-    ASSERT_TRUE(fill_random(t, 7, rows * cols, 0.05f, w.data()));
-    QuantizedActs acts;
-    quantize_acts(nullptr, t, X.data(), max_tok, cols, cols, &acts);
-    std::vector<float> alone(size_t(max_tok * rows));
-    for (int32_t tk = 0; tk < max_tok; ++tk)
-      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, alone.data() + tk * rows, rows);
+    const Alone a = each_token_alone(t, rows, cols, X, max_tok, 7);
     for (int64_t n = 2; n <= max_tok; ++n) {
       std::vector<float> y(size_t(n * rows));
-      QuantizedActs first = acts;
+      QuantizedActs first = a.acts;
       first.n_tok = n;
-      matmul_q(nullptr, t, w.data(), rows, cols, first, y.data(), rows);
+      matmul_q(nullptr, t, a.w.data(), rows, cols, first, y.data(), rows);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]), std::bit_cast<uint32_t>(alone[size_t(i * rows + r)]))
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]), std::bit_cast<uint32_t>(a.y[size_t(i * rows + r)]))
               << name(t) << " " << isa_name(isa) << " n=" << n << " token " << i << " row " << r;
     }
   }
@@ -1047,18 +1055,12 @@ TEST(KernelMatmul, LongTiledBatchEqualsEachTokenAlone) {
   auto X = gaussian(size_t(n * cols), 29);
   ThreadPool pool(2);
   for (DType t : {DType::Q4_0, DType::BF16}) {
-    std::vector<uint8_t> w(dtype_row_bytes(t, cols) * rows);
-    ASSERT_TRUE(fill_random(t, 9, rows * cols, 0.05f, w.data()));
-    QuantizedActs acts;
-    quantize_acts(nullptr, t, X.data(), n, cols, cols, &acts);
-    std::vector<float> y(size_t(n * rows)), one(static_cast<size_t>(rows));
-    matmul_q(&pool, t, w.data(), rows, cols, acts, y.data(), rows);
-    for (int32_t tk = 0; tk < n; ++tk) {
-      matmul_q_tokens(nullptr, t, w.data(), rows, cols, acts, &tk, 1, one.data(), rows);
-      for (int64_t r = 0; r < rows; ++r)
-        ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(tk * rows + r)]), std::bit_cast<uint32_t>(one[size_t(r)]))
-            << name(t) << " token " << tk << " row " << r;
-    }
+    const Alone a = each_token_alone(t, rows, cols, X, n, 9);
+    std::vector<float> y(size_t(n * rows));
+    matmul_q(&pool, t, a.w.data(), rows, cols, a.acts, y.data(), rows);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(a.y[i]))
+          << name(t) << " token " << int64_t(i) / rows << " row " << int64_t(i) % rows;
   }
 }
 

@@ -52,6 +52,13 @@ Fixture tiny_index(std::string* why) {
   return f;
 }
 
+// An LFU cache of one slot per expert of the tiny model, at most 40; its slot count
+// (0 when init failed).
+int init_lfu(const Fixture& f, RamCache* c) {
+  const int n = std::min(f.ix->n_keys(), 40);
+  return c->init(*f.ix, 0, n, CachePolicy::LFU, "test").ok() ? n : 0;
+}
+
 // What the store does for a demand miss, with the tier's read done at once.
 int fill(RamCache& c, int key) {
   const int slot = c.find_slot(/*demand=*/true, /*predicted=*/false);
@@ -129,10 +136,9 @@ TEST(RamCache, LendsAndGivesUpWholeSlots) {
   std::string why;
   Fixture f = tiny_index(&why);
   if (!f.ix) GTEST_SKIP() << why;
-  const int n = std::min(f.ix->n_keys(), 40);
-  ASSERT_GE(n, 12);
   RamCache c;
-  ASSERT_TRUE(c.init(*f.ix, 0, n, CachePolicy::LFU, "test").ok());
+  const int n = init_lfu(f, &c);
+  ASSERT_GE(n, 12);
   const uint64_t slot = c.slot_bytes();
   for (int k = 0; k < n; ++k) ASSERT_GE(fill(c, k), 0);
   // Lending everything keeps max(8, n/4) slots and evicts the rest.
@@ -153,10 +159,9 @@ TEST(RamCache, PopulatesAheadOfUseAndNeverWhatIsLent) {
   std::string why;
   Fixture f = tiny_index(&why);
   if (!f.ix) GTEST_SKIP() << why;
-  const int n = std::min(f.ix->n_keys(), 40);
-  ASSERT_GE(n, 12);
   RamCache c;
-  ASSERT_TRUE(c.init(*f.ix, 0, n, CachePolicy::LFU, "test").ok());
+  const int n = init_lfu(f, &c);
+  ASSERT_GE(n, 12);
   const size_t slot = c.slot_bytes(), half = (slot / 2 + 4095) / 4096 * 4096;
   ASSERT_LT(half, slot);
   // Two slots ahead of none handed out: slot 0 in two chunks, then slot 1, then none.
