@@ -158,24 +158,29 @@ void rows_tile(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols
 // kTileChunk, each chunk then passing over every row. The buffer lives for the call
 // only, so a long prompt leaves no scratch behind that the memory plan does not count
 // (tests/unit/test_state_memory.cpp); per chunk the weights are read once more, which
-// 256 tokens of multiply-adds per weight byte hide.
+// 256 tokens of multiply-adds per weight byte hide. A type without prep reads its
+// activation rows as they are.
 constexpr int64_t kTileChunk = 256;
 void run_tiles(ThreadPool* pool, const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t rows, int64_t cols,
                const void* const* x, int64_t n, float* Y, int64_t y_stride) {
-  const size_t bytes = tt.prep_bytes(cols);
+  const size_t bytes = tt.prep != nullptr ? tt.prep_bytes(cols) : 0;
   const int64_t chunk = std::min(n, kTileChunk);
-  std::unique_ptr<uint8_t[]> buf(new uint8_t[bytes * size_t(chunk)]);
-  const void* xp[kTileChunk];
+  std::unique_ptr<uint8_t[]> buf(bytes > 0 ? new uint8_t[bytes * size_t(chunk)] : nullptr);
+  const void* prepared[kTileChunk];
   const int64_t grain = tile_rows(int64_t(wrow)) & ~int64_t(3);
   const bool threaded = pool != nullptr && pool->size() > 1;
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t m = std::min(chunk, n - t0);
-    auto prep = [&](int64_t a, int64_t b) {
-      for (int64_t t = a; t < b; ++t) tt.prep(cols, buf.get() + size_t(t) * bytes, x[t0 + t]);
-    };
-    if (threaded && m >= 16) pool->parallel_for(m, 8, prep);
-    else prep(0, m);
-    for (int64_t t = 0; t < m; ++t) xp[t] = buf.get() + size_t(t) * bytes;
+    const void* const* xp = x + t0;
+    if (tt.prep != nullptr) {
+      auto prep = [&](int64_t a, int64_t b) {
+        for (int64_t t = a; t < b; ++t) tt.prep(cols, buf.get() + size_t(t) * bytes, x[t0 + t]);
+      };
+      if (threaded && m >= 16) pool->parallel_for(m, 8, prep);
+      else prep(0, m);
+      for (int64_t t = 0; t < m; ++t) prepared[t] = buf.get() + size_t(t) * bytes;
+      xp = prepared;
+    }
     float* Yc = Y + t0 * y_stride;
     if (!threaded) {
       rows_tile(tt, w, wrow, cols, 0, rows, x + t0, xp, m, Yc, y_stride);

@@ -209,8 +209,8 @@ struct UnsignedQ4_0 : DecodeQ4_0 {
 struct UnsignedMXFP4 : DecodeMXFP4 {
   static constexpr int kOffset = 12;
   static __m256i u(const Block& b) {
-    static constexpr int8_t kU[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
-    return lookup_nibbles16(kU, b.qs);
+    static constexpr Table16 kU = offset_levels(kMxfp4Values, kOffset);
+    return lookup_nibbles16(kU.v, b.qs);
   }
 };
 

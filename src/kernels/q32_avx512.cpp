@@ -191,12 +191,10 @@ DF_BF16 void dot_bf16_gemm_4(int64_t n, float* out, const void* w, const void* c
   DF_UNROLL
   for (int t = 0; t < 4; ++t) out[t] = _mm512_reduce_add_ps(acc[t]);
 }
-// Four rows by four tokens (types.h vec_dot_tile; the prepared row is the BF16 row as
-// it was): each (row, token) is dot_bf16_ggml's, its two accumulators in two passes
+// Four rows by four tokens (types.h vec_dot_tile, with no prep: it reads the BF16
+// activation rows as they are): each (row, token) is dot_bf16_ggml's, its two accumulators in two passes
 // of 16 chains, so a step loads four rows and four tokens for 16 vdpbf16ps instead of
 // a row and a token for each.
-size_t prep_bytes_bf16(int64_t n) { return size_t(n) * sizeof(uint16_t); }
-void prep_bf16(int64_t n, void* dst, const void* x) { std::memcpy(dst, x, size_t(n) * sizeof(uint16_t)); }
 DF_BF16 void dot_bf16_tile(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp) {
   const uint16_t* a[4];
   row_ptrs<uint16_t, 4>(w, w_stride, a);
@@ -265,6 +263,14 @@ inline __m512 fp16_scales16(const void* first, int stride) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(h)));
 }
 
+// Two blocks of nibble codes as the levels of `table` (unpack_nibbles_pair's order),
+// for the tile kernels' unsigned weights.
+template <class Block>
+inline __m512i unsigned_levels(const Table16& table, const Block& a, const Block& b) {
+  const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table.v)));
+  return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+}
+
 struct Pair8_0 {
   using Block = BlockQ8_0;
   // |values| of both blocks and the mask of negative ones.
@@ -311,13 +317,8 @@ struct PairIQ4_NL {
     return _mm512_shuffle_epi8(lut, codes);
   }
   static __m512i u(const Block& a, const Block& b) {
-    static constexpr std::array<uint8_t, 16> kU = [] {
-      std::array<uint8_t, 16> a{};
-      for (int i = 0; i < 16; ++i) a[size_t(i)] = uint8_t(kIq4nlValues[i] + 128);
-      return a;
-    }();
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kU.data())));
-    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+    static constexpr Table16 kU = offset_levels(kIq4nlValues, 128);
+    return unsigned_levels(kU, a, b);
   }
   static __m128 d(const Block& a, const Block& b) { return h2f_pair(a.d, b.d); }
   static __m512 d16(const Block* a) { return fp16_scales16(a, sizeof(Block)); }
@@ -333,10 +334,8 @@ struct PairMXFP4 {
     return _mm512_shuffle_epi8(lut, codes);
   }
   static __m512i u(const Block& a, const Block& b) {
-    alignas(16) static constexpr uint8_t kU[16] = {128, 129, 130, 131, 132, 134, 136, 140,
-                                                   128, 127, 126, 125, 124, 122, 120, 116};
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kU)));
-    return _mm512_shuffle_epi8(lut, unpack_nibbles_pair(a.qs, b.qs));
+    static constexpr Table16 kU = offset_levels(kMxfp4Values, 128);
+    return unsigned_levels(kU, a, b);
   }
   static __m128 d(const Block& a, const Block& b) { return _mm_setr_ps(e8m0_half_to_f32(a.e), e8m0_half_to_f32(b.e), 0, 0); }
   static __m512 d16(const Block* a) {  // 2^(e - 128), exact (scalef keeps the subnormals of e < 2)
@@ -538,7 +537,6 @@ void prep_q8_0_pairs(int64_t n, void* dst, const void* x) {
   if (i < nb) std::memcpy(o, &b[i], sizeof(BlockQ8_0));
 }
 
-template <class Pair>
 inline void tile_step(const __m512i* u, const __m512* da, const uint8_t* const* p, size_t off, __m512 (*acc)[4]) {
   DF_UNROLL
   for (int t = 0; t < 4; ++t) {
@@ -585,7 +583,7 @@ void dot_q32_tile(int64_t n, float* out, const void* w, size_t w_stride, const v
         u[r] = Pair::u(a[r][i + 2 * k], a[r][i + 2 * k + 1]);
         da[r] = _mm512_permutexvar_ps(spread, da16[r]);
       }
-      tile_step<Pair>(u, da, p, off, acc);
+      tile_step(u, da, p, off, acc);
     }
   }
   const __m512i spread01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -597,7 +595,7 @@ void dot_q32_tile(int64_t n, float* out, const void* w, size_t w_stride, const v
       u[r] = Pair::u(a[r][i], a[r][i + 1]);
       da[r] = _mm512_permutexvar_ps(spread01, _mm512_castps128_ps512(Pair::d(a[r][i], a[r][i + 1])));
     }
-    tile_step<Pair>(u, da, p, off, acc);
+    tile_step(u, da, p, off, acc);
   }
   float tail[4][4] = {};
   if (i < nb) {
@@ -672,8 +670,6 @@ void install_avx512(TypeTraits* t) {
   if (__builtin_cpu_supports("avx512bf16")) {  // llama.cpp's build for this CPU sums with vdpbf16ps
     set(DType::BF16, dot_bf16_ggml_1, dot_bf16_ggml_4);
     t[uint32_t(DType::BF16)].vec_dot_gemm_x4 = dot_bf16_gemm_4;
-    t[uint32_t(DType::BF16)].prep_bytes = prep_bytes_bf16;
-    t[uint32_t(DType::BF16)].prep = prep_bf16;
     t[uint32_t(DType::BF16)].vec_dot_tile = dot_bf16_tile;
     t[uint32_t(DType::BF16)].gemm_k = 32;
   } else {

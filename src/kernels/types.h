@@ -39,8 +39,9 @@
 // as the tile kernel reads it (prep_bytes(n) bytes); vec_dot_tile computes
 // out[4 * r + t] = dot(w + r * w_stride, x_t) for four weight rows and four prepared
 // rows, each bit-identical to vec_dot. Set where the per-token work of vec_dot_x4
-// costs as much as the multiply-adds (AVX-512 Q8_0, Q4_0, IQ4_NL, MXFP4); null
-// elsewhere, and then all three are.
+// costs as much as the multiply-adds (AVX-512 Q8_0, Q4_0, IQ4_NL, MXFP4, BF16; AVX2
+// Q4_0, MXFP4); null elsewhere. prep and prep_bytes are null where the tile kernel
+// reads the activation rows as they are (BF16).
 //
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and

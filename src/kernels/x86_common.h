@@ -76,6 +76,17 @@ inline __m256i lookup_nibbles16(const int8_t (&table)[16], const uint8_t* p) {
   return _mm256_shuffle_epi8(lut, unpack_nibbles16(p));
 }
 
+// A 16-entry level table moved up by `offset` (each level + offset as a byte), for the
+// kernels that multiply unsigned weights: derived from the format's own table.
+struct Table16 {
+  alignas(16) int8_t v[16];
+};
+constexpr Table16 offset_levels(const int8_t (&levels)[16], int offset) {
+  Table16 t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = int8_t(uint8_t(levels[i] + offset));
+  return t;
+}
+
 // A software prefetch into L1 that the optimiser keeps: GCC 12 deletes
 // __builtin_prefetch/_mm_prefetch inside some loops (seen in dot_q32_pairs_rows),
 // as if they had no effect. Prefetching any address is safe (it never faults).
