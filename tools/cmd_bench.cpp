@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "core/platform.h"
+#include "model/core_pager.h"
 #include "runtime/engine.h"
 #include "store_options.h"
 #include "tool_common.h"
@@ -185,6 +186,7 @@ Command add_bench(CLI::App& app) {
             // batching ratios of the --parallel rows.
             std::map<int, std::pair<double, double>> single;
             std::string batching;
+            std::string core_lines;  // the paged core's reads, per test
             for (auto& [test, n, par] : tests) {
               TestResult r;
               r.test = test;
@@ -196,12 +198,21 @@ Command add_bench(CLI::App& app) {
               double secs = 0;
               if (!o->no_warmup) DF_CHECK_OR_EXIT(measure(&secs));
               const StoreStats before = store ? store->stats() : StoreStats{};
+              const CorePager* pager = engine->core_pager();
+              const CorePagerStats core_before = pager ? pager->stats() : CorePagerStats{};
               for (int rep = 0; rep < o->reps; ++rep) {
                 DF_CHECK_OR_EXIT(measure(&secs));
                 r.tps.push_back(double(n) * par / std::max(secs, 1e-9));
                 r.seconds += secs;
               }
               if (store) r.io = store->stats() - before;
+              CorePagerStats core;  // the paged core's reads over the measured runs
+              if (pager) {
+                const CorePagerStats a = pager->stats();
+                core.pages_in = a.pages_in - core_before.pages_in;
+                core.bytes_read = a.bytes_read - core_before.bytes_read;
+                core.wait_s = a.wait_s - core_before.wait_s;
+              }
               double mean = 0, var = 0;
               for (double v : r.tps) mean += v;
               mean /= double(r.tps.size());
@@ -261,6 +272,11 @@ Command add_bench(CLI::App& app) {
                 j["seconds"] = r.seconds;
                 j["direct_io"] = r.io.direct;
                 j["peak_rss"] = platform::peak_rss_bytes();
+                if (pager) {
+                  j["core_layer_reads"] = core.pages_in;
+                  j["core_bytes_per_token"] = double(core.bytes_read) / tokens;
+                  j["core_wait_fraction"] = r.seconds > 0 ? core.wait_s / r.seconds : 0.0;
+                }
                 // Next-layer prefetch over the measured runs: totals and per layer.
                 const LayerPrefetchStats pt = r.io.prefetch_total();
                 nlohmann::json pf;
@@ -287,11 +303,18 @@ Command add_bench(CLI::App& app) {
                 fmt::print("| {:>8} | {:>10.2f} | {:>8.2f} | {:>7.1f} | {:>9.1f} | {:>10.2f} | {:>7.2f} | {:>7.1f}% |\n", label,
                            mean, sd, 100.0 * hit, lookups, per_tok / kMiB,
                            r.io.read_gbps() * 1e9 / kGiB, 100.0 * wait_frac);
+                if (pager)
+                  core_lines += fmt::format("  {}: {:.1f} layer reads, {:.2f} GiB a token ({:.2f} GiB/s), {:.1f}% of "
+                                            "the time waiting for them\n",
+                                            label, double(core.pages_in) / tokens, double(core.bytes_read) / tokens / kGiB,
+                                            r.seconds > 0 ? double(core.bytes_read) / kGiB / r.seconds : 0.0,
+                                            r.seconds > 0 ? 100.0 * core.wait_s / r.seconds : 0.0);
               }
               std::fflush(stdout);
             }
             const uint64_t rss = platform::peak_rss_bytes();
             if (!o->json && !batching.empty()) fmt::print("\nbatching (measured side by side):\n{}\n", batching);
+            if (!o->json && !core_lines.empty()) fmt::print("\npaged core (model/core_pager.h):\n{}", core_lines);
             if (!o->json) fmt::print("\npeak RSS {:.3f} GiB\n", rss / kGiB);
             if (!o->json && store) {
               const std::string pf = format_prefetch_stats(store->stats());

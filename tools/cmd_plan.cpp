@@ -242,7 +242,7 @@ Command add_plan(CLI::App& app) {
             const uint64_t core_matrices = core_type_matrices[core_type];
             in.streaming = plan.streaming;
             in.expert_bytes = plan.slot_bytes ? plan.slot_bytes : in.expert_compute_bytes;
-            in.core_paged = plan.core_paged;
+            in.core_paged = plan.core_reread;
             in.core_cold = plan.core_resident;
             in.remote = remote.remote != nullptr;
             CoreStatus cs;
@@ -324,6 +324,7 @@ Command add_plan(CLI::App& app) {
               j["streaming"] = plan.streaming;
               j["core_resident_bytes"] = plan.core_resident;
               j["core_paged_bytes"] = plan.core_paged;
+              j["core_reread_bytes"] = plan.core_reread;
               j["core_layers_paged"] = paged_layers;
               j["reserve_bytes"] = plan.reserve;
               j["expert_cache_bytes"] = plan.expert_cache;
@@ -382,7 +383,7 @@ Command add_plan(CLI::App& app) {
             fmt::print("\ndecode, per token:\n");
             fmt::print("  reads:         {:.1f} experts, {} ({}){}\n", pr.misses_per_token,
                        human_bytes(uint64_t(pr.read_bytes_per_token)), secs(pr.io_s),
-                       plan.core_paged ? fmt::format(", including {} of paged core", human_bytes(plan.core_paged)) : "");
+                       plan.core_reread ? fmt::format(", including {} of paged core", human_bytes(plan.core_reread)) : "");
             fmt::print("  compute:       {} of weights ({})\n",
                        human_bytes(in.core_touched + uint64_t(in.experts_used) * in.moe_layers * in.expert_compute_bytes),
                        secs(pr.compute_s));

@@ -216,7 +216,8 @@ Command add_run(CLI::App& app) {
               if (StreamingExpertStore* s = engine->streaming_store())
                 fmt::print(stderr, "{}{}", format_stats(s->stats()), format_prefetch_stats(s->stats()));
               if (const CorePager* p = engine->core_pager())
-                fmt::print(stderr, "{}; {} layer windows paged in\n", p->describe(), p->stats().pages_in);
+                fmt::print(stderr, "{}; {} layer reads ({:.2f} GiB), {:.2f} s waiting for them\n", p->describe(),
+                           p->stats().pages_in, p->stats().bytes_read / 1073741824.0, p->stats().wait_s);
               if (RemoteModel* r = engine->remote()) fmt::print(stderr, "{}", format_remote_stats(*r));
               fmt::print(stderr, "memory plan:\n{}", format_plan(engine->memory_plan()));
             }

@@ -143,11 +143,12 @@ class ArchModel : public BatchedModel {
   }
 
   ModelInfo info_;
-  // Layer `layer`'s MoE block starts: the core pager (when the core streams) pages
-  // the layers around it.
-  void page_core(int layer) {
-    if (pager_) pager_->on_moe_layer(layer);
-  }
+  // Layer `layer` starts: when the core streams, the pager waits until the layer's
+  // core is in memory and reads the next layers' (model/core_pager.h). Every use of
+  // a layer's tensors comes after its enter_layer, or after a peek_layer while
+  // the layer before it runs.
+  Status enter_layer(int layer) { return pager_ ? pager_->enter(layer) : Status{}; }
+  Status peek_layer(int layer) { return pager_ ? pager_->peek(layer) : Status{}; }
 
   TensorHook hook_;
   ThreadPool* pool_ = nullptr;

@@ -165,6 +165,7 @@ class DeepSeek2 final : public ArchModel {
     std::vector<AttnSeq> seqs(slices.size());
 
     for (int il = 0; il < c_.n_layer; ++il) {
+      DF_TRY(enter_layer(il));
       const Layer& L = layers_[size_t(il)];
       kv_seqs(slices, rows, il, seqs);
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
@@ -184,7 +185,6 @@ class DeepSeek2 final : public ArchModel {
         RouterConfig rc = c_.router;
         rc.score_bias = L.exp_probs_b.empty() ? nullptr : L.exp_probs_b.data();
         route(rc, rl.data(), n, sel.data(), rw.data());
-        page_core(il);
         DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, K, sel.data(), rw.data(), {}, o.data(),
                        fo.resident_experts_only));
         dump("ffn_moe_out", il, rows, o.data(), E);
@@ -196,6 +196,7 @@ class DeepSeek2 final : public ArchModel {
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       dump("l_out", il, rows, x.data(), E);
       if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense) {
+        DF_TRY(peek_layer(il + 1));
         const Layer& next = layers_[size_t(il + 1)];
         RouterConfig rc = c_.router;
         rc.score_bias = next.exp_probs_b.empty() ? nullptr : next.exp_probs_b.data();
@@ -233,6 +234,7 @@ class DeepSeek2 final : public ArchModel {
                    float* h_last) {
     const int64_t E = c_.n_embd;
     const int K = c_.router.n_used;
+    DF_TRY(enter_layer(c_.n_layer));  // the MTP block's tensors are layer n_layer's
     const Layer& L = mtp_layer_;
     std::vector<float> cat(size_t(m) * size_t(2 * E)), e(static_cast<size_t>(E)), x(size_t(m) * size_t(E)), h(x.size()),
         o(x.size()), sh(x.size()), rl(size_t(m) * size_t(c_.router.n_expert)), rw(size_t(m) * size_t(K));

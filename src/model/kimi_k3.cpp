@@ -344,6 +344,7 @@ class KimiK3 final : public ArchModel {
     std::vector<KdaSeq> kda_seqs(slices.size());
 
     for (int il = 0; il < c_.n_layer; ++il) {
+      DF_TRY(enter_layer(il));
       const Layer& Ly = layers_[size_t(il)];
       const float* in = x.data();
       if (use_res && !R.empty()) {
@@ -391,6 +392,7 @@ class KimiK3 final : public ArchModel {
       if (il + 1 < c_.n_layer && il + 1 >= c_.n_dense && !fo.resident_experts_only) {
         // The next router reads its layer's ffn mix of the stream; the raw stream
         // stands in for it here (a prediction only).
+        DF_TRY(peek_layer(il + 1));
         const Layer& next = layers_[size_t(il + 1)];
         RouterConfig rc = c_.router;
         rc.score_bias = next.exp_probs_b.data();
@@ -426,7 +428,6 @@ class KimiK3 final : public ArchModel {
     RouterConfig rc = c_.router;
     rc.score_bias = Ly.exp_probs_b.data();
     route(rc, rl.data(), n, sel.data(), rw.data());
-    page_core(il);
     DF_TRY(moe_ffn(pool_, *experts_, il, xin, n, L, L, c_.n_used, sel.data(), rw.data(), c_.act, m.data(),
                    resident_only));
     // RMSNorm after the routing weights and scale were applied (llama.cpp order).

@@ -104,6 +104,7 @@ class Llama final : public ArchModel {
     rc.n_used = c_.n_used;
     rc.norm_weights = true;  // hard-coded in llama.cpp's llama graph
     for (int il = 0; il < c_.n_layer; ++il) {
+      DF_TRY(enter_layer(il));
       const Layer& L = layers_[size_t(il)];
       rms_norm_rows(x.data(), L.attn_norm.data(), E, n, c_.eps, h.data());
       dump("attn_norm", il, rows, h.data(), E);
@@ -142,7 +143,6 @@ class Llama final : public ArchModel {
         linear(pool_, L.gate_inp, h.data(), n, rl.data());
         dump("ffn_moe_logits", il, rows, rl.data(), c_.n_expert);
         route(rc, rl.data(), n, sel.data(), rw.data());
-        page_core(il);
         DF_TRY(moe_ffn(pool_, *experts_, il, h.data(), n, E, E, c_.n_used, sel.data(), rw.data(), {}, o.data(),
                        fo.resident_experts_only));
         dump("ffn_moe_out", il, rows, o.data(), E);
@@ -153,6 +153,7 @@ class Llama final : public ArchModel {
       for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       dump("l_out", il, rows, x.data(), E);
       if (c_.n_expert > 0 && il + 1 < c_.n_layer && !fo.resident_experts_only) {
+        DF_TRY(peek_layer(il + 1));
         const Layer& next = layers_[size_t(il + 1)];
         predict_next_experts(pool_, *experts_, {il + 1, &next.gate_inp, next.ffn_norm.data(), c_.eps, rc}, x.data(),
                              n, E);

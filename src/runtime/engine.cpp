@@ -33,7 +33,10 @@ Result<std::unique_ptr<ExpertStore>> make_planned_store(ModelFile& file, const E
   if (remote) so.disk_cache = &remote->experts();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, find_expert_layers(file), so));
   *streaming = store.get();
-  if (*pager) file.set_tensor_mapper(pager->get());
+  if (*pager) {
+    DF_TRY((*pager)->start());
+    file.set_tensor_mapper(pager->get());
+  }
   return std::unique_ptr<ExpertStore>(std::move(store));
 }
 
@@ -87,6 +90,9 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   lo.pool = e->pool_.get();
   // The memory plan (runtime/memory_budget.h); a store given by the caller is its own.
   DF_ASSIGN(e->sizes_, model_memory(*e->file_, e->remote_ != nullptr, 0));
+  if (e->remote_)
+    for (int s = 0; s < e->file_->shard_count(); ++s)
+      e->sizes_.core_files.push_back(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));
   if (!opts.make_store) {
     e->request_.mem = opts.mem_bytes;
     e->request_.reserve = opts.reserve_bytes;
@@ -146,6 +152,7 @@ Status Engine::plan_sequences(const SequenceRequest& seqs) {
   DF_ASSIGN(MemoryPlan p, plan_memory(m, r));
   p.core_resident = plan_.core_resident;  // the core pager's split, made at open
   p.core_paged = plan_.core_paged;
+  p.core_reread = plan_.core_reread;
   if (streaming_) DF_TRY(take_sequence_memory(*streaming_, p));
   plan_ = p;
   sizes_ = m;

@@ -1,7 +1,6 @@
 #include "runtime/memory_budget.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -95,24 +94,21 @@ Result<MemoryPlan> plan_memory(const ModelMemory& m, const MemoryRequest& r) {
                                  (states > states_covered ? states - states_covered : 0);
     if (p.total >= least) {
       p.expert_cache = p.total - m.core_bytes - p.reserve;
-    } else if (!m.remote && m.mappable && avail >= paged_cache + m.core_least) {
+    } else if (avail >= paged_cache + m.core_least) {
       p.expert_cache = paged_cache;
       // What the core may take; CorePager::plan splits it into resident and paged layers.
       p.paged_core = true;
       p.core_resident = std::min(m.core_bytes, avail - paged_cache);
       p.core_paged = m.core_bytes - p.core_resident;
     } else {
-      std::string paged;
-      if (!m.remote && m.mappable) {
-        // The least total whose avail holds paged_cache + core_least (the part of the
-        // states the reserve does not hold grows as the reserve shrinks).
-        const double fixed = double(uint64_t(std::max(4, 2 * m.n_used)) * slot + m.core_least);
-        double least_paged = (fixed + double(base)) / (1.0 - share) + 1;
-        if (double(states) > (double(base) + share * least_paged) / 2)
-          least_paged = (fixed + double(states) + double(base) / 2) / (1.0 - share / 2) + 1;
-        paged = fmt::format(" (or at least {:.1f} MiB to stream the core's layers from the file as well, which is "
-                            "slower)", least_paged / MiB + 0.05);
-      }
+      // The least total whose avail holds paged_cache + core_least (the part of the
+      // states the reserve does not hold grows as the reserve shrinks).
+      const double fixed = double(uint64_t(std::max(4, 2 * m.n_used)) * slot + m.core_least);
+      double least_paged = (fixed + double(base)) / (1.0 - share) + 1;
+      if (double(states) > (double(base) + share * least_paged) / 2)
+        least_paged = (fixed + double(states) + double(base) / 2) / (1.0 - share / 2) + 1;
+      const std::string paged = fmt::format(" (or at least {:.1f} MiB to stream the core's layers from the file as "
+                                            "well, which is slower)", least_paged / MiB + 0.05);
       return make_error("{}: a memory budget of {:.1f} MiB is too small: the resident core takes {:.1f} MiB, {:.1f} "
                         "MiB is kept for the KV cache and buffers, and one expert takes {:.3f} MiB: give --mem of at "
                         "least {:.1f} MiB{}",
@@ -167,10 +163,6 @@ Result<ModelMemory> model_memory(ModelFile& file, bool remote, int n_ctx, const 
   m.path = file.path();
   m.file_bytes = file.total_bytes();
   m.remote = remote;
-  for (int s = 0; s < file.shard_count(); ++s) {
-    struct stat st;
-    if (::stat(file.source(s).name().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) m.mappable = false;
-  }
   const std::vector<ExpertLayerInfo> layers = find_expert_layers(file);
   if (!layers.empty()) {
     DF_ASSIGN(ExpertIndex ix, ExpertIndex::build(file, layers));
@@ -213,9 +205,10 @@ Result<MemoryPlan> plan_memory(ModelFile& file, const ModelMemory& m, const Memo
                                std::unique_ptr<CorePager>* pager) {
   DF_ASSIGN(MemoryPlan p, plan_memory(m, r));
   if (p.paged_core) {
-    DF_ASSIGN(std::unique_ptr<CorePager> cp, CorePager::plan(file, p.core_resident));
+    DF_ASSIGN(std::unique_ptr<CorePager> cp, CorePager::plan(file, p.core_resident, m.core_files));
     p.core_resident = cp->stats().resident_bytes;
     p.core_paged = cp->stats().streamed_bytes;
+    p.core_reread = cp->stats().reread_bytes;
     if (pager) *pager = std::move(cp);
   }
   return p;
@@ -256,8 +249,9 @@ std::string format_plan(const MemoryPlan& p) {
   else
     o += fmt::format("  budget:        {} (--mem)\n", human(double(p.total)));
   if (p.core_paged > 0)
-    o += fmt::format("  core:          {} resident, {} of layers paged from the file per layer\n",
-                     human(double(p.core_resident)), human(double(p.core_paged)));
+    o += fmt::format("  core:          {} resident, {} of layers paged from the file per layer ({} read again each "
+                     "token)\n", human(double(p.core_resident)), human(double(p.core_paged)),
+                     human(double(p.core_reread)));
   else
     o += fmt::format("  core:          {} resident\n", human(double(p.core_resident)));
   if (p.streaming)

@@ -46,8 +46,8 @@ struct ModelMemory {
   uint64_t core_least = 0;      // least RAM a paged core needs (CorePager::least_bytes)
   uint64_t state_bytes = 0;     // one sequence state of SequenceRequest::n_ctx positions
   uint64_t batch_token_bytes = 0;  // one prompt token in a batched pass (batch_bytes_per_token)
-  bool remote = false;          // experts come through a disk cache: always streamed, core never paged
-  bool mappable = true;         // every part is a local file the core pager can map (not a Hugging Face folder's GGUF view)
+  bool remote = false;          // experts come through a disk cache: always streamed
+  std::vector<std::string> core_files;  // per part, a local file with its core at its offsets (remote: the disk cache's)
 };
 
 // The sequences a command decodes at once, each of n_ctx positions.
@@ -78,7 +78,8 @@ struct MemoryPlan {
   uint64_t reserve = 0;     // KV cache, activations, the program
   // Weights
   uint64_t core_resident = 0;  // core bytes read into RAM (all of the core unless paged)
-  uint64_t core_paged = 0;     // core bytes of layers mapped and paged per layer
+  uint64_t core_paged = 0;     // core bytes of the layers that stream through the pager's layer buffers
+  uint64_t core_reread = 0;    // of those, read again every token (a layer alone in its buffer stays)
   bool paged_core = false;     // the core does not fit: CorePager::plan(core_resident) splits it
   uint64_t experts_resident = 0;  // routed experts loaded into RAM (not streaming)
   // The expert cache as built

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Core layers stream when the core does not fit --mem (issue 4): below the budget
-# a resident core needs, deltafin maps the core layers it cannot keep and pages
-# them per layer instead of refusing; eval prints exactly what the resident run
-# prints on every architecture; a budget too small even for that is a clear error
-# naming both minimums.
+# a resident core needs, deltafin reads the core layers it cannot keep into a few
+# layer buffers per layer instead of refusing; eval prints exactly what the
+# resident run prints on every architecture, from a GGUF, a Hugging Face folder and
+# a remote GGUF; a budget too small even for that is a clear error naming both
+# minimums.
 # usage: core_stream.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
-bin=$1; build=$3
+bin=$(realpath "$1"); build=$(cd "$3" && pwd)
 dir=$build/e2e-core-stream; rm -rf "$dir"; mkdir -p "$dir"
 fail=0
 check() { # name, condition command...
@@ -47,5 +48,35 @@ paged=$(grep -o 'or at least [0-9.]* MiB to stream the core' "$dir/small-qwen3mo
 "$bin" run -m "$m" -p "hello world" -n 12 --temp 0 --ignore-eos --mem "$(python3 -c "print(f'{$paged + 0.05:.2f}M')")" \
   --profile none --stats >"$dir/run-paged" 2>"$dir/run-paged.err"
 check "run: text under the streaming minimum equals the resident run's" cmp -s "$dir/run-ref" "$dir/run-paged"
-check "run --stats: layer windows were paged in" grep -Eq "[1-9][0-9]* layer windows paged in" "$dir/run-paged.err"
+check "run --stats: layers were read" grep -Eq "[1-9][0-9]* layer reads" "$dir/run-paged.err"
+
+# Sources that are not one plain GGUF file: a Hugging Face folder (read through its
+# GGUF view, tensor by tensor) and a remote GGUF over HTTP (nginx on loopback; the
+# core pages from the disk cache's core file). At the streaming minimum every
+# layer streams, and the logits equal the resident run's.
+src=$(cd "$2" && pwd)
+least_paged() { # model args... -> the "or at least N MiB to stream the core" figure
+  "$bin" eval "$@" --ids 1 --mem 1K --profile none 2>&1 >/dev/null | grep -o 'or at least [0-9.]* MiB to stream the core' |
+    grep -o '[0-9.]*'
+}
+hf=$dir/hf-kimi-k3
+"$bin" synth --preset tiny --arch kimi-k3 --type BF16 --expert-type MXFP4 --layers 6 --format hf -o "$hf" >/dev/null 2>&1 ||
+  { echo "FAIL synth --format hf"; fail=1; }
+"$bin" eval -m "$hf" --ids $ids --top 20 --all-positions -b 5 >"$dir/ref-hf" 2>/dev/null
+mem=$(python3 -c "print(f'{$(least_paged -m "$hf") + 0.05:.2f}M')")
+"$bin" eval -m "$hf" --ids $ids --top 20 --all-positions -b 5 --mem "$mem" --profile none >"$dir/out-hf" 2>"$dir/out-hf.err"
+check "Hugging Face folder --mem $mem: every layer streams" grep -q "layers 0-5 of 6 .* stream from the file per layer" \
+  "$dir/out-hf.err"
+check "Hugging Face folder --mem $mem: logits equal the resident run's" cmp -s "$dir/ref-hf" "$dir/out-hf"
+
+source "$src/tests/remote/nginx.sh"
+trap 'stop_nginx "$dir/ng"' EXIT
+mkdir -p "$dir/www"; cp "$dir/deepseek2.gguf" "$dir/www/"
+start_nginx "$dir/ng" "$dir/www"
+url=http://127.0.0.1:$NGINX_PORT/deepseek2.gguf
+mem=$(python3 -c "print(f'{$(least_paged -m "$url" --cache-dir "$dir/cache") + 0.05:.2f}M')")
+"$bin" eval -m "$url" --cache-dir "$dir/cache" --ids $ids --top 20 --all-positions -b 5 --mem "$mem" --profile none \
+  >"$dir/out-remote" 2>"$dir/out-remote.err"
+check "remote GGUF --mem $mem: core layers stream" grep -q "stream from the file per layer" "$dir/out-remote.err"
+check "remote GGUF --mem $mem: logits equal the local resident run's" cmp -s "$dir/ref-deepseek2" "$dir/out-remote"
 exit $fail
