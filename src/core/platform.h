@@ -45,9 +45,6 @@ void drop_cached_pages(int fd, uint64_t offset, uint64_t len);
 void* map_memory(size_t n);
 void unmap_memory(void* p, size_t n);
 
-// Hints for a read-only file mapping: its pages will be wanted soon / may go now.
-void advise_willneed(const void* addr, size_t len);
-void advise_dontneed(const void* addr, size_t len);
 // Gives the pages of [addr, addr + len) of map_memory's memory back to the system;
 // the range stays mapped and reads as zeros (Linux) or as undefined bytes (macOS)
 // when next touched. addr and len are multiples of the page size.

@@ -41,8 +41,6 @@ void unmap_memory(void* p, size_t n) {
   if (p != nullptr) ::munmap(p, n);
 }
 
-void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
-void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
 // MADV_FREE_REUSABLE takes the pages out of the process's footprint at once (plain
 // MADV_FREE leaves them counted until the system reclaims them).
 void release_memory(void* addr, size_t len) { ::madvise(addr, len, MADV_FREE_REUSABLE); }

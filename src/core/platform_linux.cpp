@@ -123,8 +123,6 @@ void unmap_memory(void* p, size_t n) {
   if (p != nullptr) ::munmap(p, n);
 }
 
-void advise_willneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_WILLNEED); }
-void advise_dontneed(const void* addr, size_t len) { ::madvise(const_cast<void*>(addr), len, MADV_DONTNEED); }
 void release_memory(void* addr, size_t len) { ::madvise(addr, len, MADV_DONTNEED); }
 bool populate_memory(void* addr, size_t len) {
 #ifdef MADV_POPULATE_WRITE

@@ -671,9 +671,11 @@ TEST(KernelDot, TileEqualsVecDotBitForBit) {
       }
     }
   }
-  if (isa_supported(Isa::AVX512))
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL})
+  if (isa_supported(Isa::AVX512)) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL}) {
       EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_tile, nullptr) << name(t);
+    }
+  }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_tile kernel on this CPU";
 }
 
