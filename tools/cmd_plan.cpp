@@ -88,7 +88,7 @@ Status overlay_core_shape(ModelFile& file, const std::string& type_name, const s
   if (!qo.mix.empty())
     return make_error("--core-type {}: a mix is not a core type; give one type (e.g. Q8_0 or Q4_K)", type_name);
   qo.core_only = qo.headers_only = true;
-  DF_TRY(quantize_model(file.path(), tmp, qo, nullptr));
+  DF_TRY(quantize_model(file, tmp, qo, nullptr));
   return file.overlay(tmp, local_file_opener());
 }
 
@@ -185,10 +185,6 @@ Command add_plan(CLI::App& app) {
               if (name.find("_exps.") == std::string::npos) own_core_bytes += ref.info->bytes;
             RemoveAtExit core_shape;
             if (!o->core_type.empty()) {
-              if (remote.remote) {
-                fmt::print(stderr, "error: --core-type works on local models for now (asked: {})\n", o->model);
-                return 2;
-              }
               std::error_code ec;
               const auto dir = std::filesystem::temp_directory_path(ec);
               core_shape.path = (dir / fmt::format("deltafin-plan-core-{}.gguf", ::getpid())).string();

@@ -109,10 +109,11 @@ Result<CoreCacheInfo> cached_core(ModelFile& file, const std::string& type_name,
   // Warned, not logged: it can take minutes (a 114 GB core) and writes to the disk.
   DF_LOG_WARN("core: re-encoding the core of {} to {} once into {}{}; later runs reuse it", file.path(), info.type,
               dir.string(), info.note.empty() ? "" : " (the cached one is made again: " + info.note + ")");
-  DF_TRY(quantize_model(file.path(), info.path, qo));
+  DF_TRY(quantize_model(file, info.path, qo));
   DF_ASSIGN(const uint64_t h, file_xxh3(info.path));
   info.bytes = fs::file_size(info.path, ec);
-  nlohmann::json j = {{"source", fs::absolute(file.path(), ec).string()},
+  const bool remote = file.path().find("://") != std::string::npos;
+  nlohmann::json j = {{"source", remote ? file.path() : fs::absolute(file.path(), ec).string()},
                       {"source_bytes", file.total_bytes()},
                       {"type", info.type},
                       {"bytes", info.bytes},

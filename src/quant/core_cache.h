@@ -1,4 +1,4 @@
-// --core-type: a local model's core (every tensor but the routed experts)
+// --core-type: a model's core (every tensor but the routed experts)
 // re-encoded once to another type and kept in the cache directory, so a core that
 // does not fit in RAM as published (Kimi K3's 114 GB of BF16) can stay resident at
 // Q8_0 or Q4_K while the expert bytes stay the model's own.
@@ -28,7 +28,8 @@ struct CoreCacheInfo {
   std::string note;       // why it was made again ("" if not)
 };
 
-// The re-encoded core of the local model `file` (whose path() is a .gguf) in
+// The re-encoded core of the model `file` (a GGUF, a Hugging Face folder, or a
+// remote model whose core is in its disk cache) in
 // `type_name` (Q8_0, Q4_K, ...: quantize's names of single types), making it if
 // missing. Errors name the type, the model or the cache file.
 Result<CoreCacheInfo> cached_core(ModelFile& file, const std::string& type_name, const std::string& cache_dir,

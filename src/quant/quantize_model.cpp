@@ -166,6 +166,19 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
                       QuantizeReport* report) {
   std::error_code ec;
   if (std::filesystem::equivalent(in, out, ec)) return make_error("quantize: output {} is the input file", out);
+  // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
+  DF_ASSIGN(auto model, is_local_hf_folder(in) ? open_local_hf_model(in) : ModelFile::open(in, local_file_opener()));
+  return quantize_model(*model, out, opts, report);
+}
+
+Status quantize_model(ModelFile& in_model, const std::string& out, const QuantizeOptions& opts,
+                      QuantizeReport* report) {
+  ModelFile* model = &in_model;
+  const std::string& in = in_model.path();
+  std::error_code ec;
+  for (int s = 0; s < model->shard_count(); ++s)
+    if (std::filesystem::equivalent(model->source(s).name(), out, ec))
+      return make_error("quantize: output {} is the input file", out);
   if (!opts.mix.empty()) {
     QuantizeOptions check;
     if (!parse_quantize_target(opts.mix, &check).ok() || check.mix.empty())
@@ -176,8 +189,6 @@ Status quantize_model(const std::string& in, const std::string& out, const Quant
     if (!tt || !tt->from_float)
       return make_error("quantize: no quantizer for type {}", dtype_name(t));
   }
-  // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
-  DF_ASSIGN(auto model, is_local_hf_folder(in) ? open_local_hf_model(in) : ModelFile::open(in, local_file_opener()));
   GGUFWriter w(out);
   GGUFFile& f = w.file();
   const GGUFFile& meta = model->meta();

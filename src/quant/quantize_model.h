@@ -23,7 +23,8 @@
 
 namespace deltafin {
 
-struct Imatrix;  // quant/imatrix.h
+struct Imatrix;    // quant/imatrix.h
+class ModelFile;  // format/model_file.h
 
 struct QuantizeOptions {
   DType type = DType::Q8_0;
@@ -75,6 +76,9 @@ std::string quantize_target_names();
 // without a quantizer, and input tensors of a type it cannot read as floats.
 // Single-threaded: tiny models only need seconds.
 Status quantize_model(const std::string& in, const std::string& out, const QuantizeOptions& opts,
+                      QuantizeReport* report = nullptr);
+// The same from a model already open (a remote one reads through its disk cache).
+Status quantize_model(ModelFile& model, const std::string& out, const QuantizeOptions& opts,
                       QuantizeReport* report = nullptr);
 
 }  // namespace deltafin

@@ -47,9 +47,6 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
     return make_error("{} threads asked for; at most {} are supported (-t/--threads)", opts.threads, kMaxThreads);
   auto e = std::make_unique<Engine>();
   if (is_remote_location(path)) {
-    if (!opts.core_type.empty())
-      return make_error("--core-type works on local models for now; `deltafin pull` a remote one first (asked: {})",
-                        path);
     DF_ASSIGN(ModelLocation loc, parse_model_location(path, opts.env));
     RemoteOptions ro = opts.remote;
     if (ro.cache_dir.empty()) ro.cache_dir = opts.env.cache_dir;
@@ -72,18 +69,20 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
                         path);
     // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
     DF_ASSIGN(e->file_, S_ISDIR(st.st_mode) ? open_local_hf_model(path) : ModelFile::open(path, local_file_opener()));
-    if (!opts.core_type.empty()) {
-      const std::string dir = opts.remote.cache_dir.empty() ? opts.env.cache_dir : opts.remote.cache_dir;
-      const auto t0 = std::chrono::steady_clock::now();
-      DF_ASSIGN(CoreCacheInfo core, cached_core(*e->file_, opts.core_type, dir, opts.verify_core));
-      if (core.made)
-        DF_LOG_INFO("core: re-encoded to {} in {:.1f} s ({:.1f} MiB, {})", core.type,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                    core.bytes / 1048576.0, core.path);
-      else
-        DF_LOG_INFO("core: {} from the cache ({:.1f} MiB, {})", core.type, core.bytes / 1048576.0, core.path);
-      DF_TRY(e->file_->overlay(core.path, local_file_opener()));
-    }
+  }
+  if (!opts.core_type.empty()) {
+    // Re-encoded from the file's core (a remote model's: from its disk cache, just
+    // fetched), once; later runs reuse it.
+    const std::string dir = opts.remote.cache_dir.empty() ? opts.env.cache_dir : opts.remote.cache_dir;
+    const auto t0 = std::chrono::steady_clock::now();
+    DF_ASSIGN(CoreCacheInfo core, cached_core(*e->file_, opts.core_type, dir, opts.verify_core));
+    if (core.made)
+      DF_LOG_INFO("core: re-encoded to {} in {:.1f} s ({:.1f} MiB, {})", core.type,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  core.bytes / 1048576.0, core.path);
+    else
+      DF_LOG_INFO("core: {} from the cache ({:.1f} MiB, {})", core.type, core.bytes / 1048576.0, core.path);
+    DF_TRY(e->file_->overlay(core.path, local_file_opener()));
   }
   e->pool_ = std::make_unique<ThreadPool>(opts.threads > 0 ? opts.threads : default_thread_count());
   LoadOptions lo;

@@ -10,11 +10,13 @@
 #   - a Hugging Face folder takes --core-type as the GGUF it converts to: the same
 #     logits as the converted file's, whose core it is (the conversion, the same model
 #     by its headers and size, reuses the folder's cached core);
-#   - a remote model and a mix as the type are refused with a clear error;
+#   - a remote model (nginx on loopback) takes it from its disk cache: the local
+#     model's logits, reused on the second run, the same core size in plan;
+#   - a mix as the type is refused with a clear error;
 #   - perplexity on the shipped kjv-moe model with its core in Q4_K: what it costs.
 # usage: core_type.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
-bin=$1 src=$2 build=$3
+bin=$(realpath "$1") src=$(cd "$2" && pwd) build=$(cd "$3" && pwd)
 dir=$build/e2e-core-type; rm -rf "$dir"; mkdir -p "$dir"
 fail=0
 check() { # name, condition command...
@@ -96,8 +98,22 @@ else
   echo "FAIL no budget pages the F32 core but holds the Q8_0 one"; fail=1
 fi
 
-"$bin" eval -m http://127.0.0.1:9/model.gguf --ids 1 --core-type Q8_0 >/dev/null 2>"$dir/remote.err"
-check "a remote model is refused naming --core-type" grep -q -- "--core-type works on local models" "$dir/remote.err"
+# A remote model (nginx on loopback): its core comes into the disk cache and is
+# re-encoded from there, once; the logits are those of the local model's Q8_0 core.
+source "$src/tests/remote/nginx.sh"
+trap 'stop_nginx "$dir/ng"' EXIT
+mkdir -p "$dir/www"; cp "$m" "$dir/www/model.gguf"
+start_nginx "$dir/ng" "$dir/www"
+url=http://127.0.0.1:$NGINX_PORT/model.gguf
+ev -m "$url" --core-type Q8_0 --cache-dir "$dir/rcache" >"$dir/remote1" 2>"$dir/remote1.err"
+check "a remote model takes --core-type" test $? = 0
+check "remote --core-type Q8_0: the local model's Q8_0-core logits" cmp -s "$dir/want" "$dir/remote1"
+ev -m "$url" --core-type Q8_0 --cache-dir "$dir/rcache" -v >"$dir/remote2" 2>"$dir/remote2.err"
+check "remote, second run: the cached core is reused" grep -q "Q8_0 from the cache" "$dir/remote2.err"
+check "remote, second run: same logits" cmp -s "$dir/want" "$dir/remote2"
+rplanned=$("$bin" plan -m "$url" --cache-dir "$dir/rcache" --json --disk-read 1 --compute 1 --link 100 --profile none \
+  --core-type Q8_0 2>"$dir/rplan.err" | python3 -c "import json,sys; print(json.load(sys.stdin)['core_bytes'])")
+check "remote plan --core-type Q8_0: the local plan's core size" test "$rplanned" = "${planned% *}"
 ev -m "$m" --core-type Q4_K_M --cache-dir "$cache" >/dev/null 2>"$dir/mix.err"
 check "a mix is refused" grep -q "a mix is not a core type" "$dir/mix.err"
 
