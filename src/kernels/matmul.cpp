@@ -40,6 +40,15 @@ void quantize_acts(ThreadPool* pool, DType wtype, const float* X, int64_t n_tok,
   };
   if (pool != nullptr && n_tok > 1) pool->parallel_for(n_tok, 1, body);
   else body(0, n_tok);
+  // Decode: the one row prepared once here for every matrix product that reads it
+  // (the experts of a layer share their activation row).
+  const TypeTraits& wt = traits_or_die(wtype);
+  out->prepared.clear();
+  if (n_tok == 1 && wt.vec_dot_prep != nullptr && wt.prep != nullptr) {
+    out->prep_for = wtype;
+    out->prepared.resize(wt.prep_bytes(cols));
+    wt.prep(cols, out->prepared.data(), out->data.data());
+  }
 }
 
 namespace {
@@ -51,8 +60,14 @@ constexpr int64_t kStackRows = 64;
 // the type has a vec_dot_r4 kernel that this CPU runs faster (decode_r4; bit-identical
 // to vec_dot per row).
 void rows_one(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
-              const void* x, float* y) {
+              const void* x, float* y, const void* xp = nullptr) {
   int64_t r = r_begin;
+  if (xp != nullptr) {  // x prepared (vec_dot_prep): the same bits
+    if (tt.vec_dot_prep_r4 != nullptr && tt.decode_r4)
+      for (; r + 4 <= r_end; r += 4) tt.vec_dot_prep_r4(cols, y + r, w + size_t(r) * wrow, wrow, xp);
+    for (; r < r_end; ++r) tt.vec_dot_prep(cols, y + r, w + size_t(r) * wrow, xp);
+    return;
+  }
   if (tt.vec_dot_r4 != nullptr && tt.decode_r4)
     for (; r + 4 <= r_end; r += 4) tt.vec_dot_r4(cols, y + r, w + size_t(r) * wrow, wrow, x);
   for (; r < r_end; ++r) tt.vec_dot(cols, y + r, w + size_t(r) * wrow, x);
@@ -62,9 +77,9 @@ void rows_one(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols,
 // (about 64 KiB of weights) stays in L2 while every group of tokens passes over
 // it, so each weight byte comes from memory once per call.
 void rows_kernel(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols, int64_t r_begin, int64_t r_end,
-                 const void* const* x, int64_t n, float* Y, int64_t y_stride) {
+                 const void* const* x, int64_t n, float* Y, int64_t y_stride, const void* xp1 = nullptr) {
   if (n == 1) {
-    rows_one(tt, w, wrow, cols, r_begin, r_end, x[0], Y);
+    rows_one(tt, w, wrow, cols, r_begin, r_end, x[0], Y, xp1);
     return;
   }
   const int64_t R = tile_rows(int64_t(wrow));
@@ -192,6 +207,13 @@ void run_tiles(ThreadPool* pool, const TypeTraits& tt, const uint8_t* w, size_t 
   }
 }
 
+// The activation's one row as prepared for wtype's vec_dot_prep (QuantizedActs), or
+// null: when the product reads exactly that row.
+const void* prepared_one(const QuantizedActs& acts, DType wtype, int64_t n) {
+  if (n != 1 || acts.n_tok != 1 || acts.prep_for != wtype || acts.prepared.empty()) return nullptr;
+  return acts.prepared.data();
+}
+
 // Pointers to the selected activation rows (stack storage for small batches).
 struct RowPtrs {
   const void* small[kStackRows];
@@ -228,17 +250,19 @@ void run(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t col
     run_tiles(pool, tt, w, wrow, rows, cols, x.p, n, Y, y_stride);
     return;
   }
-  auto kernel = gemm ? rows_gemm : rows_kernel;
+  const void* xp1 = prepared_one(acts, wtype, n);
+  auto kernel = [&](int64_t r0, int64_t r1) {
+    if (gemm) rows_gemm(tt, w, wrow, cols, r0, r1, x.p, n, Y, y_stride);
+    else rows_kernel(tt, w, wrow, cols, r0, r1, x.p, n, Y, y_stride, xp1);
+  };
   if (pool == nullptr || pool->size() == 1) {
-    kernel(tt, w, wrow, cols, 0, rows, x.p, n, Y, y_stride);
+    kernel(0, rows);
     return;
   }
   // Whole tiles per task; at least 16 rows so decode tasks are not tiny.
   const int64_t grain = n == 1 ? 16 : tile_rows(int64_t(wrow));
   const int64_t n_tasks = (rows + grain - 1) / grain;
-  pool->parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) {
-    kernel(tt, w, wrow, cols, b * grain, std::min(rows, e * grain), x.p, n, Y, y_stride);
-  });
+  pool->parallel_for(n_tasks, 1, [&](int64_t b, int64_t e) { kernel(b * grain, std::min(rows, e * grain)); });
 }
 
 }  // namespace
@@ -263,7 +287,7 @@ void matmul_q_rows(DType wtype, const void* W, int64_t cols, int64_t row_begin, 
   if (n <= 0 || row_end <= row_begin) return;
   RowPtrs x(acts, tokens, n);
   rows_kernel(tt, static_cast<const uint8_t*>(W), size_t(dtype_row_bytes(wtype, uint64_t(cols))), cols, row_begin,
-              row_end, x.p, n, Y, y_stride);
+              row_end, x.p, n, Y, y_stride, prepared_one(acts, wtype, n));
 }
 
 void matvec(ThreadPool* pool, DType wtype, const void* W, int64_t rows, int64_t cols, const float* x,

@@ -29,6 +29,10 @@ struct QuantizedActs {
   int64_t cols = 0, n_tok = 0;
   size_t row_bytes = 0;     // bytes per token row
   std::vector<uint8_t> data;  // n_tok * row_bytes
+  // One row (decode) prepared for prep_for's vec_dot_prep (types.h), made with the
+  // rows when that weight type has one; empty otherwise.
+  DType prep_for = DType::F32;
+  std::vector<uint8_t> prepared;
   const void* row(int64_t t) const { return data.data() + size_t(t) * row_bytes; }
 };
 

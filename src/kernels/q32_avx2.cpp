@@ -263,6 +263,64 @@ void dot_q32u_tile(int64_t n, float* out, const void* w, size_t w_stride, const 
   }
 }
 
+// Decode over one prepared row (types.h vec_dot_prep): NR weight rows, `w_stride`
+// bytes apart, each with dot_q32<Dec, 1>'s float steps in its order (vec_dot's bits);
+// the integer per block comes from the unsigned weight and the prepared start values
+// as in the tile, without the two sign moves per block and row, and the activation's
+// scales are read as floats.
+template <class Dec, int NR>
+void dot_q32u_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* xp) {
+  using Block = typename Dec::Block;
+  const Block* a[NR];
+  row_ptrs<Block, NR>(w, w_stride, a);
+  const int64_t nb = n / kQ32;
+  const auto* p = static_cast<const uint8_t*>(xp);
+  const auto* dbs = reinterpret_cast<const float*>(p + size_t(nb) * kPrepBlock);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NR][2];
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  auto lane_sums = [&](__m256i u, int64_t blk) {
+    const uint8_t* q = p + size_t(blk) * kPrepBlock;
+    const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(u, loadu256(q)), ones);
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(prod, loadu256(q + 32)));
+  };
+  const size_t ahead = NR * w_stride;  // the next rows' blocks (dot_q32_rows)
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    if constexpr (NR > 1) {
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r) {
+        const char* pa = reinterpret_cast<const char*>(a[r] + i) + ahead;
+        for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(pa + o);
+        prefetch_l1(pa + 8 * sizeof(Block) - 1);
+      }
+    }
+    const __m256 db = _mm256_loadu_ps(dbs + i);
+    alignas(32) float d[NR][8];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) _mm256_store_ps(d[r], _mm256_mul_ps(Dec::d8(a[r] + i), db));
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r)
+        acc[r][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), lane_sums(Dec::u(a[r][i + k]), i + k),
+                                        acc[r][k & 1]);
+    }
+  }
+  for (; i < nb; ++i) {
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r)
+      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::d(a[r][i]) * dbs[i]), lane_sums(Dec::u(a[r][i]), i), acc[r][0]);
+  }
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+template <class Dec>
+void dot_q32u_1(int64_t n, float* out, const void* w, const void* xp) {
+  dot_q32u_rows<Dec, 1>(n, out, w, 0, xp);
+}
+
 }  // namespace
 
 void install_avx2(TypeTraits* t) {
@@ -281,14 +339,18 @@ void install_avx2(TypeTraits* t) {
   set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_rows<DecodeQ8_0, 4>);
   set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_rows<DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_rows<DecodeMXFP4, 4>);
-  auto tile = [&](DType type, PrepFn prep, VecDotTileFn f) {
+  auto tile = [&](DType type, PrepFn prep, VecDotTileFn f, VecDotFn dot, VecDotR4Fn dot_r4) {
     TypeTraits& r = t[uint32_t(type)];
     r.prep_bytes = prep_bytes_q32u;
     r.prep = prep;
     r.vec_dot_tile = f;
+    r.vec_dot_prep = dot;
+    r.vec_dot_prep_r4 = dot_r4;
   };
-  tile(DType::Q4_0, prep_q32u<UnsignedQ4_0::kOffset>, dot_q32u_tile<UnsignedQ4_0>);
-  tile(DType::MXFP4, prep_q32u<UnsignedMXFP4::kOffset>, dot_q32u_tile<UnsignedMXFP4>);
+  tile(DType::Q4_0, prep_q32u<UnsignedQ4_0::kOffset>, dot_q32u_tile<UnsignedQ4_0>, dot_q32u_1<UnsignedQ4_0>,
+       dot_q32u_rows<UnsignedQ4_0, 4>);
+  tile(DType::MXFP4, prep_q32u<UnsignedMXFP4::kOffset>, dot_q32u_tile<UnsignedMXFP4>, dot_q32u_1<UnsignedMXFP4>,
+       dot_q32u_rows<UnsignedMXFP4, 4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx2;
   t[uint32_t(DType::F16)].to_float = from_f16_avx2;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx2;

@@ -690,6 +690,9 @@ void install_avx512(TypeTraits* t) {
     r.prep_bytes = prep_bytes_q8_0_pairs;
     r.prep = prep_q8_0_pairs;
     r.vec_dot_tile = f;
+    // The AVX2 decode kernels over a prepared row read AVX2's prep, not this one.
+    r.vec_dot_prep = nullptr;
+    r.vec_dot_prep_r4 = nullptr;
   };
   tile(DType::Q8_0, dot_q32_tile<Pair8_0, DecodeQ8_0>);
   tile(DType::Q4_0, dot_q32_tile<Pair4_0, DecodeQ4_0>);

@@ -43,6 +43,12 @@
 // Q4_0, MXFP4); null elsewhere. prep and prep_bytes are null where the tile kernel
 // reads the activation rows as they are (BF16).
 //
+// vec_dot_prep(n, out, w, xp), vec_dot_prep_r4(n, out, w, w_stride, xp): decode (one
+// activation row) over that row prepared once per matrix by prep: vec_dot's result
+// bit for bit, one row or four (decode_r4 picks as for vec_dot_r4). Set where
+// prepared rows save per-block work in the decode matvec too (AVX2 Q4_0, MXFP4:
+// unsigned weights, no sign moves); null elsewhere.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -89,6 +95,8 @@ struct TypeTraits {
   PrepBytesFn prep_bytes = nullptr;
   PrepFn prep = nullptr;
   VecDotTileFn vec_dot_tile = nullptr;
+  VecDotFn vec_dot_prep = nullptr;
+  VecDotR4Fn vec_dot_prep_r4 = nullptr;
 };
 
 // Kernels for the selected instruction set (select_isa; by default the best this CPU

@@ -679,6 +679,49 @@ TEST(KernelDot, TileEqualsVecDotBitForBit) {
   if (checked == 0) GTEST_SKIP() << "no vec_dot_tile kernel on this CPU";
 }
 
+// The decode kernels over a prepared row (types.h vec_dot_prep, vec_dot_prep_r4):
+// vec_dot's bits, one row and four.
+TEST(KernelDot, PreparedDecodeEqualsVecDotBitForBit) {
+  int checked = 0;
+  for (DType t : kWeightTypes) {
+    for (Isa isa : simd_isas()) {
+      const TypeTraits* tt = type_traits_isa(t, isa);
+      if (tt->vec_dot_prep == nullptr) continue;
+      ASSERT_NE(tt->prep, nullptr) << name(t);
+      for (int64_t n : dot_lengths(t)) {
+        const size_t row = dtype_row_bytes(t, uint64_t(n)), stride = row + tt->block_bytes;
+        std::vector<uint8_t> w(4 * stride, 0xcd);
+        for (int r = 0; r < 4; ++r) {
+          DotCase c = make_case(t, n, r % 2 == 0, uint32_t(n) * 7 + uint32_t(r));
+          std::memcpy(w.data() + r * stride, c.w.data(), row);
+        }
+        DotCase c0 = make_case(t, n, true, uint32_t(n) + 31);
+        std::vector<uint8_t> prepared(tt->prep_bytes(n) + 64, 0xee);
+        tt->prep(n, prepared.data(), c0.x.data());
+        float four[4];
+        if (tt->vec_dot_prep_r4 != nullptr) tt->vec_dot_prep_r4(n, four, w.data(), stride, prepared.data());
+        for (int r = 0; r < 4; ++r) {
+          float want, one;
+          tt->vec_dot(n, &want, w.data() + r * stride, c0.x.data());
+          tt->vec_dot_prep(n, &one, w.data() + r * stride, prepared.data());
+          EXPECT_EQ(std::memcmp(&want, &one, sizeof(float)), 0)
+              << name(t) << " " << isa_name(isa) << " n=" << n << " row " << r << ": " << want << " vs " << one;
+          if (tt->vec_dot_prep_r4 != nullptr)
+            EXPECT_EQ(std::memcmp(&want, &four[r], sizeof(float)), 0)
+                << name(t) << " " << isa_name(isa) << " n=" << n << " r4 row " << r << ": " << want << " vs " << four[r];
+        }
+        ++checked;
+      }
+    }
+  }
+  if (isa_supported(Isa::AVX2)) {
+    for (DType t : {DType::Q4_0, DType::MXFP4}) {
+      EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_prep, nullptr) << name(t);
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no vec_dot_prep kernel on this CPU";
+}
+
 TEST(KernelDot, ReferenceEqualsDequantizedDot) {
   for (DType t : kAllTypes) {
     const TypeTraits* tt = type_traits_ref(t);
