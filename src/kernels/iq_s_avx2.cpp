@@ -1,6 +1,9 @@
 // AVX2 dot products of IQ2_S and IQ3_S against Q8_K. Per group of 32 values the
 // codebook points (four of eight bytes, IQ2_S; eight of four, IQ3_S) are gathered
-// with scalar loads; the group's 32 free sign bits become a byte mask (each byte
+// with scalar loads (IQ2_S) or one vpgatherdd from indices made in a vector (IQ3_S:
+// on Zen 5 prefill 140 -> 157 tok/s, decode 57 -> 65 against eight scalar index
+// computations, loads and inserts; a gather for IQ1_M's four points measured
+// slower); the group's 32 free sign bits become a byte mask (each byte
 // picks its bit), which negates the activations (vpsignb); maddubs forms the pair
 // products (at most 43 * 127 * 2, or 15 * 127 * 2) and madd multiplies them by the
 // odd scales (per 16 for IQ2_S, per 32 for IQ3_S) into int32 lanes. One float FMA per
@@ -42,10 +45,11 @@ DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s, __m
   std::memcpy(&sb, b.signs + 4 * ib, 4);
   *s = sign_bytes(sb);
   *sc = _mm256_set1_epi16(short(2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15) + 1));
-  return _mm256_set_epi32(int(grid[q[7] | (h << 1 & 256)]), int(grid[q[6] | (h << 2 & 256)]),
-                          int(grid[q[5] | (h << 3 & 256)]), int(grid[q[4] | (h << 4 & 256)]),
-                          int(grid[q[3] | (h << 5 & 256)]), int(grid[q[2] | (h << 6 & 256)]),
-                          int(grid[q[1] | (h << 7 & 256)]), int(grid[q[0] | (h << 8 & 256)]));
+  // Index k: q[k] | bit k of h as bit 8, in a vector; one gather of the eight points.
+  const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+  const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(h), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
+                                      _mm256_set1_epi32(256));
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), _mm256_or_si256(lo, hi), 4);
 }
 
 DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
