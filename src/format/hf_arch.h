@@ -23,8 +23,6 @@ enum class HfDerive : uint8_t {
   None,    // the HF tensor as it is (stacked over {E} when the pattern has it)
   Mul,     // hf * hf2 element by element, in F32 (Kimi K3's res_norm * res_proj)
   NegExp,  // -exp(hf), in F32 (ssm_a from A_log)
-  KvbK,    // MLA kv_b_proj [H * (dn + dv), r] -> attn_k_b {dn, r, H}: each head's first dn rows, transposed
-  KvbV,    // ... -> attn_v_b {r, dv, H}: each head's last dv rows
 };
 
 // The layers a rule has tensors in: all, or only the leading dense layers

@@ -253,8 +253,10 @@ const HfArch& hf_arch_kimi_k3() {
           {"blk.{L}.attn_q.weight", At + "q_proj.weight", true, false, D::None, "", kMla},
           {"blk.{L}.attn_kv_a_mqa.weight", At + "kv_a_proj_with_mqa.weight", false, false, D::None, "", kMla},
           {"blk.{L}.attn_kv_a_norm.weight", At + "kv_a_layernorm.weight", false, true, D::None, "", kMla},
-          {"blk.{L}.attn_k_b.weight", At + "kv_b_proj.weight", false, true, D::KvbK, "", kMla},
-          {"blk.{L}.attn_v_b.weight", At + "kv_b_proj.weight", false, true, D::KvbV, "", kMla},
+          {"blk.{L}.attn_k_b.weight", At + "kv_b_proj.weight", false, true, D::None, "", kMla, HfLayers::All,
+           HfPart::KvbK},
+          {"blk.{L}.attn_v_b.weight", At + "kv_b_proj.weight", false, true, D::None, "", kMla, HfLayers::All,
+           HfPart::KvbV},
           {"blk.{L}.attn_gate.weight", At + "g_proj.weight", true, false, D::None, "", kMla},
           {"blk.{L}.attn_output.weight", At + "o_proj.weight"},
           // Leading dense FFN layers.

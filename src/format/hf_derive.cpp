@@ -93,32 +93,6 @@ class NegExpReader final : public UnitReader {
   const HfTensor& a_;
 };
 
-// One head of kv_b_proj: rows [h * (dn + dv) + row0, + rows) of r columns; `transpose`
-// writes it column-major (attn_k_b), else as it is (attn_v_b).
-class KvbReader final : public UnitReader {
- public:
-  KvbReader(const HfFolder& f, const HfTensor& kv, int64_t H, int64_t per_head, int64_t row0, int64_t rows, int64_t r,
-            bool transpose)
-      : UnitReader(uint64_t(rows * r), uint64_t(H)), f_(f), kv_(kv), per_head_(per_head), row0_(row0), rows_(rows),
-        r_(r), transpose_(transpose) {}
-  Status compute(uint64_t h, float* out) override {
-    const uint64_t n = uint64_t(rows_ * r_);
-    const uint64_t at = (h * uint64_t(per_head_) + uint64_t(row0_)) * uint64_t(r_);
-    if (!transpose_) return read_floats(f_, kv_, at, n, out);
-    std::vector<float> x(static_cast<size_t>(n));
-    DF_TRY(read_floats(f_, kv_, at, n, x.data()));
-    for (int64_t i = 0; i < rows_; ++i)
-      for (int64_t c = 0; c < r_; ++c) out[c * rows_ + i] = x[size_t(i * r_ + c)];
-    return {};
-  }
-
- private:
-  const HfFolder& f_;
-  const HfTensor& kv_;
-  int64_t per_head_, row0_, rows_, r_;
-  bool transpose_;
-};
-
 std::string shape_str(const std::vector<int64_t>& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
@@ -165,24 +139,6 @@ Result<HfDerivedPlan> hf_plan_derived(const HfFolder& f, const HfNameRule& r, in
       p.info.ne[0] = int64_t(n);
       p.reader = std::make_unique<NegExpReader>(f, *a);
       break;
-    case HfDerive::KvbK:
-    case HfDerive::KvbV: {
-      DF_ASSIGN(int64_t H, hf_config_int(f.config, "num_attention_heads"));
-      DF_ASSIGN(int64_t dn, hf_config_int(f.config, "qk_nope_head_dim"));
-      DF_ASSIGN(int64_t dv, hf_config_int(f.config, "v_head_dim"));
-      DF_ASSIGN(int64_t rank, hf_config_int(f.config, "kv_lora_rank"));
-      if (a->shape != std::vector<int64_t>{H * (dn + dv), rank})
-        return make_error("{}: tensor '{}' is {}; num_attention_heads * (qk_nope_head_dim + v_head_dim) x kv_lora_rank "
-                          "= [{}, {}] is needed",
-                          loc, a->name, shape_str(a->shape), H * (dn + dv), rank);
-      const bool k = r.derive == HfDerive::KvbK;
-      p.info.n_dims = 3;
-      p.info.ne[0] = k ? dn : rank;
-      p.info.ne[1] = k ? rank : dv;
-      p.info.ne[2] = H;
-      p.reader = std::make_unique<KvbReader>(f, *a, H, dn + dv, k ? 0 : dn, k ? dn : dv, rank, k);
-      break;
-    }
     case HfDerive::None:
       return make_error("{}: rule for {} derives nothing", loc, gname);
   }
@@ -259,33 +215,6 @@ Result<std::vector<HfExportedTensor>> hf_export_derived(ModelFile& mf, const HfA
       out.push_back(make_tensor(hn, {int64_t(v.size())}, v, DType::F32));
       break;
     }
-    case HfDerive::KvbK: {
-      // Join attn_k_b {dn, r, H} and attn_v_b {r, dv, H} into kv_b_proj [H * (dn + dv), r].
-      std::string v_name;
-      for (const HfNameRule& o : arch.rules)
-        if (o.derive == HfDerive::KvbV && o.hf == r.hf) v_name = hf_name_expand(o.gguf, layer, -1);
-      const TensorRef* kt = mf.tensor(gguf_name);
-      const TensorRef* vt = mf.tensor(v_name);
-      if (!kt || !vt) return make_error("{}: {} needs {} beside it", mf.path(), gguf_name, v_name);
-      const int64_t dn = kt->info->ne[0], rank = kt->info->ne[1], H = kt->info->ne[2], dv = vt->info->ne[1];
-      if (vt->info->ne[0] != rank || vt->info->ne[2] != H)
-        return make_error("{}: {} and {} disagree on kv_lora_rank or heads", mf.path(), gguf_name, v_name);
-      DF_ASSIGN(std::vector<float> k, gguf_floats(mf, gguf_name));
-      DF_ASSIGN(std::vector<float> v, gguf_floats(mf, v_name));
-      std::vector<float> kv(size_t(H * (dn + dv) * rank));
-      for (int64_t h = 0; h < H; ++h) {
-        for (int64_t n = 0; n < dn; ++n)
-          for (int64_t c = 0; c < rank; ++c)
-            kv[size_t((h * (dn + dv) + n) * rank + c)] = k[size_t(h * rank * dn + c * dn + n)];
-        for (int64_t j = 0; j < dv; ++j)
-          for (int64_t c = 0; c < rank; ++c)
-            kv[size_t((h * (dn + dv) + dn + j) * rank + c)] = v[size_t(h * dv * rank + j * rank + c)];
-      }
-      out.push_back(make_tensor(hn, {H * (dn + dv), rank}, kv, matrix));
-      break;
-    }
-    case HfDerive::KvbV:
-      break;
     case HfDerive::None:
       return make_error("{}: {} is not derived", mf.path(), gguf_name);
   }

@@ -1,16 +1,13 @@
 // GGUF tensors computed from Hugging Face tensors (HfDerive in hf_arch.h), both ways:
 //   import: the GGUF tensor's directory entry and a reader that computes any byte
-//     range of it on demand from the shards (bounded memory: one head of an MLA
-//     kv_b_proj, or the whole of a 1-D tensor, at a time);
+//     range of it on demand from the shards (bounded memory: the whole of a 1-D
+//     tensor at a time);
 //   export (`synth --format hf`): the HF tensors that give the GGUF tensor back.
 // Every derived tensor is F32 in the GGUF:
 //   Mul     hf * hf2, each widened to F32, the product rounded once to F32 (exact for
 //           two BF16 factors), as llama.cpp fuses Kimi K3's res_norm * res_proj;
-//   NegExp  -exp(A_log) formed in double and rounded to F32 (within half an ulp);
-//   KvbK    attn_k_b[h][c][n] = kv_b_proj[h * (dn + dv) + n][c], n < dn;
-//   KvbV    attn_v_b[h][j][c] = kv_b_proj[h * (dn + dv) + dn + j][c], j < dv;
-//           H, dn, dv and r from config.json (num_attention_heads, qk_nope_head_dim,
-//           v_head_dim, kv_lora_rank), and kv_b_proj must be [H * (dn + dv), r].
+//   NegExp  -exp(A_log) formed in double and rounded to F32 (within half an ulp).
+// (MLA's kv_b_proj split is a view of the shards, not computed: HfPart in hf_arch.h.)
 #pragma once
 #include <memory>
 #include <string>
@@ -51,8 +48,7 @@ struct HfExportedTensor {
 };
 
 // The HF tensors that give back GGUF tensor `gguf_name` (matched by rule `r` at
-// `layer`) of `mf`, matrices in `matrix` (F32, F16 or BF16). KvbV gives none (its
-// KvbK sibling writes the joined kv_b_proj). NegExp needs a nonzero ssm_a: a
+// `layer`) of `mf`, matrices in `matrix` (F32, F16 or BF16). NegExp needs a nonzero ssm_a: a
 // checkpoint stores A_log, so the folder holds A = -|a| (a synthetic model may
 // draw a positive a).
 Result<std::vector<HfExportedTensor>> hf_export_derived(ModelFile& mf, const HfArch& arch, const HfNameRule& r,

@@ -147,7 +147,7 @@ Status export_gguf_as_hf(const std::string& gguf_path, const std::string& dir, c
                                  arch->model_type);
     bool made = false;
     std::vector<HfMadeTensor> parts;
-    DF_TRY(hf_export_made(*mf, *arch, *rule, t, L, opts.encoding, &parts, &made));
+    DF_TRY(hf_export_made(*mf, *arch, *rule, t, L, opts.encoding, matrix, &parts, &made));
     if (made) {
       for (HfMadeTensor& h : parts) {
         Item it;

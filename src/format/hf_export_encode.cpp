@@ -96,7 +96,7 @@ Status emit(const std::string& name, int64_t rows, int64_t cols, HfEncoding enc,
 }  // namespace
 
 Status hf_export_made(ModelFile& mf, const HfArch& arch, const HfNameRule& rule, const GGUFTensorInfo& t, int L,
-                      HfEncoding enc, std::vector<HfMadeTensor>* out, bool* handled) {
+                      HfEncoding enc, DType matrix, std::vector<HfMadeTensor>* out, bool* handled) {
   *handled = false;
   auto wants = [&](const std::string& hf) {
     return enc != HfEncoding::Plain && arch.quantized && arch.quantized(enc, hf);
@@ -133,7 +133,8 @@ Status hf_export_made(ModelFile& mf, const HfArch& arch, const HfNameRule& rule,
     };
     const std::string hf = hf_name_expand(rule.hf, L, -1);
     *handled = true;
-    return emit(hf, H * (dn + dv), r_kv, wants(hf) ? enc : HfEncoding::Plain, type, kvb, out);
+    const DType hf_type = type == DType::F32 && rule.f32 ? matrix : type;  // F32 by rule: the folder's dtype
+    return emit(hf, H * (dn + dv), r_kv, wants(hf) ? enc : HfEncoding::Plain, hf_type, kvb, out);
   }
   if (rule.part == HfPart::RopeQ || rule.part == HfPart::RopeK) {
     // The inverse of the converter's permutation: HF row hf_rope_source_row(r) is GGUF row r.

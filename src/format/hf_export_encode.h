@@ -26,9 +26,10 @@ struct HfMadeTensor {
 };
 
 // The tensors GGUF tensor `t` (matched by `rule` at layer L) becomes when it is not a
-// plain copy; *handled false when it is one (nothing added).
+// plain copy; *handled false when it is one (nothing added). `matrix`: the folder's
+// dtype for a tensor the GGUF holds in F32 by rule (HfNameRule::f32).
 Status hf_export_made(ModelFile& mf, const HfArch& arch, const HfNameRule& rule, const GGUFTensorInfo& t, int L,
-                      HfEncoding enc, std::vector<HfMadeTensor>* out, bool* handled);
+                      HfEncoding enc, DType matrix, std::vector<HfMadeTensor>* out, bool* handled);
 
 // config.json's quantization_config for `enc` as published (null for Plain);
 // `plain_linear` names the linear weights left unquantized (compressed-tensors' ignore).

@@ -191,7 +191,7 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
       ti.ne[0] = k ? mla_dn : r_kv;
       ti.ne[1] = k ? r_kv : mla_dv;
       ti.ne[2] = mla_h;
-      ti.type = w0.plain;
+      ti.type = r.f32 ? DType::F32 : w0.plain;
     }
     m.tensors.push_back(ti);
     planned.push_back(std::move(p));
@@ -274,7 +274,11 @@ Result<std::unique_ptr<HfGgufSource>> HfGgufSource::build(std::shared_ptr<HfFold
         pc.elem = uint8_t(esz);
         pc.transpose = transpose;
         pc.rope_pairs = rope_pairs;
-        if (len != rows * cols * esz || ti.type != w.plain)
+        if (transpose && ti.type == DType::F32 && (w.plain == DType::BF16 || w.plain == DType::F16)) {
+          pc.elem = 2;
+          pc.widen = w.plain == DType::BF16 ? 1 : 2;
+        }
+        if (len != rows * cols * esz || (ti.type != w.plain && pc.widen == 0))
           return make_error("{}: tensor '{}': {} bytes of {} where {} rows of {} are decoded", loc, w.data->name, len,
                             dtype_name(ti.type), rows, cols);
       } else {

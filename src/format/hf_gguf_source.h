@@ -92,6 +92,9 @@ class HfGgufSource final : public ByteSource {
     uint32_t row0 = 0, rows = 0, cols = 0;
     uint8_t elem = 2;
     bool transpose = false;
+    // Transposed only: the decoded 16-bit elements written as F32 (1: BF16, 2: F16),
+    // for a tensor stored F32 whatever the folder's dtype (HfNameRule::f32).
+    uint8_t widen = 0;
     bool rope_pairs = false;
     bool decoded() const { return op == Op::Fp8 || op == Op::Int4 || transpose || rope_pairs; }
   };

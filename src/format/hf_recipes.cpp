@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/blocks.h"
 #include "quant/hf_codecs.h"
 
 namespace deltafin {
@@ -181,6 +182,16 @@ Status read_decoded_piece(const HfGgufSource::Piece& p, ByteSource& data, ByteSo
     for (uint64_t i = 0; i < p.rows; ++i)
       for (uint64_t j = 0; j < p.cols; ++j)
         std::memcpy(&t[size_t((j * p.rows + i) * p.elem)], &buf[size_t((i * p.cols + j) * p.elem)], p.elem);
+    if (p.widen != 0) {  // 16-bit elements out as F32
+      std::vector<float> f(t.size() / 2);
+      for (size_t k = 0; k < f.size(); ++k) {
+        uint16_t h;
+        std::memcpy(&h, &t[2 * k], 2);
+        f[k] = p.widen == 1 ? kern::bf16_to_f32(h) : kern::fp16_to_f32(h);
+      }
+      std::memcpy(dst, reinterpret_cast<const char*>(f.data()) + rel, n);
+      return {};
+    }
     std::memcpy(dst, t.data() + rel, n);
     return {};
   }
