@@ -35,8 +35,10 @@ DF_ALWAYS_INLINE __m256i iq1s_group(const BlockIQ1_S& b, int ib, __m256i* sc) {
                      _mm256_set1_epi64x(delta_bytes(h & 0x8000)));
 }
 
-// Super(block) is the block's d, Group(block, ib, &scales) its group ib's weights.
-template <int NR, int NT, auto Super, auto Group, class Block>
+// Super(block) is the block's d; U holds a super-block as its groups read it:
+// U::unpack(block, &u) once per super-block, then u.group(ib, &scales) gives group
+// ib's weights.
+template <int NR, int NT, auto Super, class U, class Block>
 void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y) {
   __m256 acc[NR][NT];
   DF_UNROLL
@@ -44,10 +46,12 @@ void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* cons
     DF_UNROLL
     for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
   }
+  U u[NR];
   for (int64_t i = 0; i < n / kQK; ++i) {
     __m256i sumi[NR][NT];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
+      U::unpack(a[r][i], &u[r]);
       DF_UNROLL
       for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
     }
@@ -58,7 +62,7 @@ void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* cons
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
         __m256i sc;
-        const __m256i w = Group(a[r][i], ib, &sc);
+        const __m256i w = u[r].group(ib, &sc);
         const __m256i aw = _mm256_sign_epi8(w, w);
         DF_UNROLL
         for (int t = 0; t < NT; ++t) {
@@ -82,10 +86,17 @@ void iq1_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* cons
   }
 }
 
+// IQ1_S's groups read the block as it is.
+struct Iq1sView {
+  const BlockIQ1_S* b = nullptr;
+  static void unpack(const BlockIQ1_S& blk, Iq1sView* u) { u->b = &blk; }
+  __m256i group(int ib, __m256i* sc) const { return iq1s_group(*b, ib, sc); }
+};
+
 template <int NR, int NT>
 struct DotIq1s {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    iq1_dot<NR, NT, iq1s_super, iq1s_group>(n, out, a, y);
+    iq1_dot<NR, NT, iq1s_super, Iq1sView>(n, out, a, y);
   }
 };
 
@@ -98,9 +109,11 @@ struct Iq1mUnpacked {
   alignas(32) uint16_t idx[32];
   alignas(32) uint8_t nib[32];
   alignas(32) int16_t sc[8][16];
+  static void unpack(const BlockIQ1_M& b, Iq1mUnpacked* u);
+  __m256i group(int ib, __m256i* sc) const;
 };
 
-DF_ALWAYS_INLINE void iq1m_unpack(const BlockIQ1_M& b, Iq1mUnpacked* u) {
+DF_ALWAYS_INLINE void Iq1mUnpacked::unpack(const BlockIQ1_M& b, Iq1mUnpacked* u) {
   const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
   const __m128i m4 = _mm_set1_epi8(0x0f);
   const __m128i lo = _mm_and_si128(qh, m4), hi = _mm_and_si128(_mm_srli_epi16(qh, 4), m4);
@@ -127,73 +140,24 @@ DF_ALWAYS_INLINE void iq1m_unpack(const BlockIQ1_M& b, Iq1mUnpacked* u) {
 
 // Group ib of an unpacked IQ1_M block: runs 4ib..4ib+3, halves 2ib (low lane) and
 // 2ib + 1; the weights as iq1_weights makes them, and the two half scales.
-DF_ALWAYS_INLINE __m256i iq1m_group_unpacked(const Iq1mUnpacked& u, int ib, __m256i* sc) {
-  *sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.sc[ib]));
+DF_ALWAYS_INLINE __m256i Iq1mUnpacked::group(int ib, __m256i* scv) const {
+  *scv = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc[ib]));
   // Each run's nibble in its eight bytes; bit 3 set: delta -1 (0xff), else +1.
   uint32_t n4;
-  std::memcpy(&n4, u.nib + 4 * ib, 4);
-  const __m256i nib = _mm256_shuffle_epi8(_mm256_set1_epi32(int(n4)),
+  std::memcpy(&n4, nib + 4 * ib, 4);
+  const __m256i run = _mm256_shuffle_epi8(_mm256_set1_epi32(int(n4)),
                                           _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
                                                            2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i eight = _mm256_set1_epi8(8);
-  const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(nib, eight), eight), _mm256_set1_epi8(1));
-  const uint16_t* i = u.idx + 4 * ib;
+  const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(run, eight), eight), _mm256_set1_epi8(1));
+  const uint16_t* i = idx + 4 * ib;
   return iq1_weights(i[0], i[1], i[2], i[3], delta);
-}
-
-// iq1_dot for IQ1_M over unpacked super-blocks: the same integer sums, hence bits.
-template <int NR, int NT>
-void iq1m_dot(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
-  __m256 acc[NR][NT];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-  }
-  Iq1mUnpacked u[NR];
-  for (int64_t i = 0; i < n / kQK; ++i) {
-    __m256i sumi[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      iq1m_unpack(a[r][i], &u[r]);
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
-    }
-    for (int ib = 0; ib < 8; ++ib) {
-      __m256i q8[NT];
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        __m256i sc;
-        const __m256i w = iq1m_group_unpacked(u[r], ib, &sc);
-        const __m256i aw = _mm256_sign_epi8(w, w);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) {
-          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(q8[t], w));
-          sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
-        }
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const float d = iq1m_super(a[r][i]);
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t)
-        acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-    }
-  }
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * hsum8(acc[r][t]);
-  }
 }
 
 template <int NR, int NT>
 struct DotIq1m {
   static void run(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
-    iq1m_dot<NR, NT>(n, out, a, y);
+    iq1_dot<NR, NT, iq1m_super, Iq1mUnpacked>(n, out, a, y);
   }
 };
 
