@@ -288,14 +288,7 @@ void dot_q32u_rows(int64_t n, float* out, const void* w, size_t w_stride, const 
   const size_t ahead = NR * w_stride;  // the next rows' blocks (dot_q32_rows)
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8) {
-    if constexpr (NR > 1) {
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const char* pa = reinterpret_cast<const char*>(a[r] + i) + ahead;
-        for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(pa + o);
-        prefetch_l1(pa + 8 * sizeof(Block) - 1);
-      }
-    }
+    if constexpr (NR > 1) prefetch_next_rows<Block, NR>(a, i, ahead);
     const __m256 db = _mm256_loadu_ps(dbs + i);
     alignas(32) float d[NR][8];
     DF_UNROLL

@@ -212,6 +212,18 @@ void dot_q32_4(int64_t n, float* out, const void* w, const void* const* xp) {
   dot_q32<Dec, 4>(n, out, w, xp);
 }
 
+// Prefetches the eight blocks from block i of the NR rows that follow rows a[0..NR)
+// (`ahead` = NR row strides on): the decode matvecs stream weights from DRAM.
+template <class Block, int NR>
+inline void prefetch_next_rows(const Block* const* a, int64_t i, size_t ahead) {
+  DF_UNROLL
+  for (int r = 0; r < NR; ++r) {
+    const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
+    for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(p + o);
+    prefetch_l1(p + 8 * sizeof(Block) - 1);
+  }
+}
+
 // out[r] = dot(w row r, x) for NR rows of a 32-value block type, `w_stride` bytes
 // apart, against one Q8_0 row: the decode matvec's kernel. Per row the operations of
 // dot_q32<Dec, 1> in the same order (each result bit-identical to vec_dot); the
@@ -230,12 +242,7 @@ void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const v
   const size_t ahead = NR * w_stride;
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8) {
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      const char* p = reinterpret_cast<const char*>(a[r] + i) + ahead;
-      for (size_t o = 0; o < 8 * sizeof(Block); o += 64) prefetch_l1(p + o);
-      prefetch_l1(p + 8 * sizeof(Block) - 1);
-    }
+    prefetch_next_rows<Block, NR>(a, i, ahead);
     const __m256 db = fp16_scales8(b + i);
     alignas(32) float d[NR][8];
     DF_UNROLL

@@ -164,20 +164,17 @@ Status parse_quantize_target(const std::string& name, QuantizeOptions* opts) {
 
 Status quantize_model(const std::string& in, const std::string& out, const QuantizeOptions& opts,
                       QuantizeReport* report) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(in, out, ec)) return make_error("quantize: output {} is the input file", out);
   // A Hugging Face folder is read as the GGUF it converts to (format/hf_gguf_source.h).
   DF_ASSIGN(auto model, is_local_hf_folder(in) ? open_local_hf_model(in) : ModelFile::open(in, local_file_opener()));
   return quantize_model(*model, out, opts, report);
 }
 
-Status quantize_model(ModelFile& in_model, const std::string& out, const QuantizeOptions& opts,
+Status quantize_model(ModelFile& model, const std::string& out, const QuantizeOptions& opts,
                       QuantizeReport* report) {
-  ModelFile* model = &in_model;
-  const std::string& in = in_model.path();
+  const std::string& in = model.path();
   std::error_code ec;
-  for (int s = 0; s < model->shard_count(); ++s)
-    if (std::filesystem::equivalent(model->source(s).name(), out, ec))
+  for (int s = 0; s < model.shard_count(); ++s)
+    if (std::filesystem::equivalent(model.source(s).name(), out, ec))
       return make_error("quantize: output {} is the input file", out);
   if (!opts.mix.empty()) {
     QuantizeOptions check;
@@ -191,7 +188,7 @@ Status quantize_model(ModelFile& in_model, const std::string& out, const Quantiz
   }
   GGUFWriter w(out);
   GGUFFile& f = w.file();
-  const GGUFFile& meta = model->meta();
+  const GGUFFile& meta = model.meta();
   for (const auto& k : meta.keys)
     if (k.rfind("split.", 0) != 0 && k != "general.file_type") f.set(k, meta.kv.at(k));
   int64_t ft = file_type_of(opts.type);
@@ -205,10 +202,10 @@ Status quantize_model(ModelFile& in_model, const std::string& out, const Quantiz
   std::vector<const TensorRef*> refs;
   std::vector<const ImatrixEntry*> imp;  // per tensor: its importances, or null
   QuantizeReport rep;
-  for (int s = 0; s < model->shard_count(); ++s) {
-    for (const auto& t : model->shard(s).tensors) {
+  for (int s = 0; s < model.shard_count(); ++s) {
+    for (const auto& t : model.shard(s).tensors) {
       if (opts.core_only && t.name.find("_exps.") != std::string::npos) continue;
-      const TensorRef* r = model->tensor(t.name);
+      const TensorRef* r = model.tensor(t.name);
       bool fell_back = false;
       DType to = target_for(t, opts, n_layer, &fell_back);
       if (to != t.type) {
@@ -246,7 +243,7 @@ Status quantize_model(ModelFile& in_model, const std::string& out, const Quantiz
       continue;
     }
     src_buf.resize(size_t(t.bytes));
-    DF_TRY(model->read_tensor(*refs[i], src_buf.data()));
+    DF_TRY(model.read_tensor(*refs[i], src_buf.data()));
     if (to == t.type) {
       DF_TRY(w.write_data(src_buf.data(), src_buf.size()));
       rep.bytes_out += t.bytes;

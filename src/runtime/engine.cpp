@@ -89,9 +89,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   lo.pool = e->pool_.get();
   // The memory plan (runtime/memory_budget.h); a store given by the caller is its own.
   DF_ASSIGN(e->sizes_, model_memory(*e->file_, e->remote_ != nullptr, 0));
-  if (e->remote_)
-    for (int s = 0; s < e->file_->shard_count(); ++s)
-      e->sizes_.core_files.push_back(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));
+  if (e->remote_) e->sizes_.core_files = e->remote_->core_files();
   if (!opts.make_store) {
     e->request_.mem = opts.mem_bytes;
     e->request_.reserve = opts.reserve_bytes;
@@ -126,7 +124,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const std::string& path, const Engi
   DF_ASSIGN(e->model_, std::move(loaded));
   e->file_->set_tensor_mapper(nullptr);
   if (e->remote_) {
-    for (int s = 0; s < e->file_->shard_count(); ++s) drop_file_cache(fmt::format("{}/core-{}.bin", e->remote_->dir(), s + 1));
+    for (const std::string& core : e->remote_->core_files()) drop_file_cache(core);
   } else if (e->streaming_) {
     // The core was read through the page cache; the copy the kernel kept is not ours
     // to lean on.

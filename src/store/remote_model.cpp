@@ -452,6 +452,12 @@ Status RemoteModel::open_fragment_part(Part* p, std::unique_ptr<HttpSource> firs
   return {};
 }
 
+std::vector<std::string> RemoteModel::core_files() const {
+  std::vector<std::string> out;
+  for (const auto& p : parts_) out.push_back(p->core_base + ".bin");
+  return out;
+}
+
 Result<std::unique_ptr<ModelFile>> RemoteModel::open_file() {
   if (folder_) {
     SourceOpener opener = [this](const std::string&) -> Result<std::unique_ptr<ByteSource>> {

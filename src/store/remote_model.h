@@ -65,6 +65,9 @@ class RemoteModel {
   ExpertCache& experts() { return *experts_; }
   const ExpertIndex& index() const { return *index_; }
   const std::string& dir() const { return dir_; }
+  // Per part, the disk cache's file that holds its core at the part's own offsets
+  // (cache/core_file.h).
+  std::vector<std::string> core_files() const;
   const std::string& root() const { return root_; }
   const std::string& url() const;  // part 1, revision pinned
   const std::string& key() const { return key_; }

@@ -69,6 +69,7 @@ check "Hugging Face folder --mem $mem: every layer streams" grep -q "layers 0-5 
   "$dir/out-hf.err"
 check "Hugging Face folder --mem $mem: logits equal the resident run's" cmp -s "$dir/ref-hf" "$dir/out-hf"
 
+[ "$fail" = 0 ] || exit 1  # a skip below (no nginx) must not hide a failure above
 source "$src/tests/remote/nginx.sh"
 trap 'stop_nginx "$dir/ng"' EXIT
 mkdir -p "$dir/www"; cp "$dir/deepseek2.gguf" "$dir/www/"
