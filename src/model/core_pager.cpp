@@ -33,14 +33,22 @@ uint64_t aligned_span(const TensorRef& t) {
   return align_up(t.file_offset + t.info->bytes, kDirectAlign) - align_down(t.file_offset, kDirectAlign);
 }
 
-// Core bytes per layer (and their buffer bound) and outside the layers; the
-// buffers of the window + 1 largest layers.
+// Core bytes per layer (and their buffer bound) and outside the layers.
 struct CoreSizes {
   std::vector<uint64_t> layer, bound;
-  uint64_t other = 0, window = 0;
+  uint64_t other = 0;
+  // The buffers when layers from `first` on stream: those of the window + 1 largest
+  // of them (none when none streams).
+  uint64_t window(int first, int window) const {
+    std::vector<uint64_t> sorted(bound.begin() + std::min<ptrdiff_t>(first, ptrdiff_t(bound.size())), bound.end());
+    std::sort(sorted.rbegin(), sorted.rend());
+    uint64_t sum = 0;
+    for (size_t k = 0; k < std::min(size_t(window) + 1, sorted.size()); ++k) sum += sorted[k];
+    return sum;
+  }
 };
 
-CoreSizes core_sizes(const ModelFile& file, int window) {
+CoreSizes core_sizes(const ModelFile& file) {
   CoreSizes c;
   for (const auto& [name, ref] : file.tensors()) {
     const int layer = core_layer(name);
@@ -55,17 +63,14 @@ CoreSizes core_sizes(const ModelFile& file, int window) {
     c.layer[size_t(layer)] += ref.info->bytes;
     c.bound[size_t(layer)] += aligned_span(ref);
   }
-  std::vector<uint64_t> sorted = c.bound;
-  std::sort(sorted.rbegin(), sorted.rend());
-  for (size_t k = 0; k < std::min(size_t(window) + 1, sorted.size()); ++k) c.window += sorted[k];
   return c;
 }
 
 }  // namespace
 
 uint64_t CorePager::least_bytes(const ModelFile& file, int window) {
-  const CoreSizes c = core_sizes(file, std::max(window, 1));
-  return c.other + c.window;
+  const CoreSizes c = core_sizes(file);
+  return c.other + c.window(0, std::max(window, 1));
 }
 
 Result<std::unique_ptr<CorePager>> CorePager::plan(ModelFile& file, uint64_t resident_budget,
@@ -74,15 +79,27 @@ Result<std::unique_ptr<CorePager>> CorePager::plan(ModelFile& file, uint64_t res
   std::unique_ptr<CorePager> p(new CorePager());
   p->file_ = &file;
   p->window_ = std::max(window, 1);
-  const CoreSizes c = core_sizes(file, p->window_);
+  const CoreSizes c = core_sizes(file);
   const int n = int(c.layer.size());
-  if (c.other + c.window > resident_budget)
+  // The first `first` layers resident, the buffers sized for the others only (a
+  // large first layer, such as a dense one, kept resident no longer sizes them);
+  // the total grows with `first`, so the largest that fits.
+  uint64_t prefix = 0;
+  auto total = [&](int first) { return c.other + prefix + c.window(first, p->window_); };
+  if (total(0) > resident_budget)
     return make_error("{}: the memory budget leaves {:.1f} MiB for the core, too little even to stream its layers: "
                       "the tensors outside the layers take {:.1f} MiB and the buffers of {} streamed layers {:.1f} MiB",
-                      file.path(), resident_budget / kMiB, c.other / kMiB, p->window_ + 1, c.window / kMiB);
-  uint64_t left = resident_budget - c.other - c.window;
+                      file.path(), resident_budget / kMiB, c.other / kMiB, p->window_ + 1,
+                      c.window(0, p->window_) / kMiB);
   int first = 0;
-  while (first < n && c.layer[size_t(first)] <= left) left -= c.layer[size_t(first++)];
+  while (first < n) {
+    prefix += c.layer[size_t(first)];
+    if (total(first + 1) > resident_budget) {
+      prefix -= c.layer[size_t(first)];
+      break;
+    }
+    ++first;
+  }
   p->first_streamed_ = first;
   p->layers_.resize(size_t(n));
   p->next_.assign(size_t(n), -1);

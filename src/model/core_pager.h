@@ -3,8 +3,9 @@
 // Issue 4: "if the core alone does not fit, stream core layers as well rather than
 // refuse". The pager decides at load which layers' core tensors (attention, norms,
 // routers, shared experts, latent projections: every blk.N.* tensor that is not a
-// routed expert) stay resident: the first layers, as many as the budget allows. The
-// others stream: a few layer buffers of the pager's own (window + 1, allocated and
+// routed expert) stay resident: the first layers, as many as the budget allows with
+// the buffers sized for the others (a large dense first layer stays rather than
+// sizing every buffer). The others stream: a few layer buffers of the pager's own (window + 1, allocated and
 // committed once) take turns, layer L always in buffer L mod (window + 1), so the
 // tensor views the model binds at load stay valid. The layer loop says when a layer
 // starts (enter); the pager waits until that layer's bytes are in its buffer, then

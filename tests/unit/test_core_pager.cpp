@@ -5,6 +5,7 @@
 // again when next entered.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,58 @@ TEST(CorePager, ALayerAloneInItsBufferIsReadOnce) {
   const int alone = streamed - shared;
   EXPECT_EQ(p.stats().pages_in, uint64_t(alone + 4 * shared)) << streamed << " streamed layers";
   EXPECT_EQ(p.stats().reread_bytes > 0, shared > 0);
+}
+
+// Core bytes of each layer (its non-expert tensors) and outside the layers.
+std::vector<uint64_t> layer_bytes(ModelFile& file, uint64_t* other) {
+  std::vector<uint64_t> out;
+  *other = 0;
+  for (const auto& [name, ref] : file.tensors()) {
+    if (name.find("_exps.") != std::string::npos) continue;
+    if (name.rfind("blk.", 0) != 0) {
+      *other += ref.info->bytes;
+      continue;
+    }
+    const size_t l = size_t(std::stoi(name.substr(4)));
+    if (l >= out.size()) out.resize(l + 1, 0);
+    out[l] += ref.info->bytes;
+  }
+  return out;
+}
+
+TEST(CorePager, ALargeFirstLayerStaysResidentInsteadOfSizingTheBuffers) {
+  // A dense first layer several times the others' size (DeepSeek's and Kimi's).
+  SynthSpec spec;
+  ASSERT_TRUE(synth_preset("tiny", "deepseek2", &spec));
+  spec.n_layer = 6;
+  spec.n_ff *= 16;
+  std::string why;
+  const std::string path = synth_once("core_pager", "dense-first-6l", spec, &why);
+  ASSERT_FALSE(path.empty()) << why;
+  auto file = ModelFile::open(path, local_file_opener());
+  ASSERT_TRUE(file.ok()) << file.error().message;
+  uint64_t other = 0;
+  const std::vector<uint64_t> L = layer_bytes(**file, &other);
+  ASSERT_EQ(L.size(), 6u);
+  const uint64_t rest = *std::max_element(L.begin() + 1, L.end());
+  ASSERT_GT(L[0], 3 * rest) << "the dense layer is the large one";
+  // Room for layer 0 and three buffers of the others (with their alignment), not
+  // for layer 1 as well: layer 0 resident, 1-5 stream. Buffers sized by layer 0
+  // would leave no room for it.
+  const uint64_t slack = 64 * 4096;
+  auto pager = CorePager::plan(**file, other + L[0] + 3 * rest + slack);
+  ASSERT_TRUE(pager.ok()) << pager.error().message;
+  CorePager& p = **pager;
+  EXPECT_EQ(p.stats().streamed_layers, 5);
+  EXPECT_LT(p.stats().window_bytes, L[0]) << "buffers for the streamed layers only";
+  ASSERT_TRUE(p.start().ok());
+  auto layers = map_layers(**file, p);
+  EXPECT_EQ(layers.count(0), 0u) << "layer 0 resident";
+  for (int token = 0; token < 2; ++token)
+    for (int l = 0; l < 6; ++l) {
+      ASSERT_TRUE(p.enter(l).ok());
+      if (l > 0) EXPECT_TRUE(layer_holds(**file, layers[l])) << "token " << token << " layer " << l;
+    }
 }
 
 TEST(CorePager, AFailedReadNamesTheLayerAndIsReadAgain) {
