@@ -383,8 +383,11 @@ Command add_plan(CLI::App& app) {
             fmt::print("  compute:       {} of weights ({})\n",
                        human_bytes(in.core_touched + uint64_t(in.experts_used) * in.moe_layers * in.expert_compute_bytes),
                        secs(pr.compute_s));
-            fmt::print("  predicted:     {} a token, {:.2f} tokens/s (reads then compute, as an MoE layer waits for "
-                       "its experts)\n", secs(pr.seconds_per_token), pr.tokens_per_second);
+            fmt::print("  predicted:     {} a token, {:.2f} tokens/s ({})\n", secs(pr.seconds_per_token),
+                       pr.tokens_per_second,
+                       plan.core_reread ? "expert reads then compute, as an MoE layer waits for its experts; the paged "
+                                          "core read ahead behind both, the disk shared"
+                                        : "reads then compute, as an MoE layer waits for its experts");
             fmt::print("  best case:     {} a token, {:.2f} tokens/s (every read overlapped with compute)\n",
                        secs(pr.overlap_seconds_per_token),
                        pr.overlap_seconds_per_token > 0 ? 1 / pr.overlap_seconds_per_token : 0.0);

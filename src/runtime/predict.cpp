@@ -22,7 +22,12 @@ double expert_read_s(const PredictInput& in, double bytes) {
 
 // I/O and compute of one pass over `k` tokens decoded together (k = 1: plain decode).
 struct Pass {
-  double misses = 0, read_bytes = 0, io_s = 0, compute_s = 0;
+  double misses = 0, read_bytes = 0, io_s = 0, expert_io_s = 0, compute_s = 0;
+  // The pass's time with `compute` seconds of products: the experts' reads before
+  // their layer's products (an MoE layer waits for them), the paged core's behind
+  // them (the pager reads two layers ahead), and never less than the disk needs
+  // for all the reads it shares.
+  double seconds(double compute) const { return std::max(io_s, expert_io_s + compute); }
 };
 Pass pass(const PredictInput& in, int k) {
   Pass p;
@@ -30,7 +35,8 @@ Pass pass(const PredictInput& in, int k) {
   p.misses = in.streaming ? touched * in.moe_layers * (1 - std::clamp(in.hit_rate, 0.0, 1.0)) : 0.0;
   const double expert_read = p.misses * double(in.expert_bytes);
   p.read_bytes = expert_read + double(in.core_paged);
-  p.io_s = expert_read_s(in, expert_read) + div_or_zero(double(in.core_paged), in.disk_bps);
+  p.expert_io_s = expert_read_s(in, expert_read);
+  p.io_s = p.expert_io_s + div_or_zero(double(in.core_paged), in.disk_bps);
   // Weights are read once per pass; each token still runs its own experts.
   const double experts = double(in.experts_used) * in.moe_layers * double(in.expert_compute_bytes);
   p.compute_s = div_or_zero(double(in.core_touched), in.core_bps) + k * div_or_zero(experts, in.expert_bps);
@@ -57,13 +63,13 @@ Prediction predict(const PredictInput& in) {
   r.read_bytes_per_token = one.read_bytes;
   r.io_s = one.io_s;
   r.compute_s = one.compute_s;
-  r.seconds_per_token = one.io_s + one.compute_s;
+  r.seconds_per_token = one.seconds(one.compute_s);
   r.overlap_seconds_per_token = std::max(one.io_s, one.compute_s);
   r.tokens_per_second = div_or_zero(1.0, r.seconds_per_token);
 
   const double p = std::clamp(in.spec_accept, 0.0, 1.0);
   const Pass two = pass(in, 2);
-  r.spec_seconds_per_token = (two.io_s + two.compute_s) / (1.0 + p);
+  r.spec_seconds_per_token = two.seconds(two.compute_s) / (1.0 + p);
   r.spec_tokens_per_second = div_or_zero(1.0, r.spec_seconds_per_token);
 
   if (in.prefill_tokens > 0) {
@@ -78,7 +84,7 @@ Prediction predict(const PredictInput& in) {
       const double expert_tokens = double(k) * in.experts_used / std::max(1, in.experts_per_layer);
       const double expert_bytes = double(k) * in.experts_used * in.moe_layers * double(in.expert_compute_bytes);
       const double experts = div_or_zero(expert_bytes, expert_tokens >= 4 ? batched : in.expert_bps);
-      return q.io_s + core + experts;
+      return q.seconds(core + experts);
     };
     r.prefill_s = full * batch_s(b) + (rest ? batch_s(rest) : 0.0);
   }

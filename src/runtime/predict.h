@@ -9,9 +9,11 @@
 //             remote model's experts not yet in its disk cache)
 //             + paged core bytes / disk rate (layers paged per token)
 //   compute = core bytes touched / core rate + used experts' bytes / expert rate
-//   seconds = I/O + compute (an MoE layer waits for its experts' reads before it
-//             finishes: the prediction); max(I/O, compute) is the bound were every
-//             read overlapped with compute (perfect prefetch).
+//   seconds = max(expert I/O + compute, I/O): an MoE layer waits for its experts'
+//             reads before it finishes, while the paged core's reads run two layers
+//             ahead, behind both, and the disk shares its rate among all the reads
+//             (without a paged core: expert I/O + compute); max(I/O, compute) is the
+//             bound were every read overlapped with compute (perfect prefetch).
 // Speculation with one drafted token accepted with probability p: a pass verifies two
 // tokens (the union of their experts, the weights read once) and yields 1 + p tokens;
 // the drafter's own cost is left out.
@@ -62,7 +64,7 @@ struct Prediction {
   double read_bytes_per_token = 0; // experts and paged core
   double io_s = 0;                 // decode, per token
   double compute_s = 0;
-  double seconds_per_token = 0;    // io + compute (the prediction)
+  double seconds_per_token = 0;    // max(expert io + compute, io) (the prediction)
   double overlap_seconds_per_token = 0;  // max(io, compute)
   double tokens_per_second = 0;
   double spec_seconds_per_token = 0;     // with one drafted token at spec_accept

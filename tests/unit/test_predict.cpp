@@ -58,6 +58,13 @@ TEST(Predict, PagedCoreIsReadEveryToken) {
   const Prediction p = predict(in);
   EXPECT_DOUBLE_EQ(p.read_bytes_per_token, 60e6);
   EXPECT_NEAR(p.io_s, 0.060, 1e-12);
+  // Its reads run ahead behind the expert reads (10 ms) and compute (120 ms): hidden.
+  EXPECT_NEAR(p.seconds_per_token, 0.130, 1e-12);
+  // 500 MB paged: the disk's 510 ms for all the reads is the token's time.
+  in.core_paged = 500'000'000;
+  EXPECT_NEAR(predict(in).seconds_per_token, 0.510, 1e-12);
+  // Two tokens verified: the core read once, 19 expert reads (see below).
+  EXPECT_NEAR(predict(in).spec_seconds_per_token, 0.519 / 1.5, 1e-12);
 }
 
 TEST(Predict, RemoteMissesNotOnDiskGoOverTheLink) {
