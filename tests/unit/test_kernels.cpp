@@ -706,9 +706,10 @@ TEST(KernelDot, PreparedDecodeEqualsVecDotBitForBit) {
           tt->vec_dot_prep(n, &one, w.data() + r * stride, prepared.data());
           EXPECT_EQ(std::memcmp(&want, &one, sizeof(float)), 0)
               << name(t) << " " << isa_name(isa) << " n=" << n << " row " << r << ": " << want << " vs " << one;
-          if (tt->vec_dot_prep_r4 != nullptr)
+          if (tt->vec_dot_prep_r4 != nullptr) {
             EXPECT_EQ(std::memcmp(&want, &four[r], sizeof(float)), 0)
                 << name(t) << " " << isa_name(isa) << " n=" << n << " r4 row " << r << ": " << want << " vs " << four[r];
+          }
         }
         ++checked;
       }
