@@ -81,25 +81,18 @@ Result<std::unique_ptr<CorePager>> CorePager::plan(ModelFile& file, uint64_t res
   p->window_ = std::max(window, 1);
   const CoreSizes c = core_sizes(file);
   const int n = int(c.layer.size());
-  // The first `first` layers resident, the buffers sized for the others only (a
-  // large first layer, such as a dense one, kept resident no longer sizes them);
-  // the total grows with `first`, so the largest that fits.
-  uint64_t prefix = 0;
-  auto total = [&](int first) { return c.other + prefix + c.window(first, p->window_); };
-  if (total(0) > resident_budget)
+  if (c.other + c.window(0, p->window_) > resident_budget)
     return make_error("{}: the memory budget leaves {:.1f} MiB for the core, too little even to stream its layers: "
                       "the tensors outside the layers take {:.1f} MiB and the buffers of {} streamed layers {:.1f} MiB",
                       file.path(), resident_budget / kMiB, c.other / kMiB, p->window_ + 1,
                       c.window(0, p->window_) / kMiB);
+  // The first `first` layers resident, the buffers sized for the others only (a
+  // large first layer, such as a dense one, kept resident no longer sizes them);
+  // the total grows with `first`, so the largest that fits.
   int first = 0;
-  while (first < n) {
-    prefix += c.layer[size_t(first)];
-    if (total(first + 1) > resident_budget) {
-      prefix -= c.layer[size_t(first)];
-      break;
-    }
-    ++first;
-  }
+  uint64_t prefix = 0;
+  while (first < n && c.other + prefix + c.layer[size_t(first)] + c.window(first + 1, p->window_) <= resident_budget)
+    prefix += c.layer[size_t(first++)];
   p->first_streamed_ = first;
   p->layers_.resize(size_t(n));
   p->next_.assign(size_t(n), -1);

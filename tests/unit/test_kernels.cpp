@@ -514,6 +514,18 @@ DotCase make_case(DType t, int64_t n, bool random_blocks, uint32_t seed) {
   return c;
 }
 
+// Four weight rows of make_case's (random blocks in the even rows, or the odd ones),
+// `stride` bytes apart with 0xcd in any gap; row r from seed n * seed_mul + r.
+std::vector<uint8_t> four_rows(DType t, int64_t n, size_t stride, bool random_even, uint32_t seed_mul) {
+  const size_t row = dtype_row_bytes(t, uint64_t(n));
+  std::vector<uint8_t> w(4 * stride, 0xcd);
+  for (int r = 0; r < 4; ++r) {
+    DotCase c = make_case(t, n, (r % 2 == 0) == random_even, uint32_t(n) * seed_mul + uint32_t(r));
+    std::memcpy(w.data() + r * stride, c.w.data(), row);
+  }
+  return w;
+}
+
 std::vector<int64_t> dot_lengths(DType t) {
   int64_t u = unit(t);
   if (u == 1) return {1, 7, 16, 33, 100, 1001, 4096};
@@ -589,12 +601,8 @@ TEST(KernelDot, R4EqualsSingleBitForBit) {
       for (int64_t n : dot_lengths(t)) {
         const size_t row = dtype_row_bytes(t, uint64_t(n));
         for (size_t stride : {row, row + tt->block_bytes}) {  // packed rows and a gap between them
-          std::vector<uint8_t> w(4 * stride, 0xcd);
+          const std::vector<uint8_t> w = four_rows(t, n, stride, false, 3);
           DotCase c0 = make_case(t, n, true, uint32_t(n) + 17);
-          for (int r = 0; r < 4; ++r) {
-            DotCase c = make_case(t, n, r % 2 == 1, uint32_t(n) * 3 + uint32_t(r));
-            std::memcpy(w.data() + r * stride, c.w.data(), row);
-          }
           float got[4];
           tt->vec_dot_r4(n, got, w.data(), stride, c0.x.data());
           for (int r = 0; r < 4; ++r) {
@@ -641,12 +649,8 @@ TEST(KernelDot, TileEqualsVecDotBitForBit) {
       ASSERT_EQ(tt->prep == nullptr, tt->prep_bytes == nullptr) << name(t);
       for (int64_t n : dot_lengths(t)) {
         const size_t row = dtype_row_bytes(t, uint64_t(n)), stride = row + tt->block_bytes;
-        std::vector<uint8_t> w(4 * stride, 0xcd);
+        const std::vector<uint8_t> w = four_rows(t, n, stride, true, 5);
         DotCase c0 = make_case(t, n, true, uint32_t(n) + 29);
-        for (int r = 0; r < 4; ++r) {
-          DotCase c = make_case(t, n, r % 2 == 0, uint32_t(n) * 5 + uint32_t(r));
-          std::memcpy(w.data() + r * stride, c.w.data(), row);
-        }
         // Prepared rows, or the rows as they are for a kernel that needs no prep.
         const size_t pb = tt->prep != nullptr ? tt->prep_bytes(n) : 0;
         std::vector<uint8_t> prepared(4 * pb + 64, 0xee);
@@ -690,11 +694,7 @@ TEST(KernelDot, PreparedDecodeEqualsVecDotBitForBit) {
       ASSERT_NE(tt->prep, nullptr) << name(t);
       for (int64_t n : dot_lengths(t)) {
         const size_t row = dtype_row_bytes(t, uint64_t(n)), stride = row + tt->block_bytes;
-        std::vector<uint8_t> w(4 * stride, 0xcd);
-        for (int r = 0; r < 4; ++r) {
-          DotCase c = make_case(t, n, r % 2 == 0, uint32_t(n) * 7 + uint32_t(r));
-          std::memcpy(w.data() + r * stride, c.w.data(), row);
-        }
+        const std::vector<uint8_t> w = four_rows(t, n, stride, true, 7);
         DotCase c0 = make_case(t, n, true, uint32_t(n) + 31);
         std::vector<uint8_t> prepared(tt->prep_bytes(n) + 64, 0xee);
         tt->prep(n, prepared.data(), c0.x.data());
