@@ -143,7 +143,7 @@ Command add_plan(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--core-type", o->core_type,
                   "Plan with the core re-encoded to this type (Q8_0, Q4_K, ...), as run --core-type would: the "
-                  "core's size in that type (local models; nothing is re-encoded)");
+                  "core's size in that type (nothing is re-encoded)");
   sub->add_flag("--json", o->json, "One JSON object on stdout");
   add_remote_options(sub, o->remote);
   sub->add_flag("--offline", o->remote.offline, "Remote models: read the headers from the disk cache only");
