@@ -201,6 +201,24 @@ void prep_q32u(int64_t n, void* dst, const void* x) {
   }
 }
 
+// A prepared row (prep_q32u) for dot_q32_rows_over and the tile: a block's lane sums
+// from the unsigned weight and its start values, the scales as floats.
+struct PreparedRow {
+  const uint8_t* p;
+  const float* d;
+  PreparedRow(const void* xp, int64_t n)
+      : p(static_cast<const uint8_t*>(xp)), d(reinterpret_cast<const float*>(p + size_t(n / kQ32) * kPrepBlock)) {}
+  template <class Dec>
+  static __m256i weight(const typename Dec::Block& a) { return Dec::u(a); }
+  __m256i sums(__m256i u, int64_t i) const {
+    const uint8_t* q = p + size_t(i) * kPrepBlock;
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, loadu256(q)), _mm256_set1_epi16(1)),
+                            loadu256(q + 32));
+  }
+  __m256 scales8(int64_t i) const { return _mm256_loadu_ps(d + i); }
+  float scale(int64_t i) const { return d[i]; }
+};
+
 // Unsigned weight bytes: Q4_0's codes, MXFP4's doubled E2M1 levels + 12.
 struct UnsignedQ4_0 : DecodeQ4_0 {
   static constexpr int kOffset = 8;
@@ -219,30 +237,19 @@ template <class Dec>
 void dot_q32u_tile(int64_t n, float* out, const void* w, size_t w_stride, const void* const* xp) {
   using Block = typename Dec::Block;
   const int64_t nb = n / kQ32;
-  const uint8_t* p[4];
-  const float* dbs[4];
-  DF_UNROLL
-  for (int t = 0; t < 4; ++t) {
-    p[t] = static_cast<const uint8_t*>(xp[t]);
-    dbs[t] = reinterpret_cast<const float*>(p[t] + size_t(nb) * kPrepBlock);
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
+  const PreparedRow x[4] = {{xp[0], n}, {xp[1], n}, {xp[2], n}, {xp[3], n}};
   for (int r = 0; r < 4; ++r) {
     const auto* a = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + size_t(r) * w_stride);
     __m256 acc[4][2];
     DF_UNROLL
     for (int t = 0; t < 4; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    auto lane_sums = [&](__m256i u, int t, int64_t blk) {
-      const uint8_t* q = p[t] + size_t(blk) * kPrepBlock;
-      const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(u, loadu256(q)), ones);
-      return _mm256_cvtepi32_ps(_mm256_add_epi32(prod, loadu256(q + 32)));
-    };
+    auto lane_sums = [&](__m256i u, int t, int64_t blk) { return _mm256_cvtepi32_ps(x[t].sums(u, blk)); };
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
       alignas(32) float d[4][8];
       const __m256 da = Dec::d8(a + i);
       DF_UNROLL
-      for (int t = 0; t < 4; ++t) _mm256_store_ps(d[t], _mm256_mul_ps(da, _mm256_loadu_ps(dbs[t] + i)));
+      for (int t = 0; t < 4; ++t) _mm256_store_ps(d[t], _mm256_mul_ps(da, x[t].scales8(i)));
       DF_UNROLL
       for (int k = 0; k < 8; ++k) {
         const __m256i u = Dec::u(a[i + k]);
@@ -256,58 +263,20 @@ void dot_q32u_tile(int64_t n, float* out, const void* w, size_t w_stride, const 
       const float da = Dec::d(a[i]);
       DF_UNROLL
       for (int t = 0; t < 4; ++t)
-        acc[t][0] = _mm256_fmadd_ps(_mm256_set1_ps(da * dbs[t][i]), lane_sums(u, t, i), acc[t][0]);
+        acc[t][0] = _mm256_fmadd_ps(_mm256_set1_ps(da * x[t].scale(i)), lane_sums(u, t, i), acc[t][0]);
     }
     DF_UNROLL
     for (int t = 0; t < 4; ++t) out[4 * r + t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
   }
 }
 
-// Decode over one prepared row (types.h vec_dot_prep): NR weight rows, `w_stride`
-// bytes apart, each with dot_q32<Dec, 1>'s float steps in its order (vec_dot's bits);
-// the integer per block comes from the unsigned weight and the prepared start values
-// as in the tile, without the two sign moves per block and row, and the activation's
-// scales are read as floats.
+// Decode over one prepared row (types.h vec_dot_prep): dot_q32_rows' loop, each row
+// with vec_dot's bits, its integer per block from the unsigned weight and the
+// prepared start values as in the tile (no sign moves per block and row), the
+// activation's scales read as floats.
 template <class Dec, int NR>
 void dot_q32u_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* xp) {
-  using Block = typename Dec::Block;
-  const Block* a[NR];
-  row_ptrs<Block, NR>(w, w_stride, a);
-  const int64_t nb = n / kQ32;
-  const auto* p = static_cast<const uint8_t*>(xp);
-  const auto* dbs = reinterpret_cast<const float*>(p + size_t(nb) * kPrepBlock);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[NR][2];
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  auto lane_sums = [&](__m256i u, int64_t blk) {
-    const uint8_t* q = p + size_t(blk) * kPrepBlock;
-    const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(u, loadu256(q)), ones);
-    return _mm256_cvtepi32_ps(_mm256_add_epi32(prod, loadu256(q + 32)));
-  };
-  const size_t ahead = NR * w_stride;  // the next rows' blocks (dot_q32_rows)
-  int64_t i = 0;
-  for (; i + 8 <= nb; i += 8) {
-    if constexpr (NR > 1) prefetch_next_rows<Block, NR>(a, i, ahead);
-    const __m256 db = _mm256_loadu_ps(dbs + i);
-    alignas(32) float d[NR][8];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) _mm256_store_ps(d[r], _mm256_mul_ps(Dec::d8(a[r] + i), db));
-    DF_UNROLL
-    for (int k = 0; k < 8; ++k) {
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r)
-        acc[r][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), lane_sums(Dec::u(a[r][i + k]), i + k),
-                                        acc[r][k & 1]);
-    }
-  }
-  for (; i < nb; ++i) {
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r)
-      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::d(a[r][i]) * dbs[i]), lane_sums(Dec::u(a[r][i]), i), acc[r][0]);
-  }
-  DF_UNROLL
-  for (int r = 0; r < NR; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+  dot_q32_rows_over<Dec, NR>(n, out, w, w_stride, PreparedRow(xp, n));
 }
 template <class Dec>
 void dot_q32u_1(int64_t n, float* out, const void* w, const void* xp) {

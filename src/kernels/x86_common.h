@@ -224,17 +224,28 @@ inline void prefetch_next_rows(const Block* const* a, int64_t i, size_t ahead) {
   }
 }
 
+// A Q8_0 activation row as quantized, for dot_q32_rows_over: a block's eight int32
+// lane sums from the signed weight (dot_i8), the scales converted from fp16.
+struct Q8_0Row {
+  const BlockQ8_0* b;
+  template <class Dec>
+  static __m256i weight(const typename Dec::Block& a) { return Dec::q(a); }
+  __m256i sums(__m256i q, int64_t i) const { return dot_i8(q, loadu256(b[i].qs)); }
+  __m256 scales8(int64_t i) const { return fp16_scales8(b + i); }
+  float scale(int64_t i) const { return h2f(b[i].d); }
+};
+
 // out[r] = dot(w row r, x) for NR rows of a 32-value block type, `w_stride` bytes
-// apart, against one Q8_0 row: the decode matvec's kernel. Per row the operations of
-// dot_q32<Dec, 1> in the same order (each result bit-identical to vec_dot); the
-// activation's quants and scales are loaded once for all rows, the rows' chains
-// overlap, and the next rows' blocks are prefetched (decode streams weights from DRAM).
-template <class Dec, int NR>
-void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+// apart, against one activation row X (Q8_0Row, or a prepared row: q32_avx2.cpp): the
+// decode matvec's kernel. Per row the operations of dot_q32<Dec, 1> in the same order
+// (each result bit-identical to vec_dot); the activation's quants and scales are
+// loaded once for all rows, the rows' chains overlap, and the next rows' blocks are
+// prefetched (decode streams weights from DRAM).
+template <class Dec, int NR, class X>
+void dot_q32_rows_over(int64_t n, float* out, const void* w, size_t w_stride, const X x) {
   using Block = typename Dec::Block;
   const Block* a[NR];
   row_ptrs<Block, NR>(w, w_stride, a);
-  const auto* b = static_cast<const BlockQ8_0*>(x);
   const int64_t nb = n / kQ32;
   __m256 acc[NR][2];
   DF_UNROLL
@@ -242,32 +253,34 @@ void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const v
   const size_t ahead = NR * w_stride;
   int64_t i = 0;
   for (; i + 8 <= nb; i += 8) {
-    prefetch_next_rows<Block, NR>(a, i, ahead);
-    const __m256 db = fp16_scales8(b + i);
+    if constexpr (NR > 1) prefetch_next_rows<Block, NR>(a, i, ahead);
+    const __m256 db = x.scales8(i);
     alignas(32) float d[NR][8];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) _mm256_store_ps(d[r], _mm256_mul_ps(Dec::d8(a[r] + i), db));
     DF_UNROLL
     for (int k = 0; k < 8; ++k) {
-      const __m256i y = loadu256(b[i + k].qs);
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
-        __m256i p = dot_i8(Dec::q(a[r][i + k]), y);
+        const __m256i p = x.sums(X::template weight<Dec>(a[r][i + k]), i + k);
         acc[r][k & 1] = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[r][k]), _mm256_cvtepi32_ps(p), acc[r][k & 1]);
       }
     }
   }
   for (; i < nb; ++i) {
-    const __m256i y = loadu256(b[i].qs);
-    const float dy = h2f(b[i].d);
+    const float dy = x.scale(i);
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
-      __m256i p = dot_i8(Dec::q(a[r][i]), y);
+      const __m256i p = x.sums(X::template weight<Dec>(a[r][i]), i);
       acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(Dec::d(a[r][i]) * dy), _mm256_cvtepi32_ps(p), acc[r][0]);
     }
   }
   DF_UNROLL
   for (int r = 0; r < NR; ++r) out[r] = hsum8(_mm256_add_ps(acc[r][0], acc[r][1]));
+}
+template <class Dec, int NR>
+void dot_q32_rows(int64_t n, float* out, const void* w, size_t w_stride, const void* x) {
+  dot_q32_rows_over<Dec, NR>(n, out, w, w_stride, Q8_0Row{static_cast<const BlockQ8_0*>(x)});
 }
 
 // Four vectors of eight int32 (32 values) -> 32 saturated int8 in element order.
