@@ -397,8 +397,8 @@ TEST(IqDot, SimdMatchesReferenceAndRowKernelsAreExact) {
       if (tt == nullptr) continue;
       EXPECT_EQ(tt->isa, isa) << name(t) << " has no " << isa_name(isa) << " kernel";
       ASSERT_NE(tt->vec_dot_r4, nullptr) << name(t) << " " << isa_name(isa);
-      if (isa == Isa::AVX512 && t != DType::TQ1_0) {
-        EXPECT_NE(tt->vec_dot_x8, nullptr) << name(t);
+      if ((isa == Isa::AVX512 || isa == Isa::AVX2) && t != DType::TQ1_0) {
+        EXPECT_NE(tt->vec_dot_x8, nullptr) << name(t) << " " << isa_name(isa);
       }
       for (int64_t n : {256, 768, 1280, 4096}) {
         const size_t row = dtype_row_bytes(t, uint64_t(n));

@@ -1051,18 +1051,25 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
   for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
                   DType::IQ1_M, DType::TQ1_0})
     types.push_back(t);
-  for (DType t : types) {
-    const Alone a = each_token_alone(t, rows, cols, X, max_tok, 5);
-    for (int64_t n = 2; n <= max_tok; ++n) {
-      std::vector<int32_t> tokens(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) tokens[size_t(i)] = int32_t((i * 7 + n) % max_tok);
-      std::vector<float> y(size_t(n * rows));
-      matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, tokens.data(), n, y.data(), rows);
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = 0; r < rows; ++r)
-          ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]),
-                    std::bit_cast<uint32_t>(a.y[size_t(tokens[size_t(i)] * rows + r)]))
-              << name(t) << " n=" << n << " token " << i << " row " << r;
+  struct Restore {  // the selected kernel set, also after a failed assertion
+    Isa was = selected_isa();
+    ~Restore() { select_isa(was); }
+  } restore;
+  for (Isa isa : simd_isas()) {
+    ASSERT_TRUE(select_isa(isa));
+    for (DType t : types) {
+      const Alone a = each_token_alone(t, rows, cols, X, max_tok, 5);
+      for (int64_t n = 2; n <= max_tok; ++n) {
+        std::vector<int32_t> tokens(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) tokens[size_t(i)] = int32_t((i * 7 + n) % max_tok);
+        std::vector<float> y(size_t(n * rows));
+        matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, tokens.data(), n, y.data(), rows);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[size_t(i * rows + r)]),
+                      std::bit_cast<uint32_t>(a.y[size_t(tokens[size_t(i)] * rows + r)]))
+                << name(t) << " " << isa_name(isa) << " n=" << n << " token " << i << " row " << r;
+      }
     }
   }
 }
