@@ -3,7 +3,8 @@
 // with scalar loads (IQ2_S) or one vpgatherdd from indices made in a vector (IQ3_S:
 // on Zen 5 prefill 140 -> 157 tok/s, decode 57 -> 65 against eight scalar index
 // computations, loads and inserts; a gather for IQ1_M's four points measured
-// slower); the group's 32 free sign bits become a byte mask (each byte
+// slower; one token at a time, IQ3_S's indices go through memory to eight scalar
+// loads instead, iq3s_group); the group's 32 free sign bits become a byte mask (each byte
 // picks its bit), which negates the activations (vpsignb); maddubs forms the pair
 // products (at most 43 * 127 * 2, or 15 * 127 * 2) and madd multiplies them by the
 // odd scales (per 16 for IQ2_S, per 32 for IQ3_S) into int32 lanes. One float FMA per
@@ -24,39 +25,80 @@ DF_ALWAYS_INLINE __m256i sign_bytes(uint32_t bits) {
   return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(1));
 }
 
-DF_ALWAYS_INLINE __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s, __m256i* sc) {
+DF_ALWAYS_INLINE __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s) {
   const uint64_t* grid = kIq2sGrid.data();
   const uint8_t* q = b.qs + 4 * ib;
   const int h = b.qh[ib];
   uint32_t sb;
   std::memcpy(&sb, b.qs + 32 + 4 * ib, 4);
   *s = sign_bytes(sb);
-  const int ls = b.scales[ib];
-  *sc = _mm256_set_m128i(_mm_set1_epi16(short(2 * (ls >> 4) + 1)), _mm_set1_epi16(short(2 * (ls & 15) + 1)));
   return _mm256_set_epi64x(int64_t(grid[q[3] | (h << 2 & 0x300)]), int64_t(grid[q[2] | (h << 4 & 0x300)]),
                            int64_t(grid[q[1] | (h << 6 & 0x300)]), int64_t(grid[q[0] | (h << 8 & 0x300)]));
 }
 
-DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s, __m256i* sc) {
+// Gather: one vpgatherdd of the eight points, the faster in batches (pp64 on Zen 5
+// 186 against 176 tok/s); else the indices go through memory to eight scalar loads,
+// the faster for one token (decode 67 against 64), where the gather's latency is
+// exposed.
+template <bool Gather>
+DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s) {
   const uint32_t* grid = kIq3sGrid.data();
   const uint8_t* q = b.qs + 8 * ib;
-  const int h = b.qh[ib];
-  uint32_t sb;
+  uint32_t sb, h;
   std::memcpy(&sb, b.signs + 4 * ib, 4);
   *s = sign_bytes(sb);
-  *sc = _mm256_set1_epi16(short(2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15) + 1));
-  // Index k: q[k] | bit k of h as bit 8, in a vector; one gather of the eight points.
+  // Index k: q[k] | bit k of qh[ib] as bit 8, in a vector (the three bytes after
+  // qh[ib], the next groups' or the signs, shift out of bit 8).
+  std::memcpy(&h, b.qh + ib, 4);
   const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-  const __m256i hi = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(h), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)),
-                                      _mm256_set1_epi32(256));
-  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), _mm256_or_si256(lo, hi), 4);
+  const __m256i hi = _mm256_and_si256(
+      _mm256_sllv_epi32(_mm256_set1_epi32(int(h)), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)), _mm256_set1_epi32(256));
+  const __m256i idx = _mm256_or_si256(lo, hi);
+  if constexpr (Gather) {
+    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
+  } else {
+    alignas(32) uint32_t k[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(k), idx);
+    return _mm256_setr_epi32(int(grid[k[0]]), int(grid[k[1]]), int(grid[k[2]]), int(grid[k[3]]), int(grid[k[4]]),
+                             int(grid[k[5]]), int(grid[k[6]]), int(grid[k[7]]));
+  }
+}
+
+// A block's scales once per super-block, as the odd bytes 2 * nibble + 1 in both
+// 128-bit lanes, byte 2 * ib + h for group ib's half h (IQ3_S: one scale a group,
+// repeated); a group's words then come from one shuffle (group_scales), where
+// extracting and broadcasting its nibble cost six instructions a group and row.
+DF_ALWAYS_INLINE __m256i odd_scale_bytes(__m128i halves) {
+  const __m128i v = _mm_add_epi8(halves, halves);
+  return _mm256_broadcastsi128_si256(_mm_add_epi8(v, _mm_set1_epi8(1)));
+}
+// Nibble pairs (low first) to bytes.
+DF_ALWAYS_INLINE __m128i nibbles_to_bytes(__m128i x) {
+  const __m128i m = _mm_set1_epi8(15);
+  return _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
+}
+DF_ALWAYS_INLINE __m256i iq2s_scales(const BlockIQ2_S& b) {
+  return odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales))));
+}
+DF_ALWAYS_INLINE __m256i iq3s_scales(const BlockIQ3_S& b) {
+  uint32_t raw;
+  std::memcpy(&raw, b.scales, 4);
+  const __m128i e = nibbles_to_bytes(_mm_cvtsi32_si128(int(raw)));
+  return odd_scale_bytes(_mm_unpacklo_epi8(e, e));
+}
+// Group ib's scales as words: its first 16 values' in the low lane, the last 16's in
+// the high one.
+DF_ALWAYS_INLINE __m256i group_scales(__m256i scale_bytes, int ib) {
+  const short lo = short(0x8000 | (2 * ib)), hi = short(0x8000 | (2 * ib + 1));
+  return _mm256_shuffle_epi8(scale_bytes, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)));
 }
 
 DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 
-// Group(block, ib, &signs, &scales) gives group ib's points; Scale the final factor.
-template <int NR, int NT, auto Super, auto Group, class Block>
+// Group(block, ib, &signs) gives group ib's points, Scales(block) the block's scale
+// bytes (group_scales); `scale` is the final factor.
+template <int NR, int NT, auto Super, auto Scales, auto Group, class Block>
 void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
   __m256 acc[NR][NT];
   DF_UNROLL
@@ -71,14 +113,18 @@ void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* con
       DF_UNROLL
       for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
     }
+    __m256i scale_bytes[NR];
+    DF_UNROLL
+    for (int r = 0; r < NR; ++r) scale_bytes[r] = Scales(a[r][i]);
     for (int ib = 0; ib < 8; ++ib) {
       __m256i q8[NT];
       DF_UNROLL
       for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
       DF_UNROLL
       for (int r = 0; r < NR; ++r) {
-        __m256i s, sc;
-        const __m256i g = Group(a[r][i], ib, &s, &sc);
+        __m256i s;
+        const __m256i g = Group(a[r][i], ib, &s);
+        const __m256i sc = group_scales(scale_bytes[r], ib);
         DF_UNROLL
         for (int t = 0; t < NT; ++t) {
           const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));
@@ -104,14 +150,14 @@ void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* con
 template <int NR, int NT>
 struct DotIq2s {
   static void run(int64_t n, float* out, const BlockIQ2_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq2s_d, iq2s_group>(n, out, a, y, 0.125f);
+    iq_s_dot<NR, NT, iq2s_d, iq2s_scales, iq2s_group>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq3s {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq3s_d, iq3s_group>(n, out, a, y, 1.0f);
+    iq_s_dot<NR, NT, iq3s_d, iq3s_scales, iq3s_group<(NT > 1)>>(n, out, a, y, 1.0f);
   }
 };
 
