@@ -110,10 +110,13 @@ struct Tables {
   // 104 -> 212 tok/s, MXFP4 149 -> 171-175 row by row; IQ1_M and IQ3_S no better.
   // With the decode kernels over a prepared row (vec_dot_prep), AVX2 MXFP4 row by
   // row 186 against 177 through four rows; Q4_0 keeps four rows (154 row by row).
+  // Session 24, AVX2 -p 0 -n 32 alternating: IQ3_S 66 -> 71 row by row, IQ3_XXS 78 ->
+  // 87; IQ1_M (102 -> 87) and IQ2_XS (103 -> 97) keep four rows.
   void decode_row_by_row_on_amd() {
     for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::IQ3_S, DType::IQ3_XXS})
       avx512[uint32_t(t)].decode_r4 = false;
-    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4}) avx2[uint32_t(t)].decode_r4 = false;
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4, DType::IQ3_S, DType::IQ3_XXS})
+      avx2[uint32_t(t)].decode_r4 = false;
   }
 #endif
 
