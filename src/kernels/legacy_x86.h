@@ -244,6 +244,9 @@ void dot_iq4_xs(int64_t n, float* out, const void* w, const void* const* xp) {
 
 void dot_iq4_xs_1(int64_t n, float* out, const void* w, const void* x) { dot_iq4_xs<1>(n, out, w, &x); }
 void dot_iq4_xs_4(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<4>(n, out, w, xp); }
+// Eight tokens per decoded row (the level lookup, abs and scale of a sub-block shared
+// by twice as many): AVX2 pp64 on Zen 5 303 against 294 tok/s over four tokens.
+void dot_iq4_xs_8(int64_t n, float* out, const void* w, const void* const* xp) { dot_iq4_xs<8>(n, out, w, xp); }
 
 // NR weight rows against one Q8_K row (decode): per row the operations of
 // dot_iq4_xs<1> in the same order; the activation is loaded once per sub-block and
@@ -371,6 +374,7 @@ inline void install_legacy_x86(TypeTraits* t, Isa isa) {
   set(DType::Q4_1, dot_q32m_1<DecodeQ4_1>, dot_q32m_4<DecodeQ4_1>, dot_q32m_rows<DecodeQ4_1, 4>);
   set(DType::Q5_1, dot_q32m_1<DecodeQ5_1>, dot_q32m_4<DecodeQ5_1>, dot_q32m_rows<DecodeQ5_1, 4>);
   set(DType::IQ4_XS, dot_iq4_xs_1, dot_iq4_xs_4, dot_iq4_xs_rows<4>);
+  t[uint32_t(DType::IQ4_XS)].vec_dot_x8 = dot_iq4_xs_8;
   set(DType::TQ2_0, dot_tq2_0_1, dot_tq2_0_4, dot_tq2_0_rows<4>);
   t[uint32_t(DType::Q8_1)].from_float = quantize_q8_1_x86;
 }

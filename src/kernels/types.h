@@ -15,7 +15,7 @@
 //
 // vec_dot_x8(n, out, w, x): as vec_dot_x4 for eight activation rows, bit-identical to
 // vec_dot for each. Set only where unpacking the weights costs more than a token's
-// multiply-adds (the codebook i-quants, AVX-512 and AVX2; IQ4_XS on AVX-512), so that eight tokens
+// multiply-adds (the codebook i-quants and IQ4_XS, AVX-512 and AVX2), so that eight tokens
 // per unpacked row beat two groups of four; null elsewhere. Where it is set the batched matmul also pads a
 // remainder of two or three tokens into one x4 call rather than calling vec_dot for each.
 //
