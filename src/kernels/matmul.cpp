@@ -165,7 +165,10 @@ void rows_tile(const TypeTraits& tt, const uint8_t* w, size_t wrow, int64_t cols
         for (int64_t k = 0; k < real; ++k) Y[(t + k) * y_stride + r] = o[k];
       }
     }
-    for (; t < n; ++t) rows_one(tt, w, wrow, cols, r0, r1, x[t], Y + t * y_stride);
+    // Already prepared, a token left over takes the prepared decode kernels (the same
+    // bits as vec_dot) where the type has them.
+    const bool prepared = tt.prep != nullptr && tt.vec_dot_prep != nullptr;
+    for (; t < n; ++t) rows_one(tt, w, wrow, cols, r0, r1, x[t], Y + t * y_stride, prepared ? xp[t] : nullptr);
   }
 }
 
