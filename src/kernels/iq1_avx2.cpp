@@ -93,10 +93,49 @@ struct Iq1sView {
   __m256i group(int ib, __m256i* sc) const { return iq1s_group(*b, ib, sc); }
 };
 
+// An IQ1_S super-block unpacked for its eight groups with vector operations once (as
+// IQ1_M below), instead of scalar shifts and masks per run and group: the 32 runs'
+// 11-bit grid indices (qs, and three bits of qh each), the groups' scales (2 ls + 1)
+// as words and their delta signs as bytes (+1 / -1), a group's taken by one shuffle.
+// For one token (decode): AVX2 on Zen 5 109 -> 135 tok/s. A batch's vector pipes are
+// busy with its tokens' multiply-adds, and there the view's scalar work, on the
+// integer ports, measured faster (pp64 253 against 234).
+struct Iq1sUnpacked {
+  alignas(32) uint32_t idx[32];
+  __m128i sc, delta;
+  static void unpack(const BlockIQ1_S& b, Iq1sUnpacked* u);
+  __m256i group(int ib, __m256i* sc) const;
+};
+
+DF_ALWAYS_INLINE void Iq1sUnpacked::unpack(const BlockIQ1_S& b, Iq1sUnpacked* u) {
+  const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+  const __m256i qh32 = _mm256_cvtepu16_epi32(qh);
+  const __m256i shift = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+  DF_UNROLL
+  for (int j = 0; j < 4; ++j) {  // runs 8j..8j+7: groups 2j, 2j + 1
+    const __m256i h = _mm256_permutevar8x32_epi32(qh32, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1,
+                                                                           2 * j + 1, 2 * j + 1, 2 * j + 1));
+    const __m256i hi = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, shift), _mm256_set1_epi32(7)), 8);
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * j)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u->idx + 8 * j), _mm256_or_si256(lo, hi));
+  }
+  const __m128i ls = _mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7));
+  u->sc = _mm_add_epi16(_mm_add_epi16(ls, ls), _mm_set1_epi16(1));
+  u->delta = _mm_or_si128(_mm_srai_epi16(qh, 15), _mm_set1_epi16(1));  // low byte: 0x01 or 0xff
+}
+
+DF_ALWAYS_INLINE __m256i Iq1sUnpacked::group(int ib, __m256i* scv) const {
+  const __m256i sc2 = _mm256_broadcastsi128_si256(sc), d2 = _mm256_broadcastsi128_si256(delta);
+  *scv = _mm256_shuffle_epi8(sc2, _mm256_set1_epi16(short(2 * ib | (2 * ib + 1) << 8)));
+  const __m256i dv = _mm256_shuffle_epi8(d2, _mm256_set1_epi8(char(2 * ib)));
+  const uint32_t* i = idx + 4 * ib;
+  return iq1_weights(int(i[0]), int(i[1]), int(i[2]), int(i[3]), dv);
+}
+
 template <int NR, int NT>
 struct DotIq1s {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    iq1_dot<NR, NT, iq1s_super, Iq1sView>(n, out, a, y);
+    iq1_dot<NR, NT, iq1s_super, std::conditional_t<NT == 1, Iq1sUnpacked, Iq1sView>>(n, out, a, y);
   }
 };
 
