@@ -85,6 +85,10 @@ struct DotIq2xs {
         DF_UNROLL
         for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
       }
+      __m256i scale_bytes[NR];
+      DF_UNROLL
+      for (int r = 0; r < NR; ++r)
+        scale_bytes[r] = odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a[r][i].scales))));
       for (int ib = 0; ib < 8; ++ib) {
         __m256i q8[NT];
         DF_UNROLL
@@ -96,8 +100,7 @@ struct DotIq2xs {
                                               int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
           const __m256i s = _mm256_set_epi64x(int64_t(signs[q[3] >> 9]), int64_t(signs[q[2] >> 9]),
                                               int64_t(signs[q[1] >> 9]), int64_t(signs[q[0] >> 9]));
-          const int ls = a[r][i].scales[ib];
-          const __m256i sc = _mm256_set_m128i(_mm_set1_epi16(short(2 * (ls >> 4) + 1)), _mm_set1_epi16(short(2 * (ls & 15) + 1)));
+          const __m256i sc = group_scales(scale_bytes[r], ib);
           DF_UNROLL
           for (int t = 0; t < NT; ++t) {
             const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));

@@ -64,19 +64,6 @@ DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s) {
   }
 }
 
-// A block's scales once per super-block, as the odd bytes 2 * nibble + 1 in both
-// 128-bit lanes, byte 2 * ib + h for group ib's half h (IQ3_S: one scale a group,
-// repeated); a group's words then come from one shuffle (group_scales), where
-// extracting and broadcasting its nibble cost six instructions a group and row.
-DF_ALWAYS_INLINE __m256i odd_scale_bytes(__m128i halves) {
-  const __m128i v = _mm_add_epi8(halves, halves);
-  return _mm256_broadcastsi128_si256(_mm_add_epi8(v, _mm_set1_epi8(1)));
-}
-// Nibble pairs (low first) to bytes.
-DF_ALWAYS_INLINE __m128i nibbles_to_bytes(__m128i x) {
-  const __m128i m = _mm_set1_epi8(15);
-  return _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
-}
 DF_ALWAYS_INLINE __m256i iq2s_scales(const BlockIQ2_S& b) {
   return odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales))));
 }
@@ -86,13 +73,6 @@ DF_ALWAYS_INLINE __m256i iq3s_scales(const BlockIQ3_S& b) {
   const __m128i e = nibbles_to_bytes(_mm_cvtsi32_si128(int(raw)));
   return odd_scale_bytes(_mm_unpacklo_epi8(e, e));
 }
-// Group ib's scales as words: its first 16 values' in the low lane, the last 16's in
-// the high one.
-DF_ALWAYS_INLINE __m256i group_scales(__m256i scale_bytes, int ib) {
-  const short lo = short(0x8000 | (2 * ib)), hi = short(0x8000 | (2 * ib + 1));
-  return _mm256_shuffle_epi8(scale_bytes, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)));
-}
-
 DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 

@@ -18,6 +18,27 @@
 namespace deltafin::kern {
 namespace {
 
+// A block's 4-bit scales once per super-block (IQ2_XS, IQ2_S, IQ3_S on AVX2), as the
+// odd bytes 2 * nibble + 1 in both 128-bit lanes, byte 2 * ib + h for group ib's half
+// h (IQ3_S: one scale a group, repeated); a group's words then come from one shuffle
+// (group_scales), where extracting and broadcasting its nibble cost six instructions
+// a group and row.
+DF_ALWAYS_INLINE __m256i odd_scale_bytes(__m128i halves) {
+  const __m128i v = _mm_add_epi8(halves, halves);
+  return _mm256_broadcastsi128_si256(_mm_add_epi8(v, _mm_set1_epi8(1)));
+}
+// Nibble pairs (low first) to bytes.
+DF_ALWAYS_INLINE __m128i nibbles_to_bytes(__m128i x) {
+  const __m128i m = _mm_set1_epi8(15);
+  return _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
+}
+// Group ib's scales as words: its first 16 values' in the low lane, the last 16's in
+// the high one.
+DF_ALWAYS_INLINE __m256i group_scales(__m256i scale_bytes, int ib) {
+  const short lo = short(0x8000 | (2 * ib)), hi = short(0x8000 | (2 * ib + 1));
+  return _mm256_shuffle_epi8(scale_bytes, _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo)));
+}
+
 // K<NR, NT>::run(n, out[NR * NT] row-major by weight row, weight rows, activation
 // rows) is the kernel; these wrap it as the traits table's three entry points.
 template <class Block, template <int, int> class K>
