@@ -203,8 +203,8 @@ struct DotIq1m {
 }  // namespace
 
 void install_iq1_avx2(TypeTraits* t) {
-  install_iq_row<BlockIQ1_S, DotIq1s, true>(t[uint32_t(DType::IQ1_S)], Isa::AVX2);
-  install_iq_row<BlockIQ1_M, DotIq1m, true>(t[uint32_t(DType::IQ1_M)], Isa::AVX2);
+  install_iq_row<BlockIQ1_S, DotIq1s>(t[uint32_t(DType::IQ1_S)], Isa::AVX2);
+  install_iq_row<BlockIQ1_M, DotIq1m>(t[uint32_t(DType::IQ1_M)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

@@ -137,8 +137,8 @@ struct DotIq1m512 {
 }  // namespace
 
 void install_iq1_avx512(TypeTraits* t) {
-  install_iq_row<BlockIQ1_S, DotIq1s512, true>(t[uint32_t(DType::IQ1_S)], Isa::AVX512);
-  install_iq_row<BlockIQ1_M, DotIq1m512, true>(t[uint32_t(DType::IQ1_M)], Isa::AVX512);
+  install_iq_row<BlockIQ1_S, DotIq1s512>(t[uint32_t(DType::IQ1_S)], Isa::AVX512);
+  install_iq_row<BlockIQ1_M, DotIq1m512>(t[uint32_t(DType::IQ1_M)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

@@ -182,9 +182,9 @@ struct DotIq3xxs {
 }  // namespace
 
 void install_iq_avx2(TypeTraits* t) {
-  install_iq_row<BlockIQ2_XXS, DotIq2xxs, true>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX2);
-  install_iq_row<BlockIQ2_XS, DotIq2xs, true>(t[uint32_t(DType::IQ2_XS)], Isa::AVX2);
-  install_iq_row<BlockIQ3_XXS, DotIq3xxs, true>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX2);
+  install_iq_row<BlockIQ2_XXS, DotIq2xxs>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX2);
+  install_iq_row<BlockIQ2_XS, DotIq2xs>(t[uint32_t(DType::IQ2_XS)], Isa::AVX2);
+  install_iq_row<BlockIQ3_XXS, DotIq3xxs>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

@@ -102,9 +102,9 @@ struct DotIq3xxs512 {
 }  // namespace
 
 void install_iq_avx512(TypeTraits* t) {
-  install_iq_row<BlockIQ2_XXS, DotIq2xxs512, true>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX512);
-  install_iq_row<BlockIQ2_XS, DotIq2xs512, true>(t[uint32_t(DType::IQ2_XS)], Isa::AVX512);
-  install_iq_row<BlockIQ3_XXS, DotIq3xxs512, true>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX512);
+  install_iq_row<BlockIQ2_XXS, DotIq2xxs512>(t[uint32_t(DType::IQ2_XXS)], Isa::AVX512);
+  install_iq_row<BlockIQ2_XS, DotIq2xs512>(t[uint32_t(DType::IQ2_XS)], Isa::AVX512);
+  install_iq_row<BlockIQ3_XXS, DotIq3xxs512>(t[uint32_t(DType::IQ3_XXS)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

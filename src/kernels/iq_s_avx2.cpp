@@ -144,8 +144,8 @@ struct DotIq3s {
 }  // namespace
 
 void install_iq_s_avx2(TypeTraits* t) {
-  install_iq_row<BlockIQ2_S, DotIq2s, true>(t[uint32_t(DType::IQ2_S)], Isa::AVX2);
-  install_iq_row<BlockIQ3_S, DotIq3s, true>(t[uint32_t(DType::IQ3_S)], Isa::AVX2);
+  install_iq_row<BlockIQ2_S, DotIq2s>(t[uint32_t(DType::IQ2_S)], Isa::AVX2);
+  install_iq_row<BlockIQ3_S, DotIq3s>(t[uint32_t(DType::IQ3_S)], Isa::AVX2);
 }
 
 }  // namespace deltafin::kern

@@ -78,8 +78,8 @@ struct DotIq3s512 {
 }  // namespace
 
 void install_iq_s_avx512(TypeTraits* t) {
-  install_iq_row<BlockIQ2_S, DotIq2s512, true>(t[uint32_t(DType::IQ2_S)], Isa::AVX512);
-  install_iq_row<BlockIQ3_S, DotIq3s512, true>(t[uint32_t(DType::IQ3_S)], Isa::AVX512);
+  install_iq_row<BlockIQ2_S, DotIq2s512>(t[uint32_t(DType::IQ2_S)], Isa::AVX512);
+  install_iq_row<BlockIQ3_S, DotIq3s512>(t[uint32_t(DType::IQ3_S)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern

@@ -72,17 +72,16 @@ void iq_r4(int64_t n, float* out, const void* w, size_t w_stride, const void* x)
   K<4, 1>::run(n, out, a, y);
 }
 
-// Sets a traits row's kernels to K's: vec_dot, x4, r4 and, with X8, the eight-token
-// batch kernel (the codebook types on both sets: on AVX2 too the codebook gather and
-// sign work per row costs more than the spills of eight chains in 16 registers; Zen 5,
-// AVX2 prefill 1.04-1.19x over four tokens per unpacked row).
-template <class Block, template <int, int> class K, bool X8>
+// Sets a traits row's kernels to K's: vec_dot, x4, r4 and the eight-token batch kernel
+// (on both sets: on AVX2 too the codebook gather and sign work per row costs more than
+// the spills of eight chains in 16 registers; Zen 5, AVX2 prefill 1.04-1.19x over four
+// tokens per unpacked row).
+template <class Block, template <int, int> class K>
 void install_iq_row(TypeTraits& row, Isa isa) {
   row.vec_dot = iq_one<Block, K>;
   row.vec_dot_x4 = iq_x4<Block, K>;
   row.vec_dot_r4 = iq_r4<Block, K>;
-  if constexpr (X8) row.vec_dot_x8 = iq_x8<Block, K>;
-  else row.vec_dot_x8 = nullptr;
+  row.vec_dot_x8 = iq_x8<Block, K>;
   row.isa = isa;
 }
 

@@ -38,7 +38,7 @@ struct DotIq4xs512 {
 void install_legacy_avx512(TypeTraits* t) {
   install_legacy_x86(t, Isa::AVX512);
   install_iq4_nl_avx512(t);
-  install_iq_row<BlockIQ4_XS, DotIq4xs512, true>(t[uint32_t(DType::IQ4_XS)], Isa::AVX512);
+  install_iq_row<BlockIQ4_XS, DotIq4xs512>(t[uint32_t(DType::IQ4_XS)], Isa::AVX512);
 }
 
 }  // namespace deltafin::kern
