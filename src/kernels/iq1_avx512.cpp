@@ -4,8 +4,10 @@
 // bytewise, so each weight is the odd integer 8 g + delta of the scalar reference
 // (ref_iq1.cpp); its sign becomes a mask that negates the activations, maddubs forms
 // the pair products with its magnitude and vpdpwssd multiplies them by the scales
-// (2 ls + 1: per group for IQ1_S, per half of 16 for IQ1_M) and accumulates. One
-// float FMA per super-block, 1/8 at the end.
+// (2 ls + 1: per group for IQ1_S, per half of 16 for IQ1_M) and accumulates. The two
+// 256-bit halves are added before the one float FMA per super-block (Fold256), which
+// leaves the AVX2 kernels' lanes and so their bits: one token at a time the AVX2
+// kernels run in this set too (types.cpp), these the batches. 1/8 at the end.
 #include "kernels/iq_grids.h"
 #include "kernels/iq_impl.h"
 #include "kernels/iq_x86.h"
@@ -45,23 +47,6 @@ DF_ALWAYS_INLINE __m512i iq1s_pair_loads(const BlockIQ1_S& b, int c, __m512i* sc
   return iq1_weights(idx, delta);
 }
 
-// The same from one vector of the eight runs' indices and a gather (decode).
-DF_ALWAYS_INLINE __m512i iq1s_pair_gather(const BlockIQ1_S& b, int c, __m512i* sc) {
-  uint32_t h;
-  std::memcpy(&h, b.qh + 2 * c, 4);  // group 2c's word in bits 0..15, 2c + 1's in 16..31
-  const __m512i hv = _mm512_set1_epi64(int64_t(h));
-  const __m512i high = _mm512_and_si512(_mm512_srlv_epi64(hv, _mm512_setr_epi64(0, 3, 6, 9, 16, 19, 22, 25)),
-                                        _mm512_set1_epi64(7));
-  const __m512i low = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
-  const __m512i g = _mm512_i64gather_epi64(_mm512_or_si512(low, _mm512_slli_epi64(high, 8)), kIq1sGrid8.data(), 8);
-  const __mmask8 neg = _mm512_test_epi64_mask(hv, _mm512_setr_epi64(0x8000, 0x8000, 0x8000, 0x8000, 0x80000000LL,
-                                                                     0x80000000LL, 0x80000000LL, 0x80000000LL));
-  const __m512i delta = _mm512_mask_blend_epi64(neg, _mm512_set1_epi64(0x0101010101010101LL), _mm512_set1_epi64(-1));
-  *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * ((h >> 12) & 7) + 1))),
-                           _mm256_set1_epi16(short(2 * ((h >> 28) & 7) + 1)), 1);
-  return _mm512_add_epi8(g, delta);
-}
-
 // 2 ls + 1 of an IQ1_M block's 16 halves as 16-bit words 0..15: half j's 3-bit code
 // is bits 3 (j % 4) .. +2 of scale word j / 4.
 DF_ALWAYS_INLINE __m512i iq1m_odd_scales16(const BlockIQ1_M& b) {
@@ -74,24 +59,7 @@ DF_ALWAYS_INLINE __m512i iq1m_odd_scales16(const BlockIQ1_M& b) {
 }
 
 // Groups 2c and 2c + 1 of an IQ1_M block: runs 8c .. 8c + 7, halves 4c .. 4c + 3
-// (one 128-bit lane each). qh[4c .. 4c + 3] as one word: run k's high index bits at
-// 4k..4k+2, its delta sign at 4k + 3. The eight indices are formed in one vector
-// (a lane per run) and their points gathered; the signs pick the deltas by mask.
-DF_ALWAYS_INLINE __m512i iq1m_pair_gather(const BlockIQ1_M& b, int c, __m512i* sc) {
-  uint32_t h;
-  std::memcpy(&h, b.qh + 4 * c, 4);
-  const __m512i per_run = _mm512_srlv_epi64(_mm512_set1_epi64(int64_t(h)), _mm512_setr_epi64(0, 4, 8, 12, 16, 20, 24, 28));
-  const __m512i low = _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
-  const __m512i idx = _mm512_or_si512(low, _mm512_slli_epi64(_mm512_and_si512(per_run, _mm512_set1_epi64(7)), 8));
-  const __m512i g = _mm512_i64gather_epi64(idx, kIq1sGrid8.data(), 8);
-  const __mmask8 neg = _mm512_test_epi64_mask(per_run, _mm512_set1_epi64(8));
-  const __m512i delta = _mm512_mask_blend_epi64(neg, _mm512_set1_epi64(0x0101010101010101LL), _mm512_set1_epi64(-1));
-  *sc = group_scales_of_chunk(iq1m_odd_scales16(b), c);
-  return _mm512_add_epi8(g, delta);
-}
-
-// The same weights with scalar index arithmetic and loads: faster where several
-// tokens share each unpacked row (a gather's latency then stalls their work).
+// (one 128-bit lane each), with scalar index arithmetic and loads.
 DF_ALWAYS_INLINE __m512i iq1m_pair_loads(const BlockIQ1_M& b, int c, __m512i* sc) {
   uint32_t h;
   std::memcpy(&h, b.qh + 4 * c, 4);
@@ -121,16 +89,14 @@ DF_ALWAYS_INLINE __m512i iq1_abs_pair(const Block& b, int c, __mmask64* neg, __m
 template <int NR, int NT>
 struct DotIq1s512 {
   static void run(int64_t n, float* out, const BlockIQ1_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq512_dot<NR, NT, iq_d<BlockIQ1_S>, iq1_abs_pair<iq1s_pair_loads, BlockIQ1_S>>(n, out, a, y, 0.125f);
-    else iq512_dot<NR, NT, iq_d<BlockIQ1_S>, iq1_abs_pair<iq1s_pair_gather, BlockIQ1_S>>(n, out, a, y, 0.125f);
+    iq512_dot<NR, NT, iq_d<BlockIQ1_S>, iq1_abs_pair<iq1s_pair_loads, BlockIQ1_S>, BlockIQ1_S, true>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq1m512 {
   static void run(int64_t n, float* out, const BlockIQ1_M* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq512_dot<NR, NT, iq1m_super, iq1_abs_pair<iq1m_pair_loads, BlockIQ1_M>>(n, out, a, y, 0.125f);
-    else iq512_dot<NR, NT, iq1m_super, iq1_abs_pair<iq1m_pair_gather, BlockIQ1_M>>(n, out, a, y, 0.125f);
+    iq512_dot<NR, NT, iq1m_super, iq1_abs_pair<iq1m_pair_loads, BlockIQ1_M>, BlockIQ1_M, true>(n, out, a, y, 0.125f);
   }
 };
 
