@@ -88,7 +88,7 @@ struct DotIq2xs {
       __m256i scale_bytes[NR];
       DF_UNROLL
       for (int r = 0; r < NR; ++r)
-        scale_bytes[r] = odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a[r][i].scales))));
+        scale_bytes[r] = odd_scale_bytes_of_nibbles8(a[r][i].scales);
       for (int ib = 0; ib < 8; ++ib) {
         __m256i q8[NT];
         DF_UNROLL

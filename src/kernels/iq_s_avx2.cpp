@@ -64,9 +64,7 @@ DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s) {
   }
 }
 
-DF_ALWAYS_INLINE __m256i iq2s_scales(const BlockIQ2_S& b) {
-  return odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales))));
-}
+DF_ALWAYS_INLINE __m256i iq2s_scales(const BlockIQ2_S& b) { return odd_scale_bytes_of_nibbles8(b.scales); }
 DF_ALWAYS_INLINE __m256i iq3s_scales(const BlockIQ3_S& b) {
   uint32_t raw;
   std::memcpy(&raw, b.scales, 4);

@@ -18,11 +18,11 @@
 namespace deltafin::kern {
 namespace {
 
-// A block's 4-bit scales once per super-block (IQ2_XS, IQ2_S, IQ3_S on AVX2), as the
-// odd bytes 2 * nibble + 1 in both 128-bit lanes, byte 2 * ib + h for group ib's half
-// h (IQ3_S: one scale a group, repeated); a group's words then come from one shuffle
-// (group_scales), where extracting and broadcasting its nibble cost six instructions
-// a group and row.
+// A block's scales once per super-block (AVX2 IQ2_XS, IQ2_S, IQ3_S, IQ1_M), as the odd
+// bytes 2 * s + 1 in both 128-bit lanes, byte 2 * ib + h for group ib's half h (IQ3_S:
+// one scale a group, repeated); a group's words then come from one shuffle
+// (group_scales), where extracting and broadcasting its scale cost six instructions a
+// group and row.
 DF_ALWAYS_INLINE __m256i odd_scale_bytes(__m128i halves) {
   const __m128i v = _mm_add_epi8(halves, halves);
   return _mm256_broadcastsi128_si256(_mm_add_epi8(v, _mm_set1_epi8(1)));
@@ -31,6 +31,10 @@ DF_ALWAYS_INLINE __m256i odd_scale_bytes(__m128i halves) {
 DF_ALWAYS_INLINE __m128i nibbles_to_bytes(__m128i x) {
   const __m128i m = _mm_set1_epi8(15);
   return _mm_unpacklo_epi8(_mm_and_si128(x, m), _mm_and_si128(_mm_srli_epi16(x, 4), m));
+}
+// The sixteen 4-bit scales of IQ2_XS and IQ2_S (scales[8], low nibble first) so.
+DF_ALWAYS_INLINE __m256i odd_scale_bytes_of_nibbles8(const uint8_t* scales) {
+  return odd_scale_bytes(nibbles_to_bytes(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales))));
 }
 // Group ib's scales as words: its first 16 values' in the low lane, the last 16's in
 // the high one.

@@ -1041,6 +1041,12 @@ Alone each_token_alone(DType t, int64_t rows, int64_t cols, const std::vector<fl
     matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, &tk, 1, a.y.data() + tk * rows, rows);
   return a;
 }
+// Puts the selected kernel set back when a test that switches it ends, also after a
+// failed assertion.
+struct RestoreIsa {
+  Isa was = selected_isa();
+  ~RestoreIsa() { select_isa(was); }
+};
 }  // namespace
 
 TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
@@ -1051,10 +1057,7 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
   for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
                   DType::IQ1_M, DType::TQ1_0})
     types.push_back(t);
-  struct Restore {  // the selected kernel set, also after a failed assertion
-    Isa was = selected_isa();
-    ~Restore() { select_isa(was); }
-  } restore;
+  const RestoreIsa restore;
   for (Isa isa : simd_isas()) {
     ASSERT_TRUE(select_isa(isa));
     for (DType t : types) {
@@ -1080,10 +1083,7 @@ TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {
 TEST(KernelMatmul, TiledBatchEqualsEachTokenAloneBitForBit) {
   const int64_t rows = 11, cols = 608, max_tok = 11;
   auto X = gaussian(size_t(max_tok * cols), 23);
-  struct Restore {  // the selected kernel set, also after a failed assertion
-    Isa was = selected_isa();
-    ~Restore() { select_isa(was); }
-  } restore;
+  const RestoreIsa restore;
   std::vector<std::pair<Isa, DType>> cases;
   for (Isa isa : simd_isas())
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::MXFP4, DType::IQ4_NL, DType::BF16}) cases.emplace_back(isa, t);
