@@ -12,8 +12,6 @@
 namespace deltafin {
 
 namespace {
-// Experts run one per thread while they average at most this many rows each.
-constexpr int kRowsPerExpertParallel = 8;
 
 // Indices of the k largest values, largest first (ties: lower index first).
 void top_k(const float* v, int n, int k, int32_t* out) {
@@ -165,12 +163,12 @@ Status moe_ffn(ThreadPool* pool, ExpertStore& store, int layer, const float* x, 
     for (const auto& r : routed) todo.push_back(r.first);
     store.request(layer, todo.data(), int(todo.size()));
     const int n_threads = pool != nullptr ? pool->size() : 1;
-    // A decode step's experts have a row or a few each: their matmuls are too small
-    // to split across threads without the threads waiting on each other more than
-    // they compute, so each thread takes whole experts. A prompt batch's experts
-    // have many rows each and split their matmuls instead.
-    const bool per_expert = n_threads > 1 && int(todo.size()) >= 2 * n_threads &&
-                            int64_t(n_tok) * n_used <= int64_t(kRowsPerExpertParallel) * int64_t(todo.size());
+    // With at least two experts per thread each thread takes whole experts: a decode
+    // step's matmuls are too small to split without the threads waiting on each other
+    // more than they compute, and a prompt's split by row tiles leaves one thread
+    // idle at every matmul's end (three per expert) and every expert's serial work
+    // (gather, activation). Only with fewer experts than that do the matmuls split.
+    const bool per_expert = n_threads > 1 && int(todo.size()) >= 2 * n_threads;
     if (!per_expert) {
       while (!todo.empty()) {
         int which = 0;
