@@ -43,6 +43,12 @@ inline __m256i sum_acc(const __m256i (&s)[NT][A], int t) {
   return r;
 }
 
+// Block i's 16 bsums summed in pairs (the sums of the eight 32-value sub-blocks).
+inline __m128i bsum_pairs(const BlockQ8_K& b) {
+  const __m256i bs = loadu256(b.bsums);
+  return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
 template <int NT>
 struct Rows {
   const BlockQ8_K* b[NT];
@@ -50,6 +56,31 @@ struct Rows {
     DF_UNROLL
     for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
   }
+  __m128i pairs(int t, int64_t i) const { return bsum_pairs(b[t][i]); }
+};
+
+// Q8_K rows prepared once per matrix (prep_q8k_pairs): the blocks, then each block's
+// bsum pairs, which the Q4_K/Q5_K kernels would otherwise add up per weight row.
+inline size_t prep_bytes_q8k_pairs(int64_t n) { return size_t(n / kQK) * (sizeof(BlockQ8_K) + sizeof(__m128i)); }
+inline void prep_q8k_pairs(int64_t n, void* dst, const void* x) {
+  const int64_t nb = n / kQK;
+  const auto* b = static_cast<const BlockQ8_K*>(x);
+  std::memcpy(dst, b, size_t(nb) * sizeof(BlockQ8_K));
+  auto* pairs = reinterpret_cast<__m128i*>(static_cast<uint8_t*>(dst) + size_t(nb) * sizeof(BlockQ8_K));
+  for (int64_t i = 0; i < nb; ++i) _mm_storeu_si128(pairs + i, bsum_pairs(b[i]));
+}
+template <int NT>
+struct PreparedQ8KRows {
+  const BlockQ8_K* b[NT];
+  const __m128i* p[NT];
+  PreparedQ8KRows(const void* const* xp, int64_t n) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      b[t] = static_cast<const BlockQ8_K*>(xp[t]);
+      p[t] = reinterpret_cast<const __m128i*>(b[t] + n / kQK);
+    }
+  }
+  __m128i pairs(int t, int64_t i) const { return _mm_loadu_si128(p[t] + i); }
 };
 
 inline float hsum4(__m128 s) {
@@ -82,12 +113,12 @@ inline __m128i q3k_scales(const uint8_t* s) {
 // int16 element e of both 128-bit lanes, broadcast (shuffle control).
 inline __m256i elem16_ctrl(int e) { return _mm256_set1_epi16(short(((2 * e + 1) << 8) | (2 * e))); }
 
-// Q4_K (Bits = 4) and Q5_K (Bits = 5).
-template <int Bits, int NT>
-void dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
+// Q4_K (Bits = 4) and Q5_K (Bits = 5) against NT activation rows Y (Rows, or
+// PreparedQ8KRows: the same bits).
+template <int Bits, int NT, class Y>
+void dot_q45k_over(int64_t n, float* out, const void* w, const Y& y) {
   using Block = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
   const auto* a = static_cast<const Block*>(w);
-  Rows<NT> y(xp);
   __m256 acc[NT];
   __m128 accm[NT];
   DF_UNROLL
@@ -102,10 +133,8 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
     __m256i sumi[NT][A];
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& b = y.b[t][i];
-      __m256i bs = loadu256(b.bsums);
-      __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * b.d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, pairs)), accm[t]);
+      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * y.b[t][i].d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, y.pairs(t, i))),
+                             accm[t]);
       DF_UNROLL
       for (int k = 0; k < A; ++k) sumi[t][k] = _mm256_setzero_si256();
     }
@@ -138,6 +167,10 @@ void dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   }
   DF_UNROLL
   for (int t = 0; t < NT; ++t) out[t] = hsum8(acc[t]) - hsum4(accm[t]);
+}
+template <int Bits, int NT>
+void dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
+  dot_q45k_over<Bits, NT>(n, out, w, Rows<NT>(xp));
 }
 
 // The 6-bit codes (unsigned) of half h (128 values) of a Q6_K block: four runs of 32.

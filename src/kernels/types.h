@@ -40,14 +40,15 @@
 // out[4 * r + t] = dot(w + r * w_stride, x_t) for four weight rows and four prepared
 // rows, each bit-identical to vec_dot. Set where the per-token work of vec_dot_x4
 // costs as much as the multiply-adds (AVX-512 Q8_0, Q4_0, IQ4_NL, MXFP4, BF16; AVX2
-// Q4_0, MXFP4); null elsewhere. prep and prep_bytes are null where the tile kernel
+// Q4_0, MXFP4, and Q4_K, Q5_K, whose prepared rows carry the activation's bsum pairs);
+// null elsewhere. prep and prep_bytes are null where the tile kernel
 // reads the activation rows as they are (BF16).
 //
 // vec_dot_prep(n, out, w, xp), vec_dot_prep_r4(n, out, w, w_stride, xp): decode (one
 // activation row) over that row prepared once per matrix by prep: vec_dot's result
 // bit for bit, one row or four (decode_r4 picks as for vec_dot_r4). Set where
 // prepared rows save per-block work in the decode matvec too (AVX2 Q4_0, MXFP4:
-// unsigned weights, no sign moves); null elsewhere.
+// unsigned weights, no sign moves; AVX2 Q4_K, Q5_K: the bsum pairs); null elsewhere.
 //
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and

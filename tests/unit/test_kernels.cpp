@@ -680,6 +680,11 @@ TEST(KernelDot, TileEqualsVecDotBitForBit) {
       EXPECT_NE(type_traits_isa(t, Isa::AVX512)->vec_dot_tile, nullptr) << name(t);
     }
   }
+  if (isa_supported(Isa::AVX2)) {
+    for (DType t : {DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q5_K}) {
+      EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_tile, nullptr) << name(t);
+    }
+  }
   if (checked == 0) GTEST_SKIP() << "no vec_dot_tile kernel on this CPU";
 }
 
@@ -716,7 +721,7 @@ TEST(KernelDot, PreparedDecodeEqualsVecDotBitForBit) {
     }
   }
   if (isa_supported(Isa::AVX2)) {
-    for (DType t : {DType::Q4_0, DType::MXFP4}) {
+    for (DType t : {DType::Q4_0, DType::MXFP4, DType::Q4_K, DType::Q5_K}) {
       EXPECT_NE(type_traits_isa(t, Isa::AVX2)->vec_dot_prep, nullptr) << name(t);
     }
   }
