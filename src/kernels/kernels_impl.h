@@ -60,6 +60,17 @@ void install_iq_neon(TypeTraits* table);
 void install_iq_neon_sdot(TypeTraits* table);
 void install_neon_all(TypeTraits* table, bool sdot);
 
+// Sets a row's forms over activation rows prepared once per matrix (types.h prep,
+// vec_dot_tile, vec_dot_prep); null clears what a lower set's installer left.
+inline void set_prepared(TypeTraits& r, PrepBytesFn bytes, PrepFn prep, VecDotTileFn tile, VecDotFn dot,
+                         VecDotR4Fn dot_r4) {
+  r.prep_bytes = bytes;
+  r.prep = prep;
+  r.vec_dot_tile = tile;
+  r.vec_dot_prep = dot;
+  r.vec_dot_prep_r4 = dot_r4;
+}
+
 // Helper for rows without a dedicated x4 kernel.
 template <VecDotFn F>
 void vec_dot_x4_by_one(int64_t n, float* out, const void* w, const void* const* x) {

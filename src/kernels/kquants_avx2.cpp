@@ -146,16 +146,10 @@ void install_kquants_avx2(TypeTraits* t) {
   // Batches and decode over rows prepared once per matrix: Zen 5, avx2, alternating,
   // -p 64 -n 32 -t 1: qwen3-moe-mini Q4_K pp64 301 -> 316, Q5_K 287 -> 309, kimi-k2-mini
   // Q4_K 253 -> 263 tok/s; decode unchanged or better (kimi-k2-mini Q4_K 194 -> 196).
-  auto prepared = [&](DType type, VecDotFn dot, VecDotR4Fn dot_r4, VecDotTileFn tile) {
-    TypeTraits& r = t[uint32_t(type)];
-    r.prep_bytes = prep_bytes_q8k_pairs;
-    r.prep = prep_q8k_pairs;
-    r.vec_dot_prep = dot;
-    r.vec_dot_prep_r4 = dot_r4;
-    r.vec_dot_tile = tile;
-  };
-  prepared(DType::Q4_K, dot_q45k_prep_1<4>, r4_from_pairs<dot_q45k_prep_rows<4, 2>>, dot_q45k_tile<4>);
-  prepared(DType::Q5_K, dot_q45k_prep_1<5>, r4_from_pairs<dot_q45k_prep_rows<5, 2>>, dot_q45k_tile<5>);
+  set_prepared(t[uint32_t(DType::Q4_K)], prep_bytes_q8k_pairs, prep_q8k_pairs, dot_q45k_tile<4>, dot_q45k_prep_1<4>,
+               r4_from_pairs<dot_q45k_prep_rows<4, 2>>);
+  set_prepared(t[uint32_t(DType::Q5_K)], prep_bytes_q8k_pairs, prep_q8k_pairs, dot_q45k_tile<5>, dot_q45k_prep_1<5>,
+               r4_from_pairs<dot_q45k_prep_rows<5, 2>>);
   set(DType::Q6_K, one<dot_q6k<1>>, dot_q6k<4>, r4_from_pairs<dot_q6k_rows<2>>);
   set(DType::Q2_K, one<dot_q2k<1>>, dot_q2k<4>);
   set(DType::Q3_K, one<dot_q3k<1>>, dot_q3k<4>);

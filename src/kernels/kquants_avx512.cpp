@@ -373,11 +373,7 @@ void install_kquants_avx512(TypeTraits* t) {
     r.vec_dot_x4 = dot4;
     r.vec_dot_r4 = dot_r4;
     // The AVX2 set's prepared forms (kquants_avx2.cpp) keep the AVX2 kernels' bits.
-    r.prep_bytes = nullptr;
-    r.prep = nullptr;
-    r.vec_dot_prep = nullptr;
-    r.vec_dot_prep_r4 = nullptr;
-    r.vec_dot_tile = nullptr;
+    set_prepared(r, nullptr, nullptr, nullptr, nullptr, nullptr);
     r.isa = Isa::AVX512;
   };
   // Single rows use the x4 kernel's code (batch invariance: a row's result must not

@@ -301,18 +301,10 @@ void install_avx2(TypeTraits* t) {
   set(DType::Q8_0, dot_q32_1<DecodeQ8_0>, dot_q32_4<DecodeQ8_0>, dot_q32_rows<DecodeQ8_0, 4>);
   set(DType::Q4_0, dot_q32_1<DecodeQ4_0>, dot_q32_4<DecodeQ4_0>, dot_q32_rows<DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_1<DecodeMXFP4>, dot_q32_4<DecodeMXFP4>, dot_q32_rows<DecodeMXFP4, 4>);
-  auto tile = [&](DType type, PrepFn prep, VecDotTileFn f, VecDotFn dot, VecDotR4Fn dot_r4) {
-    TypeTraits& r = t[uint32_t(type)];
-    r.prep_bytes = prep_bytes_q32u;
-    r.prep = prep;
-    r.vec_dot_tile = f;
-    r.vec_dot_prep = dot;
-    r.vec_dot_prep_r4 = dot_r4;
-  };
-  tile(DType::Q4_0, prep_q32u<UnsignedQ4_0::kOffset>, dot_q32u_tile<UnsignedQ4_0>, dot_q32u_1<UnsignedQ4_0>,
-       dot_q32u_rows<UnsignedQ4_0, 4>);
-  tile(DType::MXFP4, prep_q32u<UnsignedMXFP4::kOffset>, dot_q32u_tile<UnsignedMXFP4>, dot_q32u_1<UnsignedMXFP4>,
-       dot_q32u_rows<UnsignedMXFP4, 4>);
+  set_prepared(t[uint32_t(DType::Q4_0)], prep_bytes_q32u, prep_q32u<UnsignedQ4_0::kOffset>, dot_q32u_tile<UnsignedQ4_0>,
+               dot_q32u_1<UnsignedQ4_0>, dot_q32u_rows<UnsignedQ4_0, 4>);
+  set_prepared(t[uint32_t(DType::MXFP4)], prep_bytes_q32u, prep_q32u<UnsignedMXFP4::kOffset>,
+               dot_q32u_tile<UnsignedMXFP4>, dot_q32u_1<UnsignedMXFP4>, dot_q32u_rows<UnsignedMXFP4, 4>);
   t[uint32_t(DType::F16)].from_float = to_f16_avx2;
   t[uint32_t(DType::F16)].to_float = from_f16_avx2;
   t[uint32_t(DType::BF16)].from_float = to_bf16_avx2;

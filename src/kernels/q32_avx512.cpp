@@ -685,14 +685,9 @@ void install_avx512(TypeTraits* t) {
       dot_q32_pairs_rows<Pair4_0, DecodeQ4_0, 4>);
   set(DType::MXFP4, dot_q32_pairs_1<PairMXFP4, DecodeMXFP4>, dot_q32_pairs_4<PairMXFP4, DecodeMXFP4>,
       dot_q32_pairs_rows<PairMXFP4, DecodeMXFP4, 4>);
+  // No decode over a prepared row: the AVX2 kernels for it read AVX2's prep, not this one.
   auto tile = [&](DType type, VecDotTileFn f) {
-    TypeTraits& r = t[uint32_t(type)];
-    r.prep_bytes = prep_bytes_q8_0_pairs;
-    r.prep = prep_q8_0_pairs;
-    r.vec_dot_tile = f;
-    // The AVX2 decode kernels over a prepared row read AVX2's prep, not this one.
-    r.vec_dot_prep = nullptr;
-    r.vec_dot_prep_r4 = nullptr;
+    set_prepared(t[uint32_t(type)], prep_bytes_q8_0_pairs, prep_q8_0_pairs, f, nullptr, nullptr);
   };
   tile(DType::Q8_0, dot_q32_tile<Pair8_0, DecodeQ8_0>);
   tile(DType::Q4_0, dot_q32_tile<Pair4_0, DecodeQ4_0>);
