@@ -12,6 +12,9 @@ struct Tensor {
   DType type = DType::F32;
   int64_t ne[4] = {1, 1, 1, 1};
   const void* data = nullptr;
+  // The rows are in row panels (kernels/panels.h) rather than in the file's order: set
+  // by the resident expert store where it converted the bytes (store/expert_store.h).
+  bool panels = false;
 
   bool valid() const { return data != nullptr; }
   int64_t cols() const { return ne[0]; }

@@ -80,6 +80,7 @@ struct Tables {
     install_iq_s_avx2(avx2.data());
     install_iq1_avx2(avx2.data());
     install_tq1_avx2(avx2.data());
+    install_panels_avx2(avx2.data());
     avx512 = avx2;
     install_avx512(avx512.data());
     install_legacy_avx512(avx512.data());
@@ -87,6 +88,7 @@ struct Tables {
     install_iq_s_avx512(avx512.data());
     install_iq1_avx512(avx512.data());
     install_tq1_avx512(avx512.data());
+    install_panels_avx512(avx512.data());
     // IQ1_S and IQ1_M: one token at a time the AVX2 kernels, which unpack a super-block
     // once, decode faster than the AVX-512 ones did with a gather per 64 values (Zen 5,
     // -p 64 -n 32 -t 1 alternating the sets: IQ1_S 108 against 136 tok/s, IQ1_M 110

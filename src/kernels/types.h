@@ -50,6 +50,16 @@
 // prepared rows save per-block work in the decode matvec too (AVX2 Q4_0, MXFP4:
 // unsigned weights, no sign moves; AVX2 Q4_K, Q5_K: the bsum pairs); null elsewhere.
 //
+// panel_dot(n, out, w, x), panel_dot_x4(n, out, w, x): a matrix kept in row panels
+// (panels.h: eight rows interleaved block by block) against one or four activation
+// rows: out[t * 8 + r] for the panel's eight rows, in the reference's order bit for bit
+// (panels.h). panel_rows(n, out, w, x), panel_rows_x4(n, out, w, x): the same bits
+// for one row in the file's order against one or four activation rows (out[t]), as
+// vec_dot and vec_dot_x4 take it (the experts in a RAM cache slot). All four read
+// activation rows of vec_dot_type prepared once per matrix by panel_prep
+// (panel_prep_bytes(n) bytes each). Set where panels beat the row kernels (x86 Q4_0,
+// IQ4_NL, MXFP4); null elsewhere, and then routed experts take the row kernels.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -98,6 +108,12 @@ struct TypeTraits {
   VecDotTileFn vec_dot_tile = nullptr;
   VecDotFn vec_dot_prep = nullptr;
   VecDotR4Fn vec_dot_prep_r4 = nullptr;
+  VecDotFn panel_dot = nullptr;
+  VecDotX4Fn panel_dot_x4 = nullptr;
+  VecDotFn panel_rows = nullptr;
+  VecDotX4Fn panel_rows_x4 = nullptr;
+  PrepBytesFn panel_prep_bytes = nullptr;
+  PrepFn panel_prep = nullptr;
 };
 
 // Kernels for the selected instruction set (select_isa; by default the best this CPU

@@ -5,6 +5,7 @@
 
 #include "core/thread_pool.h"
 #include "core/tensor.h"
+#include "store/expert_store.h"
 
 namespace deltafin {
 
@@ -12,6 +13,11 @@ namespace deltafin {
 // dense weight; linear_expert as its mul_mat_id does for routed experts (kernels/matmul.h).
 // f32_gemm: an F32 weight sums in ggml's batch order too (kernels/matmul.h).
 void linear(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, float* y, bool f32_gemm = false);
+// Routed experts of the types with panel kernels take them (kernels/panels.h), over
+// panels (Tensor::panels) or the file's rows alike.
 void linear_expert(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, float* y);
+// The layout the expert stores keep routed experts in: row panels where the selected
+// kernel set has panel kernels for the type (kernels/panels.h).
+ExpertLayout expert_layout();
 
 }  // namespace deltafin

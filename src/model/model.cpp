@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "model/arch.h"
+#include "model/linear.h"
 #include "model/registry.h"
 
 namespace deltafin {
@@ -175,7 +176,7 @@ Status attach_experts(ModelFile& file, LoadOptions& opts, std::unique_ptr<Expert
     *out = std::move(opts.experts);
     return {};
   }
-  DF_ASSIGN(*out, make_resident_expert_store(file, layers));
+  DF_ASSIGN(*out, make_resident_expert_store(file, layers, expert_layout()));
   return {};
 }
 

@@ -78,8 +78,23 @@ class ExpertStore {
   }
 };
 
+// How the resident store lays out an expert's matrices in memory once read: `wanted`
+// says whether a part (its type and 2-D shape) is converted, `convert` rewrites a
+// part's bytes in place (same size) and the part's view then has Tensor::panels set.
+// The model layer passes the kernels' row panels (model/linear.h expert_layout); the
+// default keeps the file's bytes. The streaming store keeps the file's bytes in its
+// slots: the panel kernels give the same bits over either (kernels/panels.h), so
+// results never depend on where an expert's bytes came from.
+struct ExpertLayout {
+  bool (*wanted)(DType type, int64_t rows, int64_t cols) = nullptr;
+  void (*convert)(DType type, void* data, int64_t rows, int64_t cols) = nullptr;
+  bool converts(const Tensor& view) const {
+    return wanted != nullptr && convert != nullptr && wanted(view.type, view.rows(), view.cols());
+  }
+};
+
 // Everything resident: reads each layer's stacked expert tensors into RAM at load.
 Result<std::unique_ptr<ExpertStore>> make_resident_expert_store(
-    ModelFile& file, const std::vector<ExpertLayerInfo>& layers);
+    ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const ExpertLayout& layout = {});
 
 }  // namespace deltafin

@@ -14,12 +14,12 @@ struct StackedTensor {
 
 class ResidentExpertStore final : public ExpertStore {
  public:
-  Status load(ModelFile& file, const std::vector<ExpertLayerInfo>& layers) {
+  Status load(ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const ExpertLayout& layout) {
     for (const auto& l : layers) {
       Layer& dst = layers_[l.layer];
-      if (!l.gate_name.empty()) DF_TRY(read(file, l.gate_name, &dst.gate));
-      DF_TRY(read(file, l.up_name, &dst.up));
-      DF_TRY(read(file, l.down_name, &dst.down));
+      if (!l.gate_name.empty()) DF_TRY(read(file, l.gate_name, layout, &dst.gate));
+      DF_TRY(read(file, l.up_name, layout, &dst.up));
+      DF_TRY(read(file, l.down_name, layout, &dst.down));
     }
     return {};
   }
@@ -40,7 +40,7 @@ class ResidentExpertStore final : public ExpertStore {
   struct Layer {
     StackedTensor gate, up, down;
   };
-  static Status read(ModelFile& file, const std::string& name, StackedTensor* out) {
+  static Status read(ModelFile& file, const std::string& name, const ExpertLayout& layout, StackedTensor* out) {
     const TensorRef* ref = file.tensor(name);
     if (!ref) return make_error("{}: missing tensor '{}'", file.path(), name);
     out->bytes = AlignedBuffer(ref->info->bytes);
@@ -48,6 +48,12 @@ class ResidentExpertStore final : public ExpertStore {
     out->view.type = ref->info->type;
     for (int d = 0; d < 4; ++d) out->view.ne[d] = ref->info->ne[d];
     out->view.data = out->bytes.data();
+    if (layout.converts(out->view)) {
+      const Tensor& v = out->view;
+      const uint64_t per = v.row_bytes() * uint64_t(v.rows());
+      for (int64_t e = 0; e < v.ne[2]; ++e) layout.convert(v.type, static_cast<uint8_t*>(out->bytes.data()) + e * per, v.rows(), v.cols());
+      out->view.panels = true;
+    }
     return {};
   }
   std::map<int, Layer> layers_;
@@ -56,9 +62,9 @@ class ResidentExpertStore final : public ExpertStore {
 }  // namespace
 
 Result<std::unique_ptr<ExpertStore>> make_resident_expert_store(
-    ModelFile& file, const std::vector<ExpertLayerInfo>& layers) {
+    ModelFile& file, const std::vector<ExpertLayerInfo>& layers, const ExpertLayout& layout) {
   auto s = std::make_unique<ResidentExpertStore>();
-  DF_TRY(s->load(file, layers));
+  DF_TRY(s->load(file, layers, layout));
   return std::unique_ptr<ExpertStore>(std::move(s));
 }
 

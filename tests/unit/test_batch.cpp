@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "arch_names.h"
+#include "model/linear.h"
 #include "runtime/engine.h"
 #include "synth/synth.h"
 #include "synth_once.h"
@@ -76,7 +77,7 @@ Opened open_counting(const std::string& path) {
   EngineOptions eo;
   eo.threads = 2;
   eo.make_store = [&o](ModelFile& f) -> Result<std::unique_ptr<ExpertStore>> {
-    DF_ASSIGN(auto inner, make_resident_expert_store(f, find_expert_layers(f)));
+    DF_ASSIGN(auto inner, make_resident_expert_store(f, find_expert_layers(f), expert_layout()));
     auto c = std::make_unique<CountingStore>(std::move(inner));
     o.store = c.get();
     return std::unique_ptr<ExpertStore>(std::move(c));

@@ -21,18 +21,11 @@
 #include "quant/imatrix.h"
 #include "quant/quantize_model.h"
 #include "synth/synth.h"
+#include "kernel_test_util.h"
 
 using namespace deltafin;
 
 namespace {
-
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 const DType kImpTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::IQ2_S,
                            DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M};

@@ -18,6 +18,7 @@
 #include "kernels/iq_grids.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
+#include "kernel_test_util.h"
 
 using namespace deltafin;
 using namespace deltafin::kern;
@@ -28,14 +29,6 @@ const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::
                           DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
-
-std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 std::vector<uint8_t> quantize(DType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(dtype_row_bytes(t, x.size()));

@@ -21,6 +21,7 @@
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
 #include "model/ops.h"
+#include "kernel_test_util.h"
 
 using namespace deltafin;
 using namespace deltafin::kern;
@@ -41,14 +42,6 @@ const DType kIqTypes[] = {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ3_XXS, DType::
                           DType::IQ3_S,   DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0};
 
 std::string name(DType t) { return std::string(dtype_name(t)); }
-
-std::vector<float> gaussian(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 std::vector<uint8_t> quantize(const TypeTraits* tt, const std::vector<float>& x) {
   std::vector<uint8_t> q(dtype_row_bytes(tt->type, x.size()));
@@ -1046,12 +1039,6 @@ Alone each_token_alone(DType t, int64_t rows, int64_t cols, const std::vector<fl
     matmul_q_tokens(nullptr, t, a.w.data(), rows, cols, a.acts, &tk, 1, a.y.data() + tk * rows, rows);
   return a;
 }
-// Puts the selected kernel set back when a test that switches it ends, also after a
-// failed assertion.
-struct RestoreIsa {
-  Isa was = selected_isa();
-  ~RestoreIsa() { select_isa(was); }
-};
 }  // namespace
 
 TEST(KernelMatmul, BatchEqualsEachTokenAloneBitForBit) {

@@ -25,6 +25,8 @@
 
 #include "arch_names.h"
 #include "io/direct_file.h"
+#include "kernels/panels.h"
+#include "model/linear.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
@@ -305,6 +307,62 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
     ++tested;
   }
   EXPECT_GE(tested, 1);
+}
+
+// Row panels (kernels/panels.h): the resident store keeps experts of the types with
+// panel kernels in panels (the views say so, and the bytes differ from the file's),
+// the RAM cache keeps the file's bytes, and the panel kernels over either give the
+// same logits bit for bit, prompt batches and single tokens.
+TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
+  for (DType type : {DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    SynthSpec spec;
+    ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
+    spec.n_expert = std::max(spec.n_expert, 8);
+    spec.skew = 0.5f;
+    spec.expert_type = type;
+    std::string why;
+    const std::string path = synth_once("store", "tiny-qwen3moe-" + std::string(dtype_name(type)), spec, &why);
+    ASSERT_FALSE(path.empty()) << why;
+    auto file = ModelFile::open(path, local_file_opener());
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    const auto layers = find_expert_layers(**file);
+    auto resident = make_resident_expert_store(**file, layers, expert_layout());
+    ASSERT_TRUE(resident.ok()) << resident.error().message;
+    auto w = (*resident)->acquire(layers[0].layer, 0);
+    ASSERT_TRUE(w.ok());
+    ASSERT_EQ(w->up.type, type);
+    const bool want = panels_wanted(type, w->up.rows(), w->up.cols());
+    EXPECT_EQ(w->up.panels, want);
+    EXPECT_EQ(w->down.panels, panels_wanted(type, w->down.rows(), w->down.cols()));
+    if (want) {
+      auto plain = make_resident_expert_store(**file, layers);
+      ASSERT_TRUE(plain.ok());
+      auto v = (*plain)->acquire(layers[0].layer, 0);
+      ASSERT_TRUE(v.ok());
+      EXPECT_FALSE(v->up.panels);
+      EXPECT_NE(std::memcmp(v->up.data, w->up.data, v->up.row_bytes() * size_t(v->up.rows())), 0);
+    }
+
+    EngineOptions resident_opts;
+    resident_opts.threads = 2;
+    auto probe = Engine::open(path, resident_opts);
+    ASSERT_TRUE(probe.ok()) << probe.error().message;
+    const int64_t V = (*probe)->model().info().n_vocab;
+    probe = Error{"closed"};
+    const std::vector<int32_t> ids = random_ids(24, V, 3);
+    auto ref = evaluate(path, resident_opts, ids, 16, 8);
+    ASSERT_TRUE(ref.ok()) << ref.error().message;
+    for (bool direct : {true, false}) {
+      StreamingExpertStore* store = nullptr;
+      auto run = evaluate(path, streaming_options(1, CachePolicy::LFU, direct, &store), ids, 16, 8, &store);
+      ASSERT_TRUE(run.ok()) << run.error().message;
+      EXPECT_GT(run->stats.evictions, 0u);
+      ASSERT_EQ(run->logits.size(), ref->logits.size());
+      EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0)
+          << "logits differ from the resident run (direct " << direct << ")";
+    }
+  }
 }
 
 // --mem: the Engine keeps the core resident and gives the rest to the cache.

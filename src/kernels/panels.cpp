@@ -1,0 +1,194 @@
+// Row panels (panels.h): the conversion from GGUF's row order, the scalar reference
+// kernel and the matmul driver over the traits table's panel kernels.
+#include "kernels/panels.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/panels_impl.h"
+#include "kernels/types.h"
+
+namespace deltafin {
+
+using namespace kern;
+
+namespace {
+
+// The level table of a type kept in panels; null for the others.
+const int8_t* q4_levels(DType type) {
+  switch (type) {
+    case DType::Q4_0: return kQ4_0Levels;
+    case DType::IQ4_NL: return kIq4nlValues;
+    case DType::MXFP4: return kMxfp4Values;
+    default: return nullptr;
+  }
+}
+
+// Eight rows (`row_bytes` apart, nb blocks each) -> nb panel blocks. Block: Q4_0's,
+// IQ4_NL's or MXFP4's (a scale, then 16 bytes of nibbles: codes 0..15 low, 16..31
+// high). Four bytes at a time: piece k's word of a row holds codes 8k..8k+3 below
+// codes 8k+4..8k+7, that is the low (k < 2) or high (k >= 2) nibbles of bytes
+// 8(k % 2)..+3 and 8(k % 2)+4..+7.
+template <class Block, class Scale>
+void pack_q4x8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ4x8T<Scale>* out) {
+  static_assert(sizeof(Block) == sizeof(Scale) + 16);
+  constexpr uint32_t kLo = 0x0f0f0f0fu;
+  for (int64_t i = 0; i < nb; ++i) {
+    PanelQ4x8T<Scale>& p = out[i];
+    for (int r = 0; r < 8; ++r) {
+      const uint8_t* b = rows + size_t(r) * row_bytes + size_t(i) * sizeof(Block);
+      std::memcpy(&p.d[r], b, sizeof(Scale));
+      uint32_t q[4];
+      std::memcpy(q, b + sizeof(Scale), 16);
+      const uint32_t piece[4] = {(q[0] & kLo) | (q[1] & kLo) << 4, (q[2] & kLo) | (q[3] & kLo) << 4,
+                                 (q[0] >> 4 & kLo) | (q[1] & ~kLo), (q[2] >> 4 & kLo) | (q[3] & ~kLo)};
+      for (int k = 0; k < 4; ++k) std::memcpy(p.qs + 32 * k + 4 * r, &piece[k], 4);
+    }
+  }
+}
+
+template <class Scale>
+void panel_dot_ref_q4(const int8_t* levels, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const auto* a = static_cast<const PanelQ4x8T<Scale>*>(w);
+  const int64_t nb = cols / kQ32;
+  for (int t = 0; t < n_x; ++t) {
+    const auto* b = static_cast<const BlockQ8_0*>(x[t]);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < nb; ++i) {
+        int isum = 0;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t q = a[i].qs[32 * k + 4 * r + j];
+            isum += levels[q & 15] * b[i].qs[8 * k + j] + levels[q >> 4] * b[i].qs[8 * k + 4 + j];
+          }
+        acc = std::fma(panel_scale(a[i].d[r]) * fp16_to_f32(b[i].d), float(isum), acc);
+      }
+      out[t * kPanelRows + r] = acc;
+    }
+  }
+}
+
+// Rows per tile of the batched loop: about 64 KiB of weights stay in L2 while every
+// group of four tokens passes over them.
+int64_t tile_panels(size_t panel_bytes) {
+  return std::max<int64_t>(1, int64_t((64 << 10) / std::max<size_t>(1, panel_bytes)));
+}
+
+}  // namespace
+
+bool panels_wanted(DType type, int64_t rows, int64_t cols) {
+  const TypeTraits* tt = type_traits(type);
+  return tt != nullptr && tt->panel_dot != nullptr && tt->panel_dot_x4 != nullptr && tt->panel_rows != nullptr &&
+         tt->panel_rows_x4 != nullptr && rows % kPanelRows == 0 && cols % tt->block_elems == 0;
+}
+
+void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
+  assert(q4_levels(type) != nullptr && rows % kPanelRows == 0 && cols % kQ32 == 0);
+  const size_t row_bytes = size_t(dtype_row_bytes(type, uint64_t(cols)));
+  const int64_t nb = cols / kQ32;
+  std::vector<uint8_t> group(row_bytes * kPanelRows);
+  auto* p = static_cast<uint8_t*>(data);
+  for (int64_t g = 0; g < rows / kPanelRows; ++g, p += group.size()) {
+    std::memcpy(group.data(), p, group.size());
+    if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(group.data(), row_bytes, nb, reinterpret_cast<PanelMXx8*>(p));
+    else pack_q4x8<BlockQ4_0>(group.data(), row_bytes, nb, reinterpret_cast<PanelQ4x8*>(p));
+  }
+}
+
+void panel_dot_ref(DType type, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const int8_t* levels = q4_levels(type);
+  assert(levels != nullptr);
+  if (type == DType::MXFP4) panel_dot_ref_q4<uint8_t>(levels, cols, out, w, x, n_x);
+  else panel_dot_ref_q4<uint16_t>(levels, cols, out, w, x, n_x);
+}
+
+void matmul_panels(ThreadPool* pool, DType type, const void* W, int64_t rows, int64_t cols, const float* X,
+                   int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool in_panels) {
+  const TypeTraits& tt = *type_traits(type);
+  const TypeTraits& at = *type_traits(tt.vec_dot_type);
+  assert(rows % kPanelRows == 0 && cols % at.block_elems == 0);
+  if (n_tok <= 0 || rows <= 0) return;
+  const size_t row_bytes = size_t(dtype_row_bytes(type, uint64_t(cols))), panel_bytes = row_bytes * kPanelRows;
+  const auto* w = static_cast<const uint8_t*>(W);
+  const bool simd = tt.panel_dot != nullptr && tt.panel_dot_x4 != nullptr;
+  assert(in_panels || (tt.panel_rows != nullptr && tt.panel_rows_x4 != nullptr));
+  // The activation rows as the vec_dot_type (Q8_0), then as the kernels read them
+  // (panel_prep), or as they are for the reference.
+  const size_t qrow = size_t(dtype_row_bytes(at.type, uint64_t(cols)));
+  const bool prep = simd || !in_panels;
+  assert(!prep || tt.panel_prep != nullptr);
+  const size_t xrow = prep ? tt.panel_prep_bytes(cols) : qrow;
+  std::vector<uint8_t> xq(xrow * size_t(n_tok));
+  auto quantize = [&](int64_t a, int64_t b) {
+    std::vector<uint8_t> q(prep ? qrow : 0);
+    for (int64_t t = a; t < b; ++t) {
+      uint8_t* dst = xq.data() + size_t(t) * xrow;
+      at.from_float(X + t * x_stride, prep ? q.data() : dst, cols);
+      if (prep) tt.panel_prep(cols, dst, q.data());
+    }
+  };
+  const bool threaded = pool != nullptr && pool->size() > 1;
+  if (threaded && n_tok >= 16) pool->parallel_for(n_tok, 8, quantize);
+  else quantize(0, n_tok);
+
+  // Panels [g0, g1): per tile of panels, every group of four tokens (the last padded
+  // by repeating its last row; a single token alone), then the next tile. Rows in the
+  // file's order are converted a tile at a time where four tokens or more pass over
+  // them (the conversion costs less than the row kernels' extra work per token), and
+  // read as they are otherwise: the same bits either way.
+  const bool convert = !in_panels && n_tok >= 4;
+  auto body = [&](int64_t g0, int64_t g1) {
+    const int64_t G = tile_panels(panel_bytes);
+    std::vector<uint8_t> tile(convert ? size_t(G) * panel_bytes : 0);
+    for (int64_t ga = g0; ga < g1; ga += G) {
+      const int64_t gb = std::min(g1, ga + G);
+      const uint8_t* base = w;
+      if (convert) {
+        std::memcpy(tile.data(), w + size_t(ga) * panel_bytes, size_t(gb - ga) * panel_bytes);
+        to_panels(type, tile.data(), (gb - ga) * kPanelRows, cols);
+        base = tile.data() - size_t(ga) * panel_bytes;
+      }
+      for (int64_t t = 0; t < n_tok; t += 4) {
+        const int64_t real = std::min<int64_t>(4, n_tok - t);
+        const void* xs[4];
+        for (int64_t k = 0; k < 4; ++k) xs[k] = xq.data() + size_t(t + std::min(k, real - 1)) * xrow;
+        for (int64_t g = ga; g < gb; ++g) {
+          float o[4 * kPanelRows];
+          const uint8_t* p = base + size_t(g) * panel_bytes;
+          if (!in_panels && !convert) {
+            for (int64_t r = 0; r < kPanelRows; ++r) {
+              float y[4];
+              if (real == 1) tt.panel_rows(cols, y, p + size_t(r) * row_bytes, xs[0]);
+              else tt.panel_rows_x4(cols, y, p + size_t(r) * row_bytes, xs);
+              for (int64_t k = 0; k < real; ++k) o[k * kPanelRows + r] = y[k];
+            }
+          } else if (!simd) {
+            panel_dot_ref(type, cols, o, p, xs, int(real));
+          } else if (real == 1) {
+            tt.panel_dot(cols, o, p, xs[0]);
+          } else {
+            tt.panel_dot_x4(cols, o, p, xs);
+          }
+          for (int64_t k = 0; k < real; ++k)
+            std::copy_n(o + k * kPanelRows, kPanelRows, Y + (t + k) * y_stride + g * kPanelRows);
+        }
+      }
+    }
+  };
+  const int64_t n_panels = rows / kPanelRows;
+  if (!threaded) {
+    body(0, n_panels);
+    return;
+  }
+  // Decode: two panels (16 rows) per task at least; batches: whole tiles.
+  const int64_t grain = n_tok == 1 ? 2 : tile_panels(panel_bytes);
+  pool->parallel_for((n_panels + grain - 1) / grain, 1,
+                     [&](int64_t b, int64_t e) { body(b * grain, std::min(n_panels, e * grain)); });
+}
+
+}  // namespace deltafin

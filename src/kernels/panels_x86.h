@@ -1,0 +1,231 @@
+// x86 kernels over row panels (panels.h) of the 4-bit types (Q4_0, IQ4_NL, MXFP4),
+// included by panels_avx2.cpp and panels_avx512.cpp (internal linkage, as
+// x86_common.h).
+//
+// Panels, per block and token: the activation's 32 values as eight broadcast 4-byte
+// pieces; each multiplies a vector of one piece of all eight rows, and the eight int32
+// lanes, one per row, sum the block exactly; one convert and one FMA then serve eight
+// rows. The row kernels pay a convert and an FMA per row and block.
+//
+// The weights go in unsigned: each level plus an offset K (Q4_0 8, MXFP4 12 with
+// vpmaddubsw; with AVX512-VNNI's vpdpbusd, which cannot saturate, IQ4_NL 128 too), and
+// the activation row, prepared once per matrix (panel_prep), carries each block's
+// -K x (sum of its values) to add. Where K would saturate vpmaddubsw (IQ4_NL on AVX2,
+// K = 0) the weight's sign moves onto the activation instead. Either way the integer
+// is exact, so every build gives the reference's bits.
+#pragma once
+#include <cmath>
+
+#include "kernels/panels_impl.h"
+#include "kernels/x86_common.h"
+
+namespace deltafin::kern {
+
+namespace {
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+// A token's Q8_0 row prepared for the panel kernels: each block's 32 value bytes,
+// then per block S = -K x the sum of its values (int32), then per block its scale.
+struct PanelAct {
+  const uint8_t* y = nullptr;
+  const int32_t* s = nullptr;
+  const float* d = nullptr;
+  PanelAct() = default;
+  PanelAct(const void* p, int64_t nb)
+      : y(static_cast<const uint8_t*>(p)),
+        s(reinterpret_cast<const int32_t*>(y + size_t(nb) * 32)),
+        d(reinterpret_cast<const float*>(s + nb)) {}
+};
+size_t panel_prep_bytes(int64_t n) { return size_t(n / kQ32) * (32 + sizeof(int32_t) + sizeof(float)); }
+
+template <int K>
+void panel_prep(int64_t n, void* dst, const void* x) {
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / kQ32;
+  auto* y = static_cast<uint8_t*>(dst);
+  auto* s = reinterpret_cast<int32_t*>(y + size_t(nb) * 32);
+  auto* d = reinterpret_cast<float*>(s + nb);
+  for (int64_t i = 0; i < nb; ++i) {
+    std::memcpy(y + 32 * i, b[i].qs, 32);
+    int sum = 0;
+    for (int e = 0; e < 32; ++e) sum += b[i].qs[e];
+    s[i] = -K * sum;
+    d[i] = h2f(b[i].d);
+  }
+}
+
+// The weight levels as the kernels multiply them: plus K (unsigned), or as they are
+// for the sign moves (K = 0).
+template <const int8_t (&Levels)[16], int K>
+struct Lut {
+  static constexpr Table16 kTable = offset_levels(Levels, K);
+  static __m256i vec() { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable.v))); }
+};
+
+// acc + the int32 sums of four products w x y (w: the kernel's weight bytes, y: signed
+// activation bytes): unsigned weights straight, signed ones with the sign moved.
+template <int K>
+inline __m256i dot_acc(__m256i acc, __m256i w, __m256i y) {
+  __m256i u = w, v = y;
+  if constexpr (K == 0) u = _mm256_sign_epi8(w, w), v = _mm256_sign_epi8(y, w);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u, v);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1)));
+#endif
+}
+
+// The eight scales of a panel block as floats: fp16, or MXFP4's 2^(e - 128) as
+// DecodeMXFP4::d8 (exponent field e - 1, subnormal below e = 2).
+inline __m256 panel_scales8(const uint16_t* d) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+}
+inline __m256 panel_scales8(const uint8_t* e) {
+  const __m256i ev = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(ev, _mm256_set1_epi32(1)), 23);
+  const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+  const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+}
+
+// out[t * 8 + r] = dot(panel row r, x[t]) for NT prepared tokens (panels.h's order).
+template <const int8_t (&Levels)[16], int K, class Scale, int NT>
+void panel_q4(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const PanelQ4x8T<Scale>*>(w);
+  const int64_t nb = n / kQ32;
+  PanelAct x[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
+  const __m256i lut = Lut<Levels, K>::vec();
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i isum[NT];
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) isum[t] = K != 0 ? _mm256_set1_epi32(x[t].s[i]) : _mm256_setzero_si256();
+    DF_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const __m256i raw = loadu256(a[i].qs + 32 * k);
+      const __m256i w0 = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
+      const __m256i w1 = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+      DF_UNROLL
+      for (int t = 0; t < NT; ++t) {
+        int32_t y0, y1;
+        std::memcpy(&y0, x[t].y + 32 * i + 8 * k, 4);
+        std::memcpy(&y1, x[t].y + 32 * i + 8 * k + 4, 4);
+        isum[t] = dot_acc<K>(dot_acc<K>(isum[t], w0, _mm256_set1_epi32(y0)), w1, _mm256_set1_epi32(y1));
+      }
+    }
+    const __m256 dw = panel_scales8(a[i].d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x[t].d[i])), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
+}
+
+// Eight int32 vectors folded into one whose lane k is the sum of p[k]'s lanes.
+// Integer adds, so exact in any order.
+inline __m256i sum_rows8(const __m256i* p) {
+  const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// One row in the file's order with panel_q4's bits, for experts read into the RAM
+// cache (which keeps the file's bytes): eight blocks at a time, each block's products
+// with a token as the row kernels form them, their lane sums folded so that lane k
+// holds block k's exact integer (sum_rows8), then panel_q4's float steps block after
+// block (a scalar FMA chain per token). One row streams from memory at a time: eight
+// rows read side by side measured slower here than the row kernels.
+template <const int8_t (&Levels)[16], int K, class Block, class Scale, int NT>
+void row_q4(int64_t n, float* out, const void* w, const void* const* xp) {
+  static_assert(sizeof(Block) == sizeof(Scale) + 16);
+  const auto* a = static_cast<const uint8_t*>(w);
+  const int64_t nb = n / kQ32;
+  PanelAct x[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
+  const __m256i lut = Lut<Levels, K>::vec();
+  auto weights = [&](const uint8_t* qs) { return _mm256_shuffle_epi8(lut, unpack_nibbles16(qs)); };
+  float acc[NT];
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    __m256i q[8];
+    Scale d[8];
+    DF_UNROLL
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* blk = a + size_t(i + k) * sizeof(Block);
+      std::memcpy(&d[k], blk, sizeof(Scale));
+      q[k] = weights(blk + sizeof(Scale));
+    }
+    const __m256 dw = panel_scales8(d);
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      __m256i p[8];
+      DF_UNROLL
+      for (int k = 0; k < 8; ++k) p[k] = dot_acc<K>(_mm256_setzero_si256(), q[k], loadu256(x[t].y + 32 * (i + k)));
+      __m256i isum = sum_rows8(p);
+      if constexpr (K != 0) isum = _mm256_add_epi32(isum, loadu256(x[t].s + i));
+      alignas(32) float m[8], f[8];
+      _mm256_store_ps(m, _mm256_mul_ps(dw, _mm256_loadu_ps(x[t].d + i)));
+      _mm256_store_ps(f, _mm256_cvtepi32_ps(isum));
+      DF_UNROLL
+      for (int k = 0; k < 8; ++k) acc[t] = std::fma(m[k], f[k], acc[t]);
+    }
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* blk = a + size_t(i) * sizeof(Block);
+    Scale d;
+    std::memcpy(&d, blk, sizeof(Scale));
+    const __m256i q = weights(blk + sizeof(Scale));
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const int isum = hsum8_i32(dot_acc<K>(_mm256_setzero_si256(), q, loadu256(x[t].y + 32 * i))) + x[t].s[i];
+      acc[t] = std::fma(panel_scale(d) * x[t].d[i], float(isum), acc[t]);
+    }
+  }
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+template <const int8_t (&Levels)[16], int K, class Scale>
+void panel_q4_1(int64_t n, float* out, const void* w, const void* x) {
+  panel_q4<Levels, K, Scale, 1>(n, out, w, &x);
+}
+template <const int8_t (&Levels)[16], int K, class Block, class Scale>
+void row_q4_1(int64_t n, float* out, const void* w, const void* x) {
+  row_q4<Levels, K, Block, Scale, 1>(n, out, w, &x);
+}
+
+// Sets one type's panel kernels (over panels and over the file's rows) and their
+// activation preparation with offset K.
+template <const int8_t (&Levels)[16], int K, class Block, class Scale>
+void set_panels(TypeTraits& r) {
+  r.panel_prep_bytes = panel_prep_bytes;
+  r.panel_prep = panel_prep<K>;
+  r.panel_dot = panel_q4_1<Levels, K, Scale>;
+  r.panel_dot_x4 = panel_q4<Levels, K, Scale, 4>;
+  r.panel_rows = row_q4_1<Levels, K, Block, Scale>;
+  r.panel_rows_x4 = row_q4<Levels, K, Block, Scale, 4>;
+}
+
+// The panel kernels of Q4_0, IQ4_NL and MXFP4 (one build's).
+inline void install_panels_x86(TypeTraits* t) {
+  set_panels<kQ4_0Levels, 8, BlockQ4_0, uint16_t>(t[uint32_t(DType::Q4_0)]);
+  set_panels<kIq4nlValues, kVnni ? 128 : 0, BlockIQ4_NL, uint16_t>(t[uint32_t(DType::IQ4_NL)]);
+  set_panels<kMxfp4Values, 12, BlockMXFP4, uint8_t>(t[uint32_t(DType::MXFP4)]);
+}
+
+}  // namespace
+}  // namespace deltafin::kern

@@ -1,0 +1,183 @@
+// Row panels (kernels/panels.h): the conversion keeps every value of every row, the
+// scalar reference agrees with the row reference within float summation error, every
+// instruction set's panel kernels give the reference's bits for one and four tokens
+// over panels and over the file's rows, and matmul_panels gives the same bits at every
+// batch size and thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/panels.h"
+#include "kernels/types.h"
+#include "kernel_test_util.h"
+
+using namespace deltafin;
+
+namespace {
+
+const DType kPanelTypes[] = {DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
+
+// A rows x cols matrix of `type` quantized from Gaussian values, in the file's order.
+std::vector<uint8_t> matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const std::vector<float> w = gaussian(size_t(rows * cols), seed);
+  const size_t row = dtype_row_bytes(type, uint64_t(cols));
+  std::vector<uint8_t> q(row * size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) type_traits_ref(type)->from_float(w.data() + r * cols, q.data() + r * row, cols);
+  return q;
+}
+
+std::vector<uint8_t> panels(DType type, std::vector<uint8_t> q, int64_t rows, int64_t cols) {
+  to_panels(type, q.data(), rows, cols);
+  return q;
+}
+
+// n activation rows quantized to Q8_0 by the reference.
+std::vector<uint8_t> acts(int64_t n, int64_t cols, uint32_t seed) {
+  const std::vector<float> x = gaussian(size_t(n * cols), seed);
+  const size_t row = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
+  std::vector<uint8_t> q(row * size_t(n));
+  for (int64_t t = 0; t < n; ++t) type_traits_ref(DType::Q8_0)->from_float(x.data() + t * cols, q.data() + t * row, cols);
+  return q;
+}
+
+
+}  // namespace
+
+// The reference on panels against the row reference on the file's rows: both sum
+// exact integer block products and differ only in the order of the float additions,
+// so a value lost or moved by to_panels shows far beyond the bound.
+TEST(Panels, ReferenceMatchesRowReference) {
+  const int64_t rows = 24, cols = 320;
+  for (DType type : kPanelTypes) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const auto w = matrix(type, rows, cols, 1);
+    const auto p = panels(type, w, rows, cols);
+    ASSERT_EQ(p.size(), w.size());
+    EXPECT_NE(std::memcmp(p.data(), w.data(), w.size()), 0) << "to_panels left the bytes as they were";
+    const auto x = acts(3, cols, 2);
+    const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), xrow = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
+    for (int64_t g = 0; g < rows / kPanelRows; ++g) {
+      const void* xs[3] = {x.data(), x.data() + xrow, x.data() + 2 * xrow};
+      float out[3 * kPanelRows];
+      panel_dot_ref(type, cols, out, p.data() + size_t(g) * kPanelRows * wrow, xs, 3);
+      for (int t = 0; t < 3; ++t)
+        for (int r = 0; r < kPanelRows; ++r) {
+          float want = 0;
+          type_traits_ref(type)->vec_dot(cols, &want, w.data() + size_t(g * kPanelRows + r) * wrow, xs[t]);
+          EXPECT_NEAR(out[t * kPanelRows + r], want, 1e-5f * (1.0f + std::fabs(want))) << "row " << g * 8 + r;
+        }
+    }
+  }
+}
+
+// Every instruction set that has panel kernels: one token and four tokens, over panels
+// and over the file's rows, each the reference's bits.
+TEST(Panels, KernelsEqualReferenceBitForBit) {
+  const int64_t rows = 16, cols = 1120;  // 35 blocks: the file-row kernels take eight at a time, then three
+  int checked = 0;
+  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+    for (DType type : kPanelTypes) {
+      const TypeTraits* tt = type_traits_isa(type, isa);
+      if (tt == nullptr || tt->panel_dot == nullptr) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)));
+      ASSERT_NE(tt->panel_dot_x4, nullptr);
+      ASSERT_NE(tt->panel_rows, nullptr);
+      ASSERT_NE(tt->panel_rows_x4, nullptr);
+      const auto file_rows = matrix(type, rows, cols, 3);
+      const auto p = panels(type, file_rows, rows, cols);
+      const auto x = acts(4, cols, 4);
+      const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), xrow = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
+      const void* xs[4] = {x.data(), x.data() + xrow, x.data() + 2 * xrow, x.data() + 3 * xrow};
+      // The kernels read the activation rows as panel_prep leaves them.
+      ASSERT_NE(tt->panel_prep, nullptr);
+      const size_t prow = tt->panel_prep_bytes(cols);
+      std::vector<uint8_t> prepared(4 * prow);
+      const void* ps[4];
+      for (int t = 0; t < 4; ++t) {
+        tt->panel_prep(cols, prepared.data() + t * prow, xs[t]);
+        ps[t] = prepared.data() + t * prow;
+      }
+      for (int64_t g = 0; g < rows / kPanelRows; ++g) {
+        const uint8_t* w = p.data() + size_t(g) * kPanelRows * wrow;
+        float ref[4 * kPanelRows], four[4 * kPanelRows];
+        panel_dot_ref(type, cols, ref, w, xs, 4);
+        const uint8_t* fw = file_rows.data() + size_t(g) * kPanelRows * wrow;
+        tt->panel_dot_x4(cols, four, w, ps);
+        EXPECT_EQ(std::memcmp(four, ref, sizeof(ref)), 0) << "four tokens";
+        for (int r = 0; r < kPanelRows; ++r) {
+          float y[4];
+          tt->panel_rows_x4(cols, y, fw + r * wrow, ps);
+          for (int t = 0; t < 4; ++t)
+            EXPECT_EQ(std::memcmp(&y[t], &ref[t * kPanelRows + r], sizeof(float)), 0) << "file row " << r << " token " << t;
+        }
+        for (int t = 0; t < 4; ++t) {
+          float one[kPanelRows];
+          tt->panel_dot(cols, one, w, ps[t]);
+          EXPECT_EQ(std::memcmp(one, ref + t * kPanelRows, sizeof(one)), 0) << "token " << t << " alone";
+          for (int r = 0; r < kPanelRows; ++r) {
+            float y;
+            tt->panel_rows(cols, &y, fw + r * wrow, ps[t]);
+            EXPECT_EQ(std::memcmp(&y, &ref[t * kPanelRows + r], sizeof(float)), 0) << "file row " << r << " token " << t << " alone";
+          }
+        }
+      }
+      ++checked;
+    }
+  }
+#if defined(DELTAFIN_X86)
+  if (isa_supported(Isa::AVX2)) EXPECT_GE(checked, 3) << "AVX2 has panel kernels for Q4_0, IQ4_NL and MXFP4";
+#endif
+}
+
+// The driver: any number of tokens (padded groups of four, one alone), one thread or
+// two, panels or the file's rows, every set and the reference alike: the same bits as
+// each token alone through the reference. And a type or shape without panel kernels
+// is not asked for them.
+TEST(Panels, MatmulEqualsReferenceAtEveryBatchSize) {
+  RestoreIsa restore;
+  const int64_t rows = 48, cols = 352;
+  ThreadPool pool(2);
+  for (DType type : kPanelTypes) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    const auto file_rows = matrix(type, rows, cols, 5);
+    const auto p = panels(type, file_rows, rows, cols);
+    const size_t wrow = dtype_row_bytes(type, uint64_t(cols));
+    const int64_t max_tok = 9;
+    const std::vector<float> X = gaussian(size_t(max_tok * cols), 6);
+    const auto xq = [&] {
+      std::vector<uint8_t> q(dtype_row_bytes(DType::Q8_0, uint64_t(cols)) * size_t(max_tok));
+      for (int64_t t = 0; t < max_tok; ++t)
+        type_traits_ref(DType::Q8_0)->from_float(X.data() + t * cols, q.data() + t * (q.size() / max_tok), cols);
+      return q;
+    }();
+    std::vector<float> want(size_t(max_tok * rows));
+    for (int64_t t = 0; t < max_tok; ++t) {
+      const void* xs[1] = {xq.data() + t * (xq.size() / max_tok)};
+      for (int64_t g = 0; g < rows / kPanelRows; ++g)
+        panel_dot_ref(type, cols, want.data() + t * rows + g * kPanelRows, p.data() + size_t(g) * kPanelRows * wrow, xs, 1);
+    }
+    for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+      if (!select_isa(isa)) continue;
+      const bool has = type_traits(type)->panel_dot != nullptr;
+      for (bool in_panels : {true, false}) {
+        if (!in_panels && !has) continue;  // the file's rows only with a set's kernels
+        for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool})
+          for (int64_t n : {1, 2, 3, 4, 5, 9}) {
+            SCOPED_TRACE(std::string(isa_name(isa)) + " tokens " + std::to_string(n) + (tp ? " two threads" : "") +
+                         (in_panels ? " panels" : " file rows"));
+            std::vector<float> Y(size_t(n * rows), -1.0f);
+            matmul_panels(tp, type, (in_panels ? p : file_rows).data(), rows, cols, X.data(), n, cols, Y.data(), rows,
+                          in_panels);
+            EXPECT_EQ(std::memcmp(Y.data(), want.data(), Y.size() * sizeof(float)), 0);
+          }
+      }
+      EXPECT_EQ(panels_wanted(type, rows, cols), has);
+      EXPECT_FALSE(panels_wanted(type, rows + 4, cols)) << "rows not a multiple of eight";
+    }
+  }
+  EXPECT_FALSE(panels_wanted(DType::Q4_K, 64, 256));
+  EXPECT_FALSE(panels_wanted(DType::F32, 64, 256));
+}
