@@ -51,9 +51,10 @@ void pack_q4x8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ4x8T<Sca
   }
 }
 
-template <class Scale>
-void panel_dot_ref_q4(const int8_t* levels, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
-  const auto* a = static_cast<const PanelQ4x8T<Scale>*>(w);
+// The reference over one panel: `value(i, r, e)` is row r's value e (e < 32) of block
+// i as an integer, `scale(i, r)` its block scale.
+template <class Value, class ScaleOf>
+void panel_ref(int64_t cols, float* out, const void* const* x, int n_x, Value value, ScaleOf scale) {
   const int64_t nb = cols / kQ32;
   for (int t = 0; t < n_x; ++t) {
     const auto* b = static_cast<const BlockQ8_0*>(x[t]);
@@ -61,16 +62,41 @@ void panel_dot_ref_q4(const int8_t* levels, int64_t cols, float* out, const void
       float acc = 0.0f;
       for (int64_t i = 0; i < nb; ++i) {
         int isum = 0;
-        for (int k = 0; k < 4; ++k)
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t q = a[i].qs[32 * k + 4 * r + j];
-            isum += levels[q & 15] * b[i].qs[8 * k + j] + levels[q >> 4] * b[i].qs[8 * k + 4 + j];
-          }
-        acc = std::fma(panel_scale(a[i].d[r]) * fp16_to_f32(b[i].d), float(isum), acc);
+        for (int e = 0; e < 32; ++e) isum += value(i, r, e) * b[i].qs[e];
+        acc = std::fma(scale(i, r) * fp16_to_f32(b[i].d), float(isum), acc);
       }
       out[t * kPanelRows + r] = acc;
     }
   }
+}
+
+template <class Scale>
+void panel_dot_ref_q4(const int8_t* levels, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const auto* a = static_cast<const PanelQ4x8T<Scale>*>(w);
+  // Value e: piece e / 8, low nibble for e % 8 < 4, high for the rest.
+  auto value = [&](int64_t i, int r, int e) {
+    const int k = e / 8, j = e % 8;
+    const uint8_t q = a[i].qs[32 * k + 4 * r + j % 4];
+    return int(levels[j < 4 ? q & 15 : q >> 4]);
+  };
+  panel_ref(cols, out, x, n_x, value, [&](int64_t i, int r) { return panel_scale(a[i].d[r]); });
+}
+
+// Q8_0: eight rows -> nb panel blocks (PanelQ8x8).
+void pack_q8x8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ8x8* out) {
+  for (int64_t i = 0; i < nb; ++i)
+    for (int r = 0; r < 8; ++r) {
+      BlockQ8_0 b;
+      std::memcpy(&b, rows + size_t(r) * row_bytes + size_t(i) * sizeof(b), sizeof(b));
+      out[i].d[r] = b.d;
+      for (int k = 0; k < 8; ++k) std::memcpy(out[i].qs + 32 * k + 4 * r, b.qs + 4 * k, 4);
+    }
+}
+
+void panel_dot_ref_q8(int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const auto* a = static_cast<const PanelQ8x8*>(w);
+  auto value = [&](int64_t i, int r, int e) { return int(a[i].qs[32 * (e / 4) + 4 * r + e % 4]); };
+  panel_ref(cols, out, x, n_x, value, [&](int64_t i, int r) { return fp16_to_f32(a[i].d[r]); });
 }
 
 // Rows per tile of the batched loop: about 64 KiB of weights stay in L2 while every
@@ -88,19 +114,21 @@ bool panels_wanted(DType type, int64_t rows, int64_t cols) {
 }
 
 void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
-  assert(q4_levels(type) != nullptr && rows % kPanelRows == 0 && cols % kQ32 == 0);
+  assert((type == DType::Q8_0 || q4_levels(type) != nullptr) && rows % kPanelRows == 0 && cols % kQ32 == 0);
   const size_t row_bytes = size_t(dtype_row_bytes(type, uint64_t(cols)));
   const int64_t nb = cols / kQ32;
   std::vector<uint8_t> group(row_bytes * kPanelRows);
   auto* p = static_cast<uint8_t*>(data);
   for (int64_t g = 0; g < rows / kPanelRows; ++g, p += group.size()) {
     std::memcpy(group.data(), p, group.size());
-    if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(group.data(), row_bytes, nb, reinterpret_cast<PanelMXx8*>(p));
+    if (type == DType::Q8_0) pack_q8x8(group.data(), row_bytes, nb, reinterpret_cast<PanelQ8x8*>(p));
+    else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(group.data(), row_bytes, nb, reinterpret_cast<PanelMXx8*>(p));
     else pack_q4x8<BlockQ4_0>(group.data(), row_bytes, nb, reinterpret_cast<PanelQ4x8*>(p));
   }
 }
 
 void panel_dot_ref(DType type, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  if (type == DType::Q8_0) return panel_dot_ref_q8(cols, out, w, x, n_x);
   const int8_t* levels = q4_levels(type);
   assert(levels != nullptr);
   if (type == DType::MXFP4) panel_dot_ref_q4<uint8_t>(levels, cols, out, w, x, n_x);

@@ -1,5 +1,6 @@
-// Internal: the panel blocks of the 4-bit 32-value types (Q4_0, IQ4_NL, MXFP4) and
-// their level tables, shared by panels.cpp and the SIMD panel kernels.
+// Internal: the panel blocks of the 32-value types with panel kernels (Q8_0, and the
+// 4-bit Q4_0, IQ4_NL, MXFP4 with their level tables), shared by panels.cpp and the SIMD
+// panel kernels.
 #pragma once
 #include <cstdint>
 
@@ -20,6 +21,14 @@ struct PanelQ4x8T {
 using PanelQ4x8 = PanelQ4x8T<uint16_t>;   // Q4_0, IQ4_NL
 using PanelMXx8 = PanelQ4x8T<uint8_t>;    // MXFP4
 static_assert(sizeof(PanelQ4x8) == 8 * sizeof(BlockIQ4_NL) && sizeof(BlockIQ4_NL) == sizeof(BlockQ4_0));
+
+// Q8_0's block i of eight rows: the scales, then byte 4r + j of the 32-byte piece k
+// (k < 8, j < 4) holds row r's value 4k + j.
+struct PanelQ8x8 {
+  uint16_t d[8];
+  int8_t qs[256];
+};
+static_assert(sizeof(PanelQ8x8) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(PanelMXx8) == 8 * sizeof(BlockMXFP4));
 
 // The levels of Q4_0's codes (code - 8), as IQ4_NL's kIq4nlValues and MXFP4's

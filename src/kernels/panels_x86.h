@@ -1,4 +1,5 @@
-// x86 kernels over row panels (panels.h) of the 4-bit types (Q4_0, IQ4_NL, MXFP4),
+// x86 kernels over row panels (panels.h) of Q8_0 and the 4-bit types (Q4_0, IQ4_NL,
+// MXFP4),
 // included by panels_avx2.cpp and panels_avx512.cpp (internal linkage, as
 // x86_common.h).
 //
@@ -8,10 +9,11 @@
 // rows. The row kernels pay a convert and an FMA per row and block.
 //
 // The weights go in unsigned: each level plus an offset K (Q4_0 8, MXFP4 12 with
-// vpmaddubsw; with AVX512-VNNI's vpdpbusd, which cannot saturate, IQ4_NL 128 too), and
+// vpmaddubsw; with AVX512-VNNI's vpdpbusd, which cannot saturate, Q8_0 and IQ4_NL 128
+// too), and
 // the activation row, prepared once per matrix (panel_prep), carries each block's
-// -K x (sum of its values) to add. Where K would saturate vpmaddubsw (IQ4_NL on AVX2,
-// K = 0) the weight's sign moves onto the activation instead. Either way the integer
+// -K x (sum of its values) to add. Where K would saturate vpmaddubsw (Q8_0 and IQ4_NL
+// on AVX2, K = 0) the weight's sign moves onto the activation instead. Either way the integer
 // is exact, so every build gives the reference's bits.
 #pragma once
 #include <cmath>
@@ -93,16 +95,49 @@ inline __m256 panel_scales8(const uint8_t* e) {
   return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
 }
 
+// How a type's weights become the kernels' bytes: Nibbles (Q4_0, IQ4_NL, MXFP4: a
+// level table, plus K) or Bytes (Q8_0: the values, plus K). pair(p, k, w) gives the
+// panel block's vectors 2k and 2k + 1 (vector v: values 4v..4v+3 of every row);
+// row(qs) a file block's 32 values in element order.
+template <const int8_t (&Levels)[16], int K, class S>
+struct Nibbles {
+  using Scale = S;
+  using Panel = PanelQ4x8T<S>;
+  static constexpr int kOffset = K;
+  static constexpr size_t kBlockBytes = sizeof(S) + 16;
+  __m256i lut = Lut<Levels, K>::vec();
+  void pair(const Panel& p, int k, __m256i* w) const {
+    const __m256i m4 = _mm256_set1_epi8(15), raw = loadu256(p.qs + 32 * k);
+    w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
+    w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+  }
+  __m256i row(const uint8_t* qs) const { return _mm256_shuffle_epi8(lut, unpack_nibbles16(qs)); }
+};
+template <int K>
+struct Bytes {
+  static_assert(K == 0 || K == 128);
+  using Scale = uint16_t;
+  using Panel = PanelQ8x8;
+  static constexpr int kOffset = K;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  static __m256i offset(__m256i v) { return K != 0 ? _mm256_xor_si256(v, _mm256_set1_epi8(char(0x80))) : v; }
+  void pair(const Panel& p, int k, __m256i* w) const {
+    w[0] = offset(loadu256(p.qs + 64 * k));
+    w[1] = offset(loadu256(p.qs + 64 * k + 32));
+  }
+  __m256i row(const uint8_t* qs) const { return offset(loadu256(qs)); }
+};
+
 // out[t * 8 + r] = dot(panel row r, x[t]) for NT prepared tokens (panels.h's order).
-template <const int8_t (&Levels)[16], int K, class Scale, int NT>
-void panel_q4(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const PanelQ4x8T<Scale>*>(w);
+template <class W, int NT>
+void panel_dot(int64_t n, float* out, const void* w, const void* const* xp) {
+  constexpr int K = W::kOffset;
+  const W fmt;
+  const auto* a = static_cast<const typename W::Panel*>(w);
   const int64_t nb = n / kQ32;
   PanelAct x[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
-  const __m256i lut = Lut<Levels, K>::vec();
-  const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -112,15 +147,14 @@ void panel_q4(int64_t n, float* out, const void* w, const void* const* xp) {
     for (int t = 0; t < NT; ++t) isum[t] = K != 0 ? _mm256_set1_epi32(x[t].s[i]) : _mm256_setzero_si256();
     DF_UNROLL
     for (int k = 0; k < 4; ++k) {
-      const __m256i raw = loadu256(a[i].qs + 32 * k);
-      const __m256i w0 = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
-      const __m256i w1 = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+      __m256i wv[2];
+      fmt.pair(a[i], k, wv);
       DF_UNROLL
       for (int t = 0; t < NT; ++t) {
         int32_t y0, y1;
         std::memcpy(&y0, x[t].y + 32 * i + 8 * k, 4);
         std::memcpy(&y1, x[t].y + 32 * i + 8 * k + 4, 4);
-        isum[t] = dot_acc<K>(dot_acc<K>(isum[t], w0, _mm256_set1_epi32(y0)), w1, _mm256_set1_epi32(y1));
+        isum[t] = dot_acc<K>(dot_acc<K>(isum[t], wv[0], _mm256_set1_epi32(y0)), wv[1], _mm256_set1_epi32(y1));
       }
     }
     const __m256 dw = panel_scales8(a[i].d);
@@ -140,22 +174,23 @@ inline __m256i sum_rows8(const __m256i* p) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-// One row in the file's order with panel_q4's bits, for experts read into the RAM
+// One row in the file's order with panel_dot's bits, for experts read into the RAM
 // cache (which keeps the file's bytes): eight blocks at a time, each block's products
 // with a token as the row kernels form them, their lane sums folded so that lane k
-// holds block k's exact integer (sum_rows8), then panel_q4's float steps block after
+// holds block k's exact integer (sum_rows8), then panel_dot's float steps block after
 // block (a scalar FMA chain per token). One row streams from memory at a time: eight
 // rows read side by side measured slower here than the row kernels.
-template <const int8_t (&Levels)[16], int K, class Block, class Scale, int NT>
-void row_q4(int64_t n, float* out, const void* w, const void* const* xp) {
-  static_assert(sizeof(Block) == sizeof(Scale) + 16);
+template <class W, int NT>
+void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
+  constexpr int K = W::kOffset;
+  constexpr size_t kBlock = W::kBlockBytes;
+  using Scale = typename W::Scale;
+  const W fmt;
   const auto* a = static_cast<const uint8_t*>(w);
   const int64_t nb = n / kQ32;
   PanelAct x[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
-  const __m256i lut = Lut<Levels, K>::vec();
-  auto weights = [&](const uint8_t* qs) { return _mm256_shuffle_epi8(lut, unpack_nibbles16(qs)); };
   float acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -165,9 +200,9 @@ void row_q4(int64_t n, float* out, const void* w, const void* const* xp) {
     Scale d[8];
     DF_UNROLL
     for (int k = 0; k < 8; ++k) {
-      const uint8_t* blk = a + size_t(i + k) * sizeof(Block);
+      const uint8_t* blk = a + size_t(i + k) * kBlock;
       std::memcpy(&d[k], blk, sizeof(Scale));
-      q[k] = weights(blk + sizeof(Scale));
+      q[k] = fmt.row(blk + sizeof(Scale));
     }
     const __m256 dw = panel_scales8(d);
     DF_UNROLL
@@ -185,10 +220,10 @@ void row_q4(int64_t n, float* out, const void* w, const void* const* xp) {
     }
   }
   for (; i < nb; ++i) {
-    const uint8_t* blk = a + size_t(i) * sizeof(Block);
+    const uint8_t* blk = a + size_t(i) * kBlock;
     Scale d;
     std::memcpy(&d, blk, sizeof(Scale));
-    const __m256i q = weights(blk + sizeof(Scale));
+    const __m256i q = fmt.row(blk + sizeof(Scale));
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       const int isum = hsum8_i32(dot_acc<K>(_mm256_setzero_si256(), q, loadu256(x[t].y + 32 * i))) + x[t].s[i];
@@ -199,32 +234,34 @@ void row_q4(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
-template <const int8_t (&Levels)[16], int K, class Scale>
-void panel_q4_1(int64_t n, float* out, const void* w, const void* x) {
-  panel_q4<Levels, K, Scale, 1>(n, out, w, &x);
+template <class W>
+void panel_dot_1(int64_t n, float* out, const void* w, const void* x) {
+  panel_dot<W, 1>(n, out, w, &x);
 }
-template <const int8_t (&Levels)[16], int K, class Block, class Scale>
-void row_q4_1(int64_t n, float* out, const void* w, const void* x) {
-  row_q4<Levels, K, Block, Scale, 1>(n, out, w, &x);
+template <class W>
+void row_dot_1(int64_t n, float* out, const void* w, const void* x) {
+  row_dot<W, 1>(n, out, w, &x);
 }
 
 // Sets one type's panel kernels (over panels and over the file's rows) and their
-// activation preparation with offset K.
-template <const int8_t (&Levels)[16], int K, class Block, class Scale>
+// activation preparation.
+template <class W>
 void set_panels(TypeTraits& r) {
   r.panel_prep_bytes = panel_prep_bytes;
-  r.panel_prep = panel_prep<K>;
-  r.panel_dot = panel_q4_1<Levels, K, Scale>;
-  r.panel_dot_x4 = panel_q4<Levels, K, Scale, 4>;
-  r.panel_rows = row_q4_1<Levels, K, Block, Scale>;
-  r.panel_rows_x4 = row_q4<Levels, K, Block, Scale, 4>;
+  r.panel_prep = panel_prep<W::kOffset>;
+  r.panel_dot = panel_dot_1<W>;
+  r.panel_dot_x4 = panel_dot<W, 4>;
+  r.panel_rows = row_dot_1<W>;
+  r.panel_rows_x4 = row_dot<W, 4>;
 }
 
-// The panel kernels of Q4_0, IQ4_NL and MXFP4 (one build's).
+// The panel kernels of Q8_0, Q4_0, IQ4_NL and MXFP4 (one build's). Offsets: what keeps
+// vpmaddubsw from saturating (none for Q8_0 and IQ4_NL), anything with vpdpbusd.
 inline void install_panels_x86(TypeTraits* t) {
-  set_panels<kQ4_0Levels, 8, BlockQ4_0, uint16_t>(t[uint32_t(DType::Q4_0)]);
-  set_panels<kIq4nlValues, kVnni ? 128 : 0, BlockIQ4_NL, uint16_t>(t[uint32_t(DType::IQ4_NL)]);
-  set_panels<kMxfp4Values, 12, BlockMXFP4, uint8_t>(t[uint32_t(DType::MXFP4)]);
+  set_panels<Bytes<kVnni ? 128 : 0>>(t[uint32_t(DType::Q8_0)]);
+  set_panels<Nibbles<kQ4_0Levels, 8, uint16_t>>(t[uint32_t(DType::Q4_0)]);
+  set_panels<Nibbles<kIq4nlValues, kVnni ? 128 : 0, uint16_t>>(t[uint32_t(DType::IQ4_NL)]);
+  set_panels<Nibbles<kMxfp4Values, 12, uint8_t>>(t[uint32_t(DType::MXFP4)]);
 }
 
 }  // namespace

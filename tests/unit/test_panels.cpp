@@ -18,7 +18,7 @@ using namespace deltafin;
 
 namespace {
 
-const DType kPanelTypes[] = {DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
+const DType kPanelTypes[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
 
 // A rows x cols matrix of `type` quantized from Gaussian values, in the file's order.
 std::vector<uint8_t> matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
@@ -128,7 +128,7 @@ TEST(Panels, KernelsEqualReferenceBitForBit) {
     }
   }
 #if defined(DELTAFIN_X86)
-  if (isa_supported(Isa::AVX2)) EXPECT_GE(checked, 3) << "AVX2 has panel kernels for Q4_0, IQ4_NL and MXFP4";
+  if (isa_supported(Isa::AVX2)) EXPECT_GE(checked, 4) << "AVX2 has panel kernels for Q8_0, Q4_0, IQ4_NL and MXFP4";
 #endif
 }
 

@@ -314,7 +314,7 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
 // the RAM cache keeps the file's bytes, and the panel kernels over either give the
 // same logits bit for bit, prompt batches and single tokens.
 TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
-  for (DType type : {DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     SynthSpec spec;
     ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
