@@ -1,6 +1,5 @@
 // x86 kernels over row panels (panels.h) of Q8_0 and the 4-bit types (Q4_0, IQ4_NL,
-// MXFP4),
-// included by panels_avx2.cpp and panels_avx512.cpp (internal linkage, as
+// MXFP4), included by panels_avx2.cpp and panels_avx512.cpp (internal linkage, as
 // x86_common.h).
 //
 // Panels, per block and token: the activation's 32 values as eight broadcast 4-byte
@@ -10,11 +9,10 @@
 //
 // The weights go in unsigned: each level plus an offset K (Q4_0 8, MXFP4 12 with
 // vpmaddubsw; with AVX512-VNNI's vpdpbusd, which cannot saturate, Q8_0 and IQ4_NL 128
-// too), and
-// the activation row, prepared once per matrix (panel_prep), carries each block's
-// -K x (sum of its values) to add. Where K would saturate vpmaddubsw (Q8_0 and IQ4_NL
-// on AVX2, K = 0) the weight's sign moves onto the activation instead. Either way the integer
-// is exact, so every build gives the reference's bits.
+// too), and the activation row, prepared once per matrix (panel_prep), carries each
+// block's -K x (sum of its values) to add. Where K would saturate vpmaddubsw (Q8_0 and
+// IQ4_NL on AVX2, K = 0) the weight's sign moves onto the activation instead. Either
+// way the integer is exact, so every build gives the reference's bits.
 #pragma once
 #include <cmath>
 
@@ -66,7 +64,9 @@ void panel_prep(int64_t n, void* dst, const void* x) {
 template <const int8_t (&Levels)[16], int K>
 struct Lut {
   static constexpr Table16 kTable = offset_levels(Levels, K);
-  static __m256i vec() { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable.v))); }
+  static __m256i vec() {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable.v)));
+  }
 };
 
 // acc + the int32 sums of four products w x y (w: the kernel's weight bytes, y: signed

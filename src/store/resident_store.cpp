@@ -51,7 +51,8 @@ class ResidentExpertStore final : public ExpertStore {
     if (layout.converts(out->view)) {
       const Tensor& v = out->view;
       const uint64_t per = v.row_bytes() * uint64_t(v.rows());
-      for (int64_t e = 0; e < v.ne[2]; ++e) layout.convert(v.type, static_cast<uint8_t*>(out->bytes.data()) + e * per, v.rows(), v.cols());
+      auto* base = static_cast<uint8_t*>(out->bytes.data());
+      for (int64_t e = 0; e < v.ne[2]; ++e) layout.convert(v.type, base + e * per, v.rows(), v.cols());
       out->view.panels = true;
     }
     return {};

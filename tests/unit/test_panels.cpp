@@ -39,7 +39,8 @@ std::vector<uint8_t> acts(int64_t n, int64_t cols, uint32_t seed) {
   const std::vector<float> x = gaussian(size_t(n * cols), seed);
   const size_t row = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
   std::vector<uint8_t> q(row * size_t(n));
-  for (int64_t t = 0; t < n; ++t) type_traits_ref(DType::Q8_0)->from_float(x.data() + t * cols, q.data() + t * row, cols);
+  const TypeTraits* q8 = type_traits_ref(DType::Q8_0);
+  for (int64_t t = 0; t < n; ++t) q8->from_float(x.data() + t * cols, q.data() + t * row, cols);
   return q;
 }
 
@@ -111,7 +112,8 @@ TEST(Panels, KernelsEqualReferenceBitForBit) {
           float y[4];
           tt->panel_rows_x4(cols, y, fw + r * wrow, ps);
           for (int t = 0; t < 4; ++t)
-            EXPECT_EQ(std::memcmp(&y[t], &ref[t * kPanelRows + r], sizeof(float)), 0) << "file row " << r << " token " << t;
+            EXPECT_EQ(std::memcmp(&y[t], &ref[t * kPanelRows + r], sizeof(float)), 0)
+                << "file row " << r << " token " << t;
         }
         for (int t = 0; t < 4; ++t) {
           float one[kPanelRows];
@@ -120,7 +122,8 @@ TEST(Panels, KernelsEqualReferenceBitForBit) {
           for (int r = 0; r < kPanelRows; ++r) {
             float y;
             tt->panel_rows(cols, &y, fw + r * wrow, ps[t]);
-            EXPECT_EQ(std::memcmp(&y, &ref[t * kPanelRows + r], sizeof(float)), 0) << "file row " << r << " token " << t << " alone";
+            EXPECT_EQ(std::memcmp(&y, &ref[t * kPanelRows + r], sizeof(float)), 0)
+                << "file row " << r << " token " << t << " alone";
           }
         }
       }
@@ -157,7 +160,8 @@ TEST(Panels, MatmulEqualsReferenceAtEveryBatchSize) {
     for (int64_t t = 0; t < max_tok; ++t) {
       const void* xs[1] = {xq.data() + t * (xq.size() / max_tok)};
       for (int64_t g = 0; g < rows / kPanelRows; ++g)
-        panel_dot_ref(type, cols, want.data() + t * rows + g * kPanelRows, p.data() + size_t(g) * kPanelRows * wrow, xs, 1);
+        panel_dot_ref(type, cols, want.data() + t * rows + g * kPanelRows, p.data() + size_t(g) * kPanelRows * wrow,
+                      xs, 1);
     }
     for (Isa isa : {Isa::Scalar, Isa::AVX2, Isa::AVX512, Isa::NEON}) {
       if (!select_isa(isa)) continue;
