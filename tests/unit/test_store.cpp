@@ -26,6 +26,7 @@
 #include "arch_names.h"
 #include "io/direct_file.h"
 #include "kernels/panels.h"
+#include "kernels/types.h"
 #include "model/linear.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -333,6 +334,11 @@ TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
     ASSERT_TRUE(w.ok());
     ASSERT_EQ(w->up.type, type);
     const bool want = panels_wanted(type, w->up.rows(), w->up.cols());
+    // The x86 sets have panel kernels for these types: otherwise the comparison below
+    // proves nothing.
+    if (selected_isa() == Isa::AVX2 || selected_isa() == Isa::AVX512) {
+      ASSERT_TRUE(want) << "the tiny model's experts are not kept in panels";
+    }
     EXPECT_EQ(w->up.panels, want);
     EXPECT_EQ(w->down.panels, panels_wanted(type, w->down.rows(), w->down.cols()));
     if (want) {
