@@ -99,6 +99,20 @@ void panel_dot_ref_q8(int64_t cols, float* out, const void* w, const void* const
   panel_ref(cols, out, x, n_x, value, [&](int64_t i, int r) { return fp16_to_f32(a[i].d[r]); });
 }
 
+// Panels of rows[0 .. n_panels * 8) (`row_bytes` apart, the file's order) written to
+// dst, which must not overlap them.
+void pack_panels(DType type, const uint8_t* rows, size_t row_bytes, int64_t n_panels, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQ32;
+  const size_t panel_bytes = row_bytes * kPanelRows;
+  for (int64_t g = 0; g < n_panels; ++g) {
+    const uint8_t* src = rows + size_t(g) * panel_bytes;
+    uint8_t* out = dst + size_t(g) * panel_bytes;
+    if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, reinterpret_cast<PanelQ8x8*>(out));
+    else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(src, row_bytes, nb, reinterpret_cast<PanelMXx8*>(out));
+    else pack_q4x8<BlockQ4_0>(src, row_bytes, nb, reinterpret_cast<PanelQ4x8*>(out));
+  }
+}
+
 // Rows per tile of the batched loop: about 64 KiB of weights stay in L2 while every
 // group of four tokens passes over them.
 int64_t tile_panels(size_t panel_bytes) {
@@ -116,14 +130,11 @@ bool panels_wanted(DType type, int64_t rows, int64_t cols) {
 void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
   assert((type == DType::Q8_0 || q4_levels(type) != nullptr) && rows % kPanelRows == 0 && cols % kQ32 == 0);
   const size_t row_bytes = size_t(dtype_row_bytes(type, uint64_t(cols)));
-  const int64_t nb = cols / kQ32;
-  std::vector<uint8_t> group(row_bytes * kPanelRows);
+  std::vector<uint8_t> group(row_bytes * kPanelRows);  // a panel's rows, while its bytes are rewritten
   auto* p = static_cast<uint8_t*>(data);
   for (int64_t g = 0; g < rows / kPanelRows; ++g, p += group.size()) {
     std::memcpy(group.data(), p, group.size());
-    if (type == DType::Q8_0) pack_q8x8(group.data(), row_bytes, nb, reinterpret_cast<PanelQ8x8*>(p));
-    else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(group.data(), row_bytes, nb, reinterpret_cast<PanelMXx8*>(p));
-    else pack_q4x8<BlockQ4_0>(group.data(), row_bytes, nb, reinterpret_cast<PanelQ4x8*>(p));
+    pack_panels(type, group.data(), row_bytes, 1, cols, p);
   }
 }
 
@@ -177,8 +188,7 @@ void matmul_panels(ThreadPool* pool, DType type, const void* W, int64_t rows, in
       const int64_t gb = std::min(g1, ga + G);
       const uint8_t* base = w;
       if (convert) {
-        std::memcpy(tile.data(), w + size_t(ga) * panel_bytes, size_t(gb - ga) * panel_bytes);
-        to_panels(type, tile.data(), (gb - ga) * kPanelRows, cols);
+        pack_panels(type, w + size_t(ga) * panel_bytes, row_bytes, gb - ga, cols, tile.data());
         base = tile.data() - size_t(ga) * panel_bytes;
       }
       for (int64_t t = 0; t < n_tok; t += 4) {

@@ -41,6 +41,16 @@ struct PanelAct {
         s(reinterpret_cast<const int32_t*>(y + size_t(nb) * 32)),
         d(reinterpret_cast<const float*>(s + nb)) {}
 };
+// NT prepared rows.
+template <int NT>
+struct PanelActs {
+  PanelAct a[NT];
+  PanelActs(const void* const* xp, int64_t nb) {
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) a[t] = PanelAct(xp[t], nb);
+  }
+  const PanelAct& operator[](int t) const { return a[t]; }
+};
 size_t panel_prep_bytes(int64_t n) { return size_t(n / kQ32) * (32 + sizeof(int32_t) + sizeof(float)); }
 
 template <int K>
@@ -135,9 +145,7 @@ void panel_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   const W fmt;
   const auto* a = static_cast<const typename W::Panel*>(w);
   const int64_t nb = n / kQ32;
-  PanelAct x[NT];
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
+  const PanelActs<NT> x(xp, nb);
   __m256 acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -188,9 +196,7 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   const W fmt;
   const auto* a = static_cast<const uint8_t*>(w);
   const int64_t nb = n / kQ32;
-  PanelAct x[NT];
-  DF_UNROLL
-  for (int t = 0; t < NT; ++t) x[t] = PanelAct(xp[t], nb);
+  const PanelActs<NT> x(xp, nb);
   float acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
