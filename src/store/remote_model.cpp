@@ -576,10 +576,15 @@ Status RemoteModel::ensure_core(const ProgressFactory& progress) {
   if (!lock.held()) {
     DF_LOG_WARN("another deltafin process is downloading the core of {}; waiting for it", loc_.text);
     DF_ASSIGN(lock, FileLock::acquire(dir_ + "/core.lock"));
-    for (auto& p : parts_) {
-      DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
-      if (p->core->complete()) DF_TRY(p->core->verify_if_changed().ok() ? Status() : Status(make_error("cannot verify {}", p->core->data_path())));
-    }
+  }
+  // Another process may have stored chunks since this one read the journals (it may
+  // even have finished and let go of the lock just before we took it): read them again.
+  for (auto& p : parts_) {
+    if (p->core->complete()) continue;
+    DF_ASSIGN(p->core, CoreFile::open(p->core_base, tmp_dir(root_), p->id.size));
+    if (!p->core->complete()) continue;
+    DF_ASSIGN(int bad, p->core->verify_if_changed());
+    if (bad) DF_LOG_WARN("{}: {} core chunk(s) failed their checksum; fetching them again", p->core->data_path(), bad);
   }
   struct Job {
     Part* part;
