@@ -49,9 +49,12 @@ void install_legacy_avx512(TypeTraits* table);
 // IQ4_NL on q32_avx512.cpp's pair kernels (called by install_legacy_avx512).
 void install_iq4_nl_avx512(TypeTraits* table);
 void install_legacy_neon(TypeTraits* table);
-// The row-panel kernels (panels.h) of panels_avx2.cpp and panels_avx512.cpp.
+// The row-panel kernels (panels.h) of panels_avx2.cpp, panels_avx512.cpp and
+// panels_neon.cpp.
 void install_panels_avx2(TypeTraits* table);
 void install_panels_avx512(TypeTraits* table);
+void install_panels_neon(TypeTraits* table);
+void install_panels_neon_sdot(TypeTraits* table);
 // The NEON sets: the *_neon.cpp installers, built plain and (suffix _sdot) with the
 // dot-product extension (neon_common.h); install_neon_all (neon_install.cpp) runs one
 // build's installers, the _sdot ones if `sdot`.

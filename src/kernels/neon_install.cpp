@@ -16,6 +16,7 @@ void install_neon_all(TypeTraits* t, bool sdot) {
     install_iq_s_neon_sdot(t);
     install_iq1_neon_sdot(t);
     install_tq1_neon_sdot(t);
+    install_panels_neon_sdot(t);
   } else {
     install_neon(t);
     install_legacy_neon(t);
@@ -24,6 +25,7 @@ void install_neon_all(TypeTraits* t, bool sdot) {
     install_iq_s_neon(t);
     install_iq1_neon(t);
     install_tq1_neon(t);
+    install_panels_neon(t);
   }
 }
 #endif

@@ -1,11 +1,13 @@
 // Internal: the panel blocks of the 32-value types with panel kernels (Q8_0, and the
 // 4-bit Q4_0, IQ4_NL, MXFP4 with their level tables), shared by panels.cpp and the SIMD
-// panel kernels.
+// panel kernels, and the activation rows those kernels read.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
+#include "kernels/types.h"
 
 namespace deltafin::kern {
 
@@ -38,5 +40,71 @@ inline constexpr int8_t kQ4_0Levels[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1,
 // A panel scale as a float: fp16, or 2^(e - 128) (MXFP4's factor 2 folded in).
 inline float panel_scale(uint16_t d) { return fp16_to_f32(d); }
 inline float panel_scale(uint8_t e) { return e8m0_half_to_f32(e); }
+
+// The prepared activation rows below have internal linkage: every kernel file that
+// includes this is compiled for its own instruction set, and the linker must not hand
+// one set's copy to another (as x86_common.h and neon_common.h).
+namespace {
+
+// A token's Q8_0 row prepared for the panel kernels: each block's 32 value bytes,
+// then per block S = -K x the sum of its values (int32; K: the offset that makes the
+// kernel's weights unsigned, 0 where they stay signed), then per block its scale.
+struct PanelAct {
+  const uint8_t* y = nullptr;
+  const int32_t* s = nullptr;
+  const float* d = nullptr;
+  PanelAct() = default;
+  PanelAct(const void* p, int64_t nb)
+      : y(static_cast<const uint8_t*>(p)),
+        s(reinterpret_cast<const int32_t*>(y + size_t(nb) * 32)),
+        d(reinterpret_cast<const float*>(s + nb)) {}
+};
+// NT prepared rows.
+template <int NT>
+struct PanelActs {
+  PanelAct a[NT];
+  PanelActs(const void* const* xp, int64_t nb) {
+    for (int t = 0; t < NT; ++t) a[t] = PanelAct(xp[t], nb);
+  }
+  const PanelAct& operator[](int t) const { return a[t]; }
+};
+inline size_t panel_prep_bytes(int64_t n) { return size_t(n / kQ32) * (32 + sizeof(int32_t) + sizeof(float)); }
+
+template <int K>
+void panel_prep(int64_t n, void* dst, const void* x) {
+  const auto* b = static_cast<const BlockQ8_0*>(x);
+  const int64_t nb = n / kQ32;
+  auto* y = static_cast<uint8_t*>(dst);
+  auto* s = reinterpret_cast<int32_t*>(y + size_t(nb) * 32);
+  auto* d = reinterpret_cast<float*>(s + nb);
+  for (int64_t i = 0; i < nb; ++i) {
+    std::memcpy(y + 32 * i, b[i].qs, 32);
+    int sum = 0;
+    for (int e = 0; e < 32; ++e) sum += b[i].qs[e];
+    s[i] = -K * sum;
+    d[i] = fp16_to_f32(b[i].d);
+  }
+}
+
+// A kernel over NT tokens as the one-token signature of TypeTraits.
+template <auto F>
+void one_token(int64_t n, float* out, const void* w, const void* x) {
+  F(n, out, w, &x);
+}
+
+// Sets one type's panel kernels: Dot over panels and Rows over the file's rows, each
+// for one and four tokens (template <int NT> in the set's file), reading activation
+// rows prepared with offset K.
+template <int K, auto Dot1, auto Dot4, auto Rows1, auto Rows4>
+void set_panel_kernels(TypeTraits& r) {
+  r.panel_prep_bytes = panel_prep_bytes;
+  r.panel_prep = panel_prep<K>;
+  r.panel_dot = one_token<Dot1>;
+  r.panel_dot_x4 = Dot4;
+  r.panel_rows = one_token<Rows1>;
+  r.panel_rows_x4 = Rows4;
+}
+
+}  // namespace
 
 }  // namespace deltafin::kern

@@ -29,46 +29,6 @@ constexpr bool kVnni = true;
 constexpr bool kVnni = false;
 #endif
 
-// A token's Q8_0 row prepared for the panel kernels: each block's 32 value bytes,
-// then per block S = -K x the sum of its values (int32), then per block its scale.
-struct PanelAct {
-  const uint8_t* y = nullptr;
-  const int32_t* s = nullptr;
-  const float* d = nullptr;
-  PanelAct() = default;
-  PanelAct(const void* p, int64_t nb)
-      : y(static_cast<const uint8_t*>(p)),
-        s(reinterpret_cast<const int32_t*>(y + size_t(nb) * 32)),
-        d(reinterpret_cast<const float*>(s + nb)) {}
-};
-// NT prepared rows.
-template <int NT>
-struct PanelActs {
-  PanelAct a[NT];
-  PanelActs(const void* const* xp, int64_t nb) {
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) a[t] = PanelAct(xp[t], nb);
-  }
-  const PanelAct& operator[](int t) const { return a[t]; }
-};
-size_t panel_prep_bytes(int64_t n) { return size_t(n / kQ32) * (32 + sizeof(int32_t) + sizeof(float)); }
-
-template <int K>
-void panel_prep(int64_t n, void* dst, const void* x) {
-  const auto* b = static_cast<const BlockQ8_0*>(x);
-  const int64_t nb = n / kQ32;
-  auto* y = static_cast<uint8_t*>(dst);
-  auto* s = reinterpret_cast<int32_t*>(y + size_t(nb) * 32);
-  auto* d = reinterpret_cast<float*>(s + nb);
-  for (int64_t i = 0; i < nb; ++i) {
-    std::memcpy(y + 32 * i, b[i].qs, 32);
-    int sum = 0;
-    for (int e = 0; e < 32; ++e) sum += b[i].qs[e];
-    s[i] = -K * sum;
-    d[i] = h2f(b[i].d);
-  }
-}
-
 // The weight levels as the kernels multiply them: plus K (unsigned), or as they are
 // for the sign moves (K = 0).
 template <const int8_t (&Levels)[16], int K>
@@ -240,25 +200,11 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
-template <class W>
-void panel_dot_1(int64_t n, float* out, const void* w, const void* x) {
-  panel_dot<W, 1>(n, out, w, &x);
-}
-template <class W>
-void row_dot_1(int64_t n, float* out, const void* w, const void* x) {
-  row_dot<W, 1>(n, out, w, &x);
-}
-
 // Sets one type's panel kernels (over panels and over the file's rows) and their
 // activation preparation.
 template <class W>
 void set_panels(TypeTraits& r) {
-  r.panel_prep_bytes = panel_prep_bytes;
-  r.panel_prep = panel_prep<W::kOffset>;
-  r.panel_dot = panel_dot_1<W>;
-  r.panel_dot_x4 = panel_dot<W, 4>;
-  r.panel_rows = row_dot_1<W>;
-  r.panel_rows_x4 = row_dot<W, 4>;
+  set_panel_kernels<W::kOffset, panel_dot<W, 1>, panel_dot<W, 4>, row_dot<W, 1>, row_dot<W, 4>>(r);
 }
 
 // The panel kernels of Q8_0, Q4_0, IQ4_NL and MXFP4 (one build's). Offsets: what keeps

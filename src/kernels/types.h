@@ -57,8 +57,9 @@
 // for one row in the file's order against one or four activation rows (out[t]), as
 // vec_dot and vec_dot_x4 take it (the experts in a RAM cache slot). All four read
 // activation rows of vec_dot_type prepared once per matrix by panel_prep
-// (panel_prep_bytes(n) bytes each). Set where panels beat the row kernels (x86 Q8_0,
-// Q4_0, IQ4_NL, MXFP4); null elsewhere, and then routed experts take the row kernels.
+// (panel_prep_bytes(n) bytes each). Set for Q8_0, Q4_0, IQ4_NL and MXFP4 on x86 (where
+// panels beat the row kernels) and NEON; null elsewhere, and then routed experts take
+// the row kernels.
 //
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and

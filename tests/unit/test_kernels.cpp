@@ -794,6 +794,8 @@ TEST(KernelDot, NeonSetFollowsCpuFeatures) {
     const TypeTraits& want = sdot ? with[uint32_t(t)] : without[uint32_t(t)];
     EXPECT_EQ(tt->vec_dot, want.vec_dot) << name(t);
     EXPECT_NE(with[uint32_t(t)].vec_dot, without[uint32_t(t)].vec_dot) << name(t);
+    EXPECT_EQ(tt->panel_dot, want.panel_dot) << name(t);
+    EXPECT_EQ(tt->panel_rows, want.panel_rows) << name(t);
   }
 #endif
 }

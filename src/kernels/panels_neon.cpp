@@ -1,0 +1,210 @@
+// NEON kernels over row panels (panels.h) of Q8_0 and the 4-bit types (Q4_0, IQ4_NL,
+// MXFP4), built plain and with the dot-product extension (neon_common.h).
+//
+// A panel block's 32-byte piece is two vectors: rows 0-3 and rows 4-7, four values of
+// each row side by side. SDOT's lane form multiplies such a vector by one four-byte
+// lane of the activation (the same four values for every row) and adds each row's
+// four products into a lane of its own; without SDOT, widening multiplies and two
+// pairwise adds leave the same sums in the same lanes. A block's eight exact integers
+// then take one convert and one FMA per four rows. Weights and activations stay
+// signed (no offset: panel_prep<0>), so every build gives the reference's bits.
+#include "kernels/neon_common.h"
+#include "kernels/panels_impl.h"
+
+#include <cmath>
+#include <utility>
+
+namespace deltafin::kern::neon {
+inline namespace DF_NEON_VARIANT {
+namespace {
+
+// acc + lane r: w's bytes 4r..4r+3 dotted with y's four bytes of lane L. Without SDOT
+// the products' int16 pair sums stay below 2 x 128 x 127 (activations are within
+// +-127).
+template <int L>
+inline int32x4_t dot_lane(int32x4_t acc, int8x16_t w, int8x16_t y) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_laneq_s32(acc, w, y, L);
+#else
+  const int8x16_t b = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(y), L));
+  const int16x8_t lo = vmull_s8(vget_low_s8(w), vget_low_s8(b));
+  const int16x8_t hi = vmull_high_s8(w, b);
+  return vpadalq_s16(acc, vpaddq_s16(lo, hi));
+#endif
+}
+
+// Four scales as floats: fp16, or MXFP4's 2^(e - 128) as e8m0_half_to_f32.
+inline float32x4_t scales4(const uint16_t* d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
+inline float32x4_t scales4(const uint8_t* e) {
+  const uint32x4_t ev = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(uint64_t(e[0]) | uint64_t(e[1]) << 8 |
+                                                                     uint64_t(e[2]) << 16 | uint64_t(e[3]) << 24))));
+  const uint32x4_t normal = vshlq_n_u32(vsubq_u32(ev, vdupq_n_u32(1)), 23);
+  const uint32x4_t tiny = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(ev));
+  return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(ev, vdupq_n_u32(2)), tiny, normal));
+}
+
+// How a type's panel blocks become signed byte vectors. `dots<NT>` adds a panel
+// block's products with NT tokens (y[t][0]: values 0..15, y[t][1]: 16..31) into
+// isum[t][0] (rows 0-3) and isum[t][1] (rows 4-7); `row` gives a file block's values
+// 0..15 and 16..31.
+template <const int8_t (&Levels)[16], class S>
+struct Nibbles {
+  using Scale = S;
+  using Panel = PanelQ4x8T<S>;
+  static constexpr size_t kBlockBytes = sizeof(S) + 16;
+  const int8x16_t lut = vld1q_s8(Levels);
+  // Piece k: low nibbles hold values 8k..8k+3 (y lane 2(k % 2) of half k / 2), high
+  // nibbles 8k+4..8k+7 (the next lane).
+  template <int NT, int k>
+  void piece(const Panel& p, const int8x16_t (*y)[2], int32x4_t (*isum)[2]) const {
+    const uint8x16_t a = vld1q_u8(p.qs + 32 * k), b = vld1q_u8(p.qs + 32 * k + 16), m = vdupq_n_u8(15);
+    const int8x16_t alo = vqtbl1q_s8(lut, vandq_u8(a, m)), blo = vqtbl1q_s8(lut, vandq_u8(b, m));
+    const int8x16_t ahi = vqtbl1q_s8(lut, vshrq_n_u8(a, 4)), bhi = vqtbl1q_s8(lut, vshrq_n_u8(b, 4));
+    constexpr int h = k / 2, L = 2 * (k % 2);
+    for (int t = 0; t < NT; ++t) {
+      isum[t][0] = dot_lane<L + 1>(dot_lane<L>(isum[t][0], alo, y[t][h]), ahi, y[t][h]);
+      isum[t][1] = dot_lane<L + 1>(dot_lane<L>(isum[t][1], blo, y[t][h]), bhi, y[t][h]);
+    }
+  }
+  template <int NT>
+  void dots(const Panel& p, const int8x16_t (*y)[2], int32x4_t (*isum)[2]) const {
+    [&]<int... k>(std::integer_sequence<int, k...>) {
+      (piece<NT, k>(p, y, isum), ...);
+    }(std::make_integer_sequence<int, 4>{});
+  }
+  void row(const uint8_t* qs, int8x16_t* lo, int8x16_t* hi) const {
+    const uint8x16_t q = vld1q_u8(qs);
+    *lo = vqtbl1q_s8(lut, vandq_u8(q, vdupq_n_u8(15)));
+    *hi = vqtbl1q_s8(lut, vshrq_n_u8(q, 4));
+  }
+};
+struct Bytes {
+  using Scale = uint16_t;
+  using Panel = PanelQ8x8;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  // Piece k: values 4k..4k+3 (y lane k % 4 of half k / 4).
+  template <int NT, int k>
+  void piece(const Panel& p, const int8x16_t (*y)[2], int32x4_t (*isum)[2]) const {
+    const int8x16_t a = vld1q_s8(p.qs + 32 * k), b = vld1q_s8(p.qs + 32 * k + 16);
+    for (int t = 0; t < NT; ++t) {
+      isum[t][0] = dot_lane<k % 4>(isum[t][0], a, y[t][k / 4]);
+      isum[t][1] = dot_lane<k % 4>(isum[t][1], b, y[t][k / 4]);
+    }
+  }
+  template <int NT>
+  void dots(const Panel& p, const int8x16_t (*y)[2], int32x4_t (*isum)[2]) const {
+    [&]<int... k>(std::integer_sequence<int, k...>) {
+      (piece<NT, k>(p, y, isum), ...);
+    }(std::make_integer_sequence<int, 8>{});
+  }
+  void row(const uint8_t* qs, int8x16_t* lo, int8x16_t* hi) const {
+    *lo = vld1q_s8(reinterpret_cast<const int8_t*>(qs));
+    *hi = vld1q_s8(reinterpret_cast<const int8_t*>(qs) + 16);
+  }
+};
+
+// out[t * 8 + r] = dot(panel row r, x[t]) for NT prepared tokens (panels.h's order).
+template <class W, int NT>
+void panel_dot(int64_t n, float* out, const void* w, const void* const* xp) {
+  const W fmt;
+  const auto* a = static_cast<const typename W::Panel*>(w);
+  const int64_t nb = n / kQ32;
+  const PanelActs<NT> x(xp, nb);
+  float32x4_t acc[NT][2];
+  for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < nb; ++i) {
+    int8x16_t y[NT][2];
+    int32x4_t isum[NT][2];
+    for (int t = 0; t < NT; ++t) {
+      y[t][0] = vld1q_s8(reinterpret_cast<const int8_t*>(x[t].y) + 32 * i);
+      y[t][1] = vld1q_s8(reinterpret_cast<const int8_t*>(x[t].y) + 32 * i + 16);
+      isum[t][0] = isum[t][1] = vdupq_n_s32(0);
+    }
+    fmt.template dots<NT>(a[i], y, isum);
+    const float32x4_t d0 = scales4(a[i].d), d1 = scales4(a[i].d + 4);
+    for (int t = 0; t < NT; ++t) {
+      const float32x4_t dy = vdupq_n_f32(x[t].d[i]);
+      acc[t][0] = vfmaq_f32(acc[t][0], vmulq_f32(d0, dy), vcvtq_f32_s32(isum[t][0]));
+      acc[t][1] = vfmaq_f32(acc[t][1], vmulq_f32(d1, dy), vcvtq_f32_s32(isum[t][1]));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    vst1q_f32(out + 8 * t, acc[t][0]);
+    vst1q_f32(out + 8 * t + 4, acc[t][1]);
+  }
+}
+
+// One row in the file's order with panel_dot's bits (panels_x86.h's row_dot): eight
+// blocks' exact integers folded into two vectors, then the float steps block after
+// block.
+template <class W, int NT>
+void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
+  constexpr size_t kBlock = W::kBlockBytes;
+  using Scale = typename W::Scale;
+  const W fmt;
+  const auto* a = static_cast<const uint8_t*>(w);
+  const int64_t nb = n / kQ32;
+  const PanelActs<NT> x(xp, nb);
+  float acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+  auto block_sum = [](int8x16_t lo, int8x16_t hi, const uint8_t* y) {
+    const auto* ys = reinterpret_cast<const int8_t*>(y);
+    return dot_i8(dot_i8(vdupq_n_s32(0), lo, vld1q_s8(ys)), hi, vld1q_s8(ys + 16));
+  };
+  int64_t i = 0;
+  for (; i + 8 <= nb; i += 8) {
+    int8x16_t q[8][2];
+    Scale d[8];
+    for (int k = 0; k < 8; ++k) {
+      const uint8_t* blk = a + size_t(i + k) * kBlock;
+      std::memcpy(&d[k], blk, sizeof(Scale));
+      fmt.row(blk + sizeof(Scale), &q[k][0], &q[k][1]);
+    }
+    const float32x4_t dw0 = scales4(d), dw1 = scales4(d + 4);
+    for (int t = 0; t < NT; ++t) {
+      int32x4_t p[8];
+      for (int k = 0; k < 8; ++k) p[k] = block_sum(q[k][0], q[k][1], x[t].y + 32 * (i + k));
+      const int32x4_t s0 = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
+      const int32x4_t s1 = vpaddq_s32(vpaddq_s32(p[4], p[5]), vpaddq_s32(p[6], p[7]));
+      float m[8], f[8];
+      vst1q_f32(m, vmulq_f32(dw0, vld1q_f32(x[t].d + i)));
+      vst1q_f32(m + 4, vmulq_f32(dw1, vld1q_f32(x[t].d + i + 4)));
+      vst1q_f32(f, vcvtq_f32_s32(s0));
+      vst1q_f32(f + 4, vcvtq_f32_s32(s1));
+      for (int k = 0; k < 8; ++k) acc[t] = std::fma(m[k], f[k], acc[t]);
+    }
+  }
+  for (; i < nb; ++i) {
+    const uint8_t* blk = a + size_t(i) * kBlock;
+    Scale d;
+    std::memcpy(&d, blk, sizeof(Scale));
+    int8x16_t lo, hi;
+    fmt.row(blk + sizeof(Scale), &lo, &hi);
+    for (int t = 0; t < NT; ++t) {
+      const int isum = vaddvq_s32(block_sum(lo, hi, x[t].y + 32 * i));
+      acc[t] = std::fma(panel_scale(d) * x[t].d[i], float(isum), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+template <class W>
+void set_panels(TypeTraits& r) {
+  set_panel_kernels<0, panel_dot<W, 1>, panel_dot<W, 4>, row_dot<W, 1>, row_dot<W, 4>>(r);
+}
+
+}  // namespace
+}  // namespace DF_NEON_VARIANT
+}  // namespace deltafin::kern::neon
+
+namespace deltafin::kern {
+
+void DF_NEON_NAME(install_panels_neon)(TypeTraits* t) {
+  using namespace neon;
+  set_panels<Bytes>(t[uint32_t(DType::Q8_0)]);
+  set_panels<Nibbles<kQ4_0Levels, uint16_t>>(t[uint32_t(DType::Q4_0)]);
+  set_panels<Nibbles<kIq4nlValues, uint16_t>>(t[uint32_t(DType::IQ4_NL)]);
+  set_panels<Nibbles<kMxfp4Values, uint8_t>>(t[uint32_t(DType::MXFP4)]);
+}
+
+}  // namespace deltafin::kern
