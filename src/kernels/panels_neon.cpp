@@ -52,7 +52,8 @@ struct Nibbles {
   using Scale = S;
   using Panel = PanelQ4x8T<S>;
   static constexpr size_t kBlockBytes = sizeof(S) + 16;
-  const int8x16_t lut = vld1q_s8(Levels);
+  int8x16_t lut;
+  Nibbles() { lut = vld1q_s8(Levels); }
   // Piece k: low nibbles hold values 8k..8k+3 (y lane 2(k % 2) of half k / 2), high
   // nibbles 8k+4..8k+7 (the next lane).
   template <int NT, int k>
