@@ -6,11 +6,12 @@
 // per row (llama.cpp's CPU backend repacks Q4_0 and IQ4_NL likewise at load).
 //
 // Panels exist only in memory: the resident expert store converts the experts at load
-// where the selected kernel set has panel kernels for the type. Files, the disk cache
-// and the RAM cache's slots keep GGUF's row order, which the panel kernels also read
-// (eight rows at a time, their lane sums folded into one vector per block) with the
-// same bits, so an expert's results do not depend on where its bytes came from, and a
-// read costs no conversion.
+// where the selected kernel set has panel kernels for the type, and the streaming
+// store's RAM cache converts the experts that prove hot in their slots. Files, the disk
+// cache and freshly read slots keep GGUF's row order, which the panel kernels also
+// read (eight rows at a time, their lane sums folded into one vector per block) with
+// the same bits, so an expert's results do not depend on where its bytes came from,
+// and a read costs no conversion.
 //
 // Bits: per row and token, each block's dot product as an exact integer, then
 // acc = fma(d_w * d_x, float(isum), acc) block after block. The scalar reference

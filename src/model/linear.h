@@ -16,8 +16,9 @@ void linear(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, fl
 // Routed experts of the types with panel kernels take them (kernels/panels.h), over
 // panels (Tensor::panels) or the file's rows alike.
 void linear_expert(ThreadPool* pool, const Tensor& w, const float* x, int64_t n_tok, float* y);
-// The layout the resident expert store keeps routed experts in: row panels where the
-// selected kernel set has panel kernels for the type (kernels/panels.h).
+// The layout the resident expert store keeps routed experts in, and the streaming
+// store converts its hot experts to: row panels where the selected kernel set has
+// panel kernels for the type (kernels/panels.h).
 ExpertLayout expert_layout();
 
 }  // namespace deltafin

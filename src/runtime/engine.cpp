@@ -10,6 +10,7 @@
 #include "format/hf_gguf_source.h"
 #include "io/concat_source.h"
 #include "io/direct_file.h"
+#include "model/linear.h"
 #include "quant/core_cache.h"
 #include "remote/location.h"
 
@@ -31,6 +32,7 @@ Result<std::unique_ptr<ExpertStore>> make_planned_store(ModelFile& file, const E
   if (*pager) DF_LOG_WARN("the core does not fit --mem; {}", (*pager)->describe());
   if (so.profile_path == "auto") so.profile_path = remote ? remote->dir() + "/profile" : default_profile_path(file, opts.env.profile_base);
   if (remote) so.disk_cache = &remote->experts();
+  so.layout = expert_layout();
   DF_ASSIGN(auto store, make_streaming_expert_store(file, find_expert_layers(file), so));
   *streaming = store.get();
   if (*pager) {

@@ -82,9 +82,10 @@ class ExpertStore {
 // says whether a part (its type and 2-D shape) is converted, `convert` rewrites a
 // part's bytes in place (same size) and the part's view then has Tensor::panels set.
 // The model layer passes the kernels' row panels (model/linear.h expert_layout); the
-// default keeps the file's bytes. The streaming store keeps the file's bytes in its
-// slots: the panel kernels give the same bits over either (kernels/panels.h), so
-// results never depend on where an expert's bytes came from.
+// default keeps the file's bytes. The streaming store reads the file's bytes into its
+// slots and converts only the experts that prove hot there (store/ram_cache.h): the
+// panel kernels give the same bits over either (kernels/panels.h), so results never
+// depend on where an expert's bytes came from.
 struct ExpertLayout {
   bool (*wanted)(DType type, int64_t rows, int64_t cols) = nullptr;
   void (*convert)(DType type, void* data, int64_t rows, int64_t cols) = nullptr;

@@ -74,6 +74,7 @@ void RamCache::lookup(int key) {
 ExpertWeights RamCache::pin(int key) {
   CacheEntry& e = entries_[size_t(key)];
   ++e.pins;
+  if (e.pins_here < 255) ++e.pins_here;
   const ExpertSlices& sl = ix_->slices(key);
   PartLayout lay[kExpertParts];
   slot_layout(sl, lay);
@@ -84,8 +85,31 @@ ExpertWeights RamCache::pin(int key) {
     if (sl.part[p].bytes == 0) continue;
     *out[p] = sl.part[p].view;
     out[p]->data = base + lay[p].view_pos;
+    out[p]->panels = e.converted && layout_.converts(sl.part[p].view);
   }
   return w;
+}
+
+bool RamCache::wants_conversion(int key) const {
+  const CacheEntry& e = entries_[size_t(key)];
+  if (e.st != ExpertState::Ready || e.converted || e.converting || e.pins_here < kConvertAfter) return false;
+  const ExpertSlices& sl = ix_->slices(key);
+  for (int p = 0; p < kExpertParts; ++p)
+    if (sl.part[p].bytes != 0 && layout_.converts(sl.part[p].view)) return true;
+  return false;
+}
+
+void RamCache::convert(int key) {
+  const CacheEntry& e = entries_[size_t(key)];
+  const ExpertSlices& sl = ix_->slices(key);
+  PartLayout lay[kExpertParts];
+  slot_layout(sl, lay);
+  char* base = slot_data(e.slot);
+  for (int p = 0; p < kExpertParts; ++p) {
+    const Tensor& v = sl.part[p].view;
+    if (sl.part[p].bytes != 0 && layout_.converts(v))
+      layout_.convert(v.type, base + lay[p].view_pos, v.rows(), v.cols());
+  }
 }
 
 bool RamCache::unpin(int key) {
@@ -131,6 +155,8 @@ int RamCache::find_slot(bool demand, bool predicted) {
 void RamCache::start_fill(int key, int slot) {
   CacheEntry& e = entries_[size_t(key)];
   e.st = ExpertState::Reading;
+  e.converted = false;
+  e.pins_here = 0;
   e.slot = slot;
   slots_[size_t(slot)].key = key;
 }

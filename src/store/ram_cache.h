@@ -36,6 +36,9 @@ struct CacheEntry {
   bool from_prefetch = false;  // brought in by a prefetch and not looked up since
   bool predicted = false;      // read ahead by a next-layer prediction (may evict)
   bool reserved = false;       // in a pending prediction: a prediction's read never evicts it
+  bool converting = false;     // its slot is being rewritten into the layout's panels: no new pins
+  bool converted = false;      // the parts the layout converts are in its form
+  uint8_t pins_here = 0;       // pins since it landed (saturating): how hot it has proved
   int slot = -1;
   int pins = 0;
   int wanted = 0;      // claims: asked for (request or a waiting acquire), not yet taken
@@ -64,7 +67,8 @@ class RamCache {
 
   // One lookup of an expert: a hit or a miss, and a use for the eviction policy.
   void lookup(int key);
-  // Pins a Ready expert and returns views of its parts in its slot.
+  // Pins a Ready expert and returns views of its parts in its slot (Tensor::panels
+  // set on the parts in the layout's panels).
   ExpertWeights pin(int key);
   // Drops a pin; true when it was the last.
   bool unpin(int key);
@@ -84,6 +88,18 @@ class RamCache {
   // half the slots are reserved at once; false when this one is not.
   bool reserve(int key);
   void unreserve(CacheEntry& e);
+
+  // Hot experts in the kernels' layout (store/expert_store.h ExpertLayout): slots
+  // are filled with the file's bytes, which the panel kernels read with the same bits
+  // as panels but slower; an expert pinned kConvertAfter times since it landed has
+  // proved worth a conversion in place. wants_conversion: Ready, not converted or
+  // converting, hot, and some part converts. The caller sets `converting` under the
+  // store's lock while it holds the only pin, runs convert() without the lock, then
+  // sets `converted` and clears `converting`.
+  static constexpr int kConvertAfter = 3;
+  void set_layout(const ExpertLayout& layout) { layout_ = layout; }
+  bool wants_conversion(int key) const;
+  void convert(int key);
 
   // Evicts every expert not in use (cold-cache measurements).
   void drop_unused();
@@ -135,6 +151,7 @@ class RamCache {
   void rebuild_free_slots();
 
   const ExpertIndex* ix_ = nullptr;
+  ExpertLayout layout_;
   CachePolicy policy_ = CachePolicy::LFU;
   uint64_t slot_bytes_ = 0;
   int n_slots_ = 0, n_alloc_ = 0;

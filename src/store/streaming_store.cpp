@@ -61,18 +61,19 @@ StoreStats StoreStats::operator-(const StoreStats& o) const {
   d.bytes_read -= o.bytes_read;
   d.read_busy_s -= o.read_busy_s;
   d.wait_s -= o.wait_s;
+  d.converted -= o.converted;
   return d;
 }
 
 std::string format_stats(const StoreStats& s) {
   return fmt::format(
       "expert cache: {} slots of {:.2f} MiB, {} in use; RAM hits {} misses {} (hit rate {:.1f}%, {} from prefetch), "
-      "evictions {}\n"
+      "evictions {}, {} hot experts converted to the kernels' layout\n"
       "expert reads: {} demand + {} prefetch, {:.1f} MiB, {:.2f} GiB/s while busy ({:.3f} s busy, {}), "
       "callers waited {:.3f} s\n",
       s.slots, s.slot_bytes / 1048576.0, s.cached, s.hits, s.misses, 100.0 * s.hit_rate(), s.prefetch_hits, s.evictions,
-      s.reads, s.prefetch_reads, s.bytes_read / 1048576.0, s.read_gbps() * 1e9 / 1073741824.0, s.read_busy_s,
-      s.direct ? "O_DIRECT" : "buffered, pages dropped", s.wait_s);
+      s.converted, s.reads, s.prefetch_reads, s.bytes_read / 1048576.0, s.read_gbps() * 1e9 / 1073741824.0,
+      s.read_busy_s, s.direct ? "O_DIRECT" : "buffered, pages dropped", s.wait_s);
 }
 
 std::string format_prefetch_stats(const StoreStats& s) {
@@ -104,6 +105,7 @@ class Streaming final : public StreamingExpertStore {
 
   Status open() {
     DF_TRY(cache_.init(ix_, opts_.cache_bytes, opts_.max_slots, opts_.policy, file_.path()));
+    cache_.set_layout(opts_.layout);
     prefetch_.init(ix_, opts_.prefetch, opts_.prefetch_min_useful);
     tier_ = opts_.disk_cache ? make_cache_tier(*opts_.disk_cache, opts_.io_threads)
                              : make_file_tier(file_, ix_, opts_.io_threads, opts_.direct, opts_.verify);
@@ -142,15 +144,29 @@ class Streaming final : public StreamingExpertStore {
     auto k = key_of(layer, expert);
     if (!k.ok()) return false;
     std::lock_guard<std::mutex> lk(mu_);
-    if (cache_.at(*k).st != ExpertState::Ready) return false;
+    if (cache_.at(*k).st != ExpertState::Ready || cache_.at(*k).converting) return false;
     *out = cache_.pin(*k);
     return true;
   }
 
+  // The last pin of an expert that has proved hot converts it to the kernels' layout
+  // first (ram_cache.h), holding the pin so that nothing evicts it meanwhile; callers
+  // that want it wait, as for a read.
   void release(int layer, int expert) override {
     auto k = key_of(layer, expert);
     if (!k.ok()) return;
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
+    CacheEntry& e = cache_.at(*k);
+    if (e.pins == 1 && cache_.wants_conversion(*k)) {
+      e.converting = true;
+      lk.unlock();
+      cache_.convert(*k);
+      lk.lock();
+      e.converting = false;
+      e.converted = true;
+      ++stats_.converted;
+      cv_.notify_all();
+    }
     if (cache_.unpin(*k)) pump();
   }
 
@@ -217,7 +233,7 @@ class Streaming final : public StreamingExpertStore {
       for (int i = 0; i < n; ++i) {
         const int key = keys[size_t(i)];
         CacheEntry& e = cache_.at(key);
-        if (e.st == ExpertState::Ready) {
+        if (e.st == ExpertState::Ready && !e.converting) {
           // 2./5. In RAM: pin and return.
           *which = i;
           e.wanted = std::max(0, e.wanted - 1);
@@ -238,12 +254,12 @@ class Streaming final : public StreamingExpertStore {
           e.promoted = true;  // a prefetch must not delay this demand: let it go at demand priority
           tier_->promote(key);
         }
-        in_flight |= e.st == ExpertState::Reading;
+        in_flight |= e.st == ExpertState::Reading || e.converting;
       }
       // Nothing of ours is being read (the cache is full of experts that other
       // callers are using or about to use): be first in line for the next free slot.
       if (!in_flight) make_urgent(keys[0]);
-      if (cache_.at(keys[0]).st == ExpertState::Ready) continue;
+      if (cache_.at(keys[0]).st == ExpertState::Ready && !cache_.at(keys[0]).converting) continue;
       // 4. Wait for a read to land (read_done).
       waited = true;
       cv_.wait(lk);

@@ -18,7 +18,9 @@
 //   4. The tier reads its gate/up/down bytes into the slot (the file tier checks
 //      them under --verify; the disk cache checks its entries' checksums and
 //      fetches from the origin what it lacks); wait until it lands.
-//   5. Pin it and return views of its parts; release() drops the pin.
+//   5. Pin it and return views of its parts; release() drops the pin (the last pin
+//      of an expert that has proved hot converts it to the kernels' layout first,
+//      store/ram_cache.h).
 // request(layer, union) does steps 1 and 3 for a whole MoE block at once, and
 // acquire_any() then does 4 and 5 for whichever expert lands first, so the block
 // computes the first experts while the rest are in flight. prefetch() and warm-up
@@ -68,6 +70,9 @@ struct StreamingOptions {
   // Misses go to this disk cache over an HTTP origin instead of to the model file;
   // not owned, must outlive the store. Null: read the model file.
   ExpertCache* disk_cache = nullptr;
+  // The kernels' layout (model/linear.h expert_layout): experts that prove hot in the
+  // RAM cache are converted to it in place (ram_cache.h). Default: the file's bytes.
+  ExpertLayout layout;
 };
 
 // Counters since open (or reset_stats). A lookup is one expert asked for by one
@@ -84,6 +89,7 @@ struct StoreStats {
   uint64_t bytes_read = 0;      // bytes transferred (aligned requests)
   double read_busy_s = 0;       // wall time with at least one read in flight
   double wait_s = 0;            // time callers spent blocked waiting for an expert
+  uint64_t converted = 0;       // hot experts converted to the kernels' layout in their slots
   // Shape
   uint64_t slot_bytes = 0;
   int slots = 0;

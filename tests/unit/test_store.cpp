@@ -94,7 +94,7 @@ std::vector<int32_t> random_ids(int n, int64_t n_vocab, uint32_t seed) {
 
 // EngineOptions whose store streams through a cache of `slots` experts.
 EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, StreamingExpertStore** out,
-                                PrefetchMode prefetch = PrefetchMode::Off) {
+                                PrefetchMode prefetch = PrefetchMode::Off, ExpertLayout layout = {}) {
   EngineOptions eo;
   eo.threads = 2;
   eo.make_store = [=](ModelFile& f) -> Result<std::unique_ptr<ExpertStore>> {
@@ -104,6 +104,7 @@ EngineOptions streaming_options(int slots, CachePolicy policy, bool direct, Stre
     so.direct = direct;
     so.io_threads = 4;
     so.prefetch = prefetch;
+    so.layout = layout;
     DF_ASSIGN(auto s, make_streaming_expert_store(f, find_expert_layers(f), so));
     *out = s.get();
     return std::unique_ptr<ExpertStore>(std::move(s));
@@ -312,8 +313,9 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
 
 // Row panels (kernels/panels.h): the resident store keeps experts of the types with
 // panel kernels in panels (the views say so, and the bytes differ from the file's),
-// the RAM cache keeps the file's bytes, and the panel kernels over either give the
-// same logits bit for bit, prompt batches and single tokens.
+// the RAM cache keeps the file's bytes and converts the experts that prove hot in
+// their slots, and the panel kernels over any of these give the same logits bit for
+// bit, prompt batches and single tokens.
 TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
   for (DType type : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
@@ -359,15 +361,26 @@ TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
     const std::vector<int32_t> ids = random_ids(24, V, 3);
     auto ref = evaluate(path, resident_opts, ids, 16, 8);
     ASSERT_TRUE(ref.ok()) << ref.error().message;
-    for (bool direct : {true, false}) {
-      StreamingExpertStore* store = nullptr;
-      auto run = evaluate(path, streaming_options(1, CachePolicy::LFU, direct, &store), ids, 16, 8, &store);
-      ASSERT_TRUE(run.ok()) << run.error().message;
-      EXPECT_GT(run->stats.evictions, 0u);
-      ASSERT_EQ(run->logits.size(), ref->logits.size());
-      EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0)
-          << "logits differ from the resident run (direct " << direct << ")";
-    }
+    int n_keys = 0;
+    for (const ExpertLayerInfo& l : layers) n_keys += l.n_expert;
+    for (bool hot : {false, true})
+      for (bool direct : {true, false}) {
+        SCOPED_TRACE(std::string(hot ? "hot experts converted" : "one slot") + (direct ? ", O_DIRECT" : ""));
+        // One slot: every expert read again for each use. Half the experts: the
+        // popular ones stay and are converted, the rest come and go.
+        StreamingExpertStore* store = nullptr;
+        const EngineOptions so = hot ? streaming_options(n_keys / 2, CachePolicy::LFU, direct, &store,
+                                                         PrefetchMode::Off, expert_layout())
+                                     : streaming_options(1, CachePolicy::LFU, direct, &store);
+        auto run = evaluate(path, so, ids, 16, 8, &store);
+        ASSERT_TRUE(run.ok()) << run.error().message;
+        EXPECT_GT(run->stats.evictions, 0u);
+        if (hot && want) EXPECT_GT(run->stats.converted, 0u) << "no expert was converted: the check proves nothing";
+        if (!hot) EXPECT_EQ(run->stats.converted, 0u) << "converted without a layout";
+        ASSERT_EQ(run->logits.size(), ref->logits.size());
+        EXPECT_EQ(std::memcmp(run->logits.data(), ref->logits.data(), ref->logits.size() * sizeof(float)), 0)
+            << "logits differ from the resident run";
+      }
   }
 }
 
@@ -411,7 +424,72 @@ TEST(ExpertStore, EngineBudget) {
   EXPECT_EQ((*fits)->streaming_store(), nullptr);
 }
 
-// Many threads acquiring, checking and releasing through a 3-expert cache.
+// Four threads acquiring, checking and releasing through a streaming store: two one
+// expert at a time, two as MoE blocks do (a union requested, taken as they land).
+// Every view must hold the file's bytes, or with Tensor::panels the resident panel
+// store's (`panels`, when the store converts hot experts): never a mix. `skewed`:
+// experts 0 and 1 take most of the uses, so that some prove hot.
+struct ConcurrentUse {
+  int bad = 0, lookups = 0;
+  StoreStats stats;
+};
+ConcurrentUse use_concurrently(ExpertStore& st, StreamingExpertStore& stats_of, ExpertStore& file_bytes,
+                               ExpertStore* panels, const std::vector<ExpertLayerInfo>& layers, bool skewed) {
+  std::atomic<int> bad{0}, lookups{0};
+  auto same = [&](int layer, int e, const ExpertWeights& w) {
+    auto r = (w.up.panels && panels ? *panels : file_bytes).acquire(layer, e);
+    const size_t bytes = r->down.row_bytes() * size_t(r->down.rows());
+    if (w.up.panels != r->up.panels || w.down.panels != r->down.panels ||
+        std::memcmp(r->down.data, w.down.data, bytes) != 0 ||
+        std::memcmp(r->up.data, w.up.data, r->up.row_bytes() * size_t(r->up.rows())) != 0)
+      ++bad;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 g(uint32_t(100 + t));
+      auto pick = [&](int n_expert) { return int32_t(skewed && g() % 4 != 0 ? g() % 2 : g() % uint32_t(n_expert)); };
+      for (int it = 0; it < 300; ++it) {
+        const auto& l = layers[g() % layers.size()];
+        if (t % 2 == 0) {
+          const int e = pick(l.n_expert);
+          ++lookups;
+          auto w = st.acquire(l.layer, e);
+          if (!w.ok()) {
+            ++bad;
+            continue;
+          }
+          same(l.layer, e, *w);
+          st.release(l.layer, e);
+        } else {
+          std::vector<int32_t> want;
+          const int n = 1 + int(g() % 3);
+          for (int i = 0; i < n; ++i) {
+            const int32_t e = pick(l.n_expert);
+            if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
+          }
+          lookups += int(want.size());
+          st.request(l.layer, want.data(), int(want.size()));
+          while (!want.empty()) {
+            int which = -1;
+            auto w = st.acquire_any(l.layer, want.data(), int(want.size()), &which);
+            if (!w.ok() || which < 0 || which >= int(want.size())) {
+              ++bad;
+              break;
+            }
+            same(l.layer, want[size_t(which)], *w);
+            st.release(l.layer, want[size_t(which)]);
+            want.erase(want.begin() + which);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return {bad.load(), lookups.load(), stats_of.stats()};
+}
+
+// Many threads through a 3-expert cache.
 TEST(ExpertStore, ConcurrentAcquireRelease) {
   TinyQwen m;
   ASSERT_NO_FATAL_FAILURE(m.open());
@@ -424,64 +502,50 @@ TEST(ExpertStore, ConcurrentAcquireRelease) {
     so.policy = pol;
     auto streaming = make_streaming_expert_store(*m.file, m.layers, so);
     ASSERT_TRUE(streaming.ok());
-    ExpertStore& st = **streaming;
-    std::atomic<int> bad{0}, lookups{0};
-    auto same = [&](int layer, int e, const ExpertWeights& w) {
-      auto r = (*resident)->acquire(layer, e);
-      const size_t bytes = r->down.row_bytes() * size_t(r->down.rows());
-      if (std::memcmp(r->down.data, w.down.data, bytes) != 0 ||
-          std::memcmp(r->up.data, w.up.data, r->up.row_bytes() * size_t(r->up.rows())) != 0)
-        ++bad;
-    };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-      threads.emplace_back([&, t] {
-        std::mt19937 g(uint32_t(100 + t));
-        for (int it = 0; it < 300; ++it) {
-          const auto& l = m.layers[g() % m.layers.size()];
-          if (t % 2 == 0) {
-            const int e = int(g() % uint32_t(l.n_expert));
-            ++lookups;
-            auto w = st.acquire(l.layer, e);
-            if (!w.ok()) {
-              ++bad;
-              continue;
-            }
-            same(l.layer, e, *w);
-            st.release(l.layer, e);
-          } else {
-            // An MoE block's pattern: request a union, take them as they land.
-            std::vector<int32_t> want;
-            const int n = 1 + int(g() % 3);
-            for (int i = 0; i < n; ++i) {
-              const int32_t e = int32_t(g() % uint32_t(l.n_expert));
-              if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
-            }
-            lookups += int(want.size());
-            st.request(l.layer, want.data(), int(want.size()));
-            while (!want.empty()) {
-              int which = -1;
-              auto w = st.acquire_any(l.layer, want.data(), int(want.size()), &which);
-              if (!w.ok() || which < 0 || which >= int(want.size())) {
-                ++bad;
-                break;
-              }
-              same(l.layer, want[size_t(which)], *w);
-              st.release(l.layer, want[size_t(which)]);
-              want.erase(want.begin() + which);
-            }
-          }
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    EXPECT_EQ(bad.load(), 0);
-    const StoreStats s = (*streaming)->stats();
+    const ConcurrentUse u = use_concurrently(**streaming, **streaming, **resident, nullptr, m.layers, false);
+    EXPECT_EQ(u.bad, 0);
+    const StoreStats& s = u.stats;
     EXPECT_GT(s.evictions, 0u);
     // Nothing a caller waited for was evicted before it got it: no read without a miss.
     EXPECT_LE(s.reads, s.misses) << format_stats(s);
-    EXPECT_EQ(s.hits + s.misses, uint64_t(lookups.load())) << format_stats(s);
+    EXPECT_EQ(s.hits + s.misses, uint64_t(u.lookups)) << format_stats(s);
     EXPECT_LE(s.cached, 3);
+  }
+}
+
+// The same with hot experts converted to panels in their slots while other threads
+// want them (ram_cache.h): each caller gets the file's bytes or whole panels.
+TEST(ExpertStore, HotExpertsConvertWhileOthersWait) {
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    SynthSpec spec;
+    ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
+    spec.n_expert = std::max(spec.n_expert, 8);
+    spec.skew = 0.5f;
+    spec.expert_type = type;
+    std::string why;
+    const std::string path = synth_once("store", "tiny-qwen3moe-" + std::string(dtype_name(type)), spec, &why);
+    ASSERT_FALSE(path.empty()) << why;
+    auto file = ModelFile::open(path, local_file_opener());
+    ASSERT_TRUE(file.ok()) << file.error().message;
+    const auto layers = find_expert_layers(**file);
+    auto plain = make_resident_expert_store(**file, layers);
+    auto panels = make_resident_expert_store(**file, layers, expert_layout());
+    ASSERT_TRUE(plain.ok() && panels.ok());
+    auto w = (*panels)->acquire(layers[0].layer, 0);
+    ASSERT_TRUE(w.ok());
+    if (!w->up.panels) GTEST_SKIP() << "no panel kernels for " << dtype_name(type) << " in this kernel set";
+    StreamingOptions so;
+    so.max_slots = 6;
+    so.io_threads = 3;
+    so.layout = expert_layout();
+    auto streaming = make_streaming_expert_store(**file, layers, so);
+    ASSERT_TRUE(streaming.ok());
+    const ConcurrentUse u = use_concurrently(**streaming, **streaming, **plain, panels->get(), layers, true);
+    EXPECT_EQ(u.bad, 0) << "a view's bytes were neither the file's nor whole panels";
+    EXPECT_GT(u.stats.converted, 0u) << format_stats(u.stats);
+    EXPECT_GT(u.stats.evictions, 0u) << format_stats(u.stats);
+    EXPECT_EQ(u.stats.hits + u.stats.misses, uint64_t(u.lookups)) << format_stats(u.stats);
   }
 }
 
