@@ -47,7 +47,7 @@ struct KIQ1_S {
       d->sc[2 * ib] = d->sc[2 * ib + 1] = 2 * ((h >> 12) & 7) + 1;
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 struct KIQ1_M {
@@ -67,7 +67,7 @@ struct KIQ1_M {
     }
   }
   static float combine(const Block& a, const BlockQ8_K& b, int isum) {
-    return fp16_to_f32(iq1m_d(a)) * b.d * float(isum);
+    return neon::h2f(iq1m_d(a)) * b.d * float(isum);
   }
 };
 

@@ -44,7 +44,7 @@ struct KIQ2_XXS {
       }
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 struct KIQ2_XS {
@@ -60,7 +60,7 @@ struct KIQ2_XS {
       d->sc[ig] = 2 * ((a.scales[ig / 2] >> (4 * (ig % 2))) & 15) + 1;
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 struct KIQ3_XXS {
@@ -83,7 +83,7 @@ struct KIQ3_XXS {
       }
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ struct KIQ2_S {
       d->sc[h] = 2 * ((a.scales[h / 2] >> (4 * (h % 2))) & 15) + 1;
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 struct KIQ3_S {
@@ -53,6 +53,7 @@ struct KIQ3_S {
     const uint32_t* grid = kIq3sGrid.data();
     for (int h = 0; h < 16; ++h) {
       uint32_t g[4];
+      DF_UNROLL
       for (int k = 0; k < 4; ++k) {
         const int c = 4 * h + k;
         g[k] = grid[a.qs[c] | (((a.qh[c / 8] >> (c % 8)) & 1) << 8)];
@@ -63,7 +64,7 @@ struct KIQ3_S {
       d->sc[h] = 2 * ((a.scales[ib / 2] >> (4 * (ib % 2))) & 15) + 1;
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 }  // namespace

@@ -6,6 +6,10 @@
 
 #include "kernels/types.h"
 
+// Fully unrolls the small fixed loops over rows (t < NT), chunks and accumulators of
+// the SIMD kernels: GCC at -O2 would otherwise keep the accumulator arrays in memory.
+#define DF_UNROLL _Pragma("GCC unroll 16")
+
 namespace deltafin::kern {
 
 #define DF_DECLARE_REF(name)                                                   \

@@ -26,7 +26,7 @@ struct DecodeQ8_0 {
     *lo = vld1q_s8(b.qs);
     *hi = vld1q_s8(b.qs + 16);
   }
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
 };
 struct DecodeQ4_0 {
   using Block = BlockQ4_0;
@@ -36,7 +36,7 @@ struct DecodeQ4_0 {
     *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(15))), eight);
     *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
   }
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
 };
 struct DecodeMXFP4 {
   using Block = BlockMXFP4;
@@ -56,6 +56,7 @@ void quantize_q8_0_neon(const float* x, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
     float32x4_t v[8];
     float32x4_t m = vdupq_n_f32(0.0f);
+    DF_UNROLL
     for (int k = 0; k < 8; ++k) {
       v[k] = vld1q_f32(x + 4 * k);
       m = vmaxq_f32(m, vabsq_f32(v[k]));
@@ -77,7 +78,7 @@ void quantize_q8_0_neon(const float* x, void* dst, int64_t n) {
 inline float32x4_t load4(const float* p) { return vld1q_f32(p); }
 inline float32x4_t load4(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 inline float scalar(float v) { return v; }
-inline float scalar(uint16_t v) { return fp16_to_f32(v); }
+inline float scalar(uint16_t v) { return neon::h2f(v); }
 // BF16 values: a type of their own so that dot_float picks their conversions.
 struct Bf16 {
   uint16_t bits;
@@ -92,20 +93,24 @@ template <class T, int NT>
 void dot_float(int64_t n, float* out, const void* w, const void* const* xp) {
   const T* a = static_cast<const T*>(w);
   const T* b[NT];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const T*>(xp[t]);
   // Four accumulators per row whatever NT is: a row's sum is then computed in
   // the same order alone or in a group (batch invariance, test_kernels X4EqualsSingle).
   constexpr int U = 4;
   float32x4_t acc[NT][U];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t)
     for (int u = 0; u < U; ++u) acc[t][u] = vdupq_n_f32(0.0f);
   int64_t i = 0;
   for (; i + 4 * U <= n; i += 4 * U) {
     for (int u = 0; u < U; ++u) {
       float32x4_t va = load4(a + i + 4 * u);
+      DF_UNROLL
       for (int t = 0; t < NT; ++t) acc[t][u] = vfmaq_f32(acc[t][u], va, load4(b[t] + i + 4 * u));
     }
   }
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) {
     for (int u = 1; u < U; ++u) acc[t][0] = vaddq_f32(acc[t][0], acc[t][u]);
     float s = vaddvq_f32(acc[t][0]);
@@ -133,15 +138,18 @@ void dot_float_r2(int64_t n, float* out, const T* a0, const T* a1, const T* b) {
   constexpr int U = 4;
   const T* a[2] = {a0, a1};
   float32x4_t acc[2][U];
+  DF_UNROLL
   for (int r = 0; r < 2; ++r)
     for (int u = 0; u < U; ++u) acc[r][u] = vdupq_n_f32(0.0f);
   int64_t i = 0;
   for (; i + 4 * U <= n; i += 4 * U) {
     for (int u = 0; u < U; ++u) {
       float32x4_t vb = load4(b + i + 4 * u);
+      DF_UNROLL
       for (int r = 0; r < 2; ++r) acc[r][u] = vfmaq_f32(acc[r][u], load4(a[r] + i + 4 * u), vb);
     }
   }
+  DF_UNROLL
   for (int r = 0; r < 2; ++r) {
     for (int u = 1; u < U; ++u) acc[r][0] = vaddq_f32(acc[r][0], acc[r][u]);
     float s = vaddvq_f32(acc[r][0]);

@@ -31,6 +31,7 @@ inline uint8x16_t crumb(uint8x16_t raw, int s) {
 struct KQ8_K {
   using Block = BlockQ8_K;
   static void decode(const Block& a, Decoded* d) {
+    DF_UNROLL
     for (int k = 0; k < 16; ++k) d->v[k] = vld1q_s8(a.qs + 16 * k), d->sc[k] = 1;
   }
   static float combine(const Block& a, const BlockQ8_K& b, int isum) { return a.d * b.d * float(isum); }
@@ -40,6 +41,7 @@ struct KQ2_K {
   using Block = BlockQ2_K;
   // Element e: h = e / 128, s = (e % 128) / 32, l = e % 32: bits 2s of qs[32h + l].
   static void decode(const Block& a, Decoded* d) {
+    DF_UNROLL
     for (int k = 0; k < 16; ++k) {
       const int h = k / 8, s = (k % 8) / 2, l0 = (k % 2) * 16;
       d->v[k] = vreinterpretq_s8_u8(crumb(vld1q_u8(a.qs + 32 * h + l0), s));
@@ -48,8 +50,9 @@ struct KQ2_K {
   }
   static float combine(const Block& a, const BlockQ8_K& b, int isum) {
     int msum = 0;
+    DF_UNROLL
     for (int j = 0; j < 16; ++j) msum += (a.scales[j] >> 4) * b.bsums[j];
-    return b.d * fp16_to_f32(a.d) * float(isum) - b.d * fp16_to_f32(a.dmin) * float(msum);
+    return b.d * neon::h2f(a.d) * float(isum) - b.d * neon::h2f(a.dmin) * float(msum);
   }
 };
 
@@ -60,6 +63,7 @@ struct KQ3_K {
     int8_t sc[16];
     unpack_scales_q3k(a.scales, sc);
     const uint8x16_t hm[2] = {vld1q_u8(a.hmask), vld1q_u8(a.hmask + 16)};
+    DF_UNROLL
     for (int k = 0; k < 16; ++k) {
       const int h = k / 8, s = (k % 8) / 2, l0 = (k % 2) * 16;
       const uint8x16_t lo = crumb(vld1q_u8(a.qs + 32 * h + l0), s);
@@ -68,7 +72,7 @@ struct KQ3_K {
       d->sc[k] = sc[k];
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 // Q4_K / Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], element
@@ -79,6 +83,7 @@ void decode_k4(const B& a, Decoded* d, const uint8_t* qh) {
   unpack_scales_k4(a.scales, sc, m);
   uint8x16_t h[2];
   if (qh) h[0] = vld1q_u8(qh), h[1] = vld1q_u8(qh + 16);
+  DF_UNROLL
   for (int k = 0; k < 16; ++k) {
     const int c = k / 4, hi = (k % 4) / 2, half = k % 2;
     const uint8x16_t raw = vld1q_u8(a.qs + 32 * c + 16 * half);
@@ -93,8 +98,9 @@ float combine_k4(const B& a, const BlockQ8_K& b, int isum) {
   uint8_t sc[8], m[8];
   unpack_scales_k4(a.scales, sc, m);
   int msum = 0;
+  DF_UNROLL
   for (int j = 0; j < 8; ++j) msum += m[j] * (b.bsums[2 * j] + b.bsums[2 * j + 1]);
-  return b.d * fp16_to_f32(a.d) * float(isum) - b.d * fp16_to_f32(a.dmin) * float(msum);
+  return b.d * neon::h2f(a.d) * float(isum) - b.d * neon::h2f(a.dmin) * float(msum);
 }
 struct KQ4_K {
   using Block = BlockQ4_K;
@@ -121,7 +127,7 @@ struct KQ6_K {
       d->sc[c] = a.scales[c];
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return fp16_to_f32(a.d) * b.d * float(isum); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return neon::h2f(a.d) * b.d * float(isum); }
 };
 
 // The activation quantizer, with from_float_q8_k_ref's float operations (vcvtnq rounds
@@ -138,6 +144,7 @@ void quantize_q8_k_neon(const float* x, void* dst, int64_t n) {
       continue;
     }
     const float iscale = 127.0f / amax;
+    DF_UNROLL
     for (int j = 0; j < 16; ++j) {
       const float* p = x + 16 * j;
       int32x4_t q[4];

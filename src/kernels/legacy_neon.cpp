@@ -38,7 +38,7 @@ inline void nibbles(const uint8_t* qs, uint8x16_t* lo, uint8x16_t* hi) {
 
 struct DecodeQ5_0 {
   using Block = BlockQ5_0;
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
   using Act = BlockQ8_0;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h, hl, hh;
@@ -50,7 +50,7 @@ struct DecodeQ5_0 {
 };
 struct DecodeIQ4_NL {
   using Block = BlockIQ4_NL;
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
   using Act = BlockQ8_0;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     const int8x16_t lut = vld1q_s8(kIq4nlValues);
@@ -62,7 +62,7 @@ struct DecodeIQ4_NL {
 };
 struct DecodeQ8_1 {  // Q8_1 as a weight row (the activation type's own dot)
   using Block = BlockQ8_1;
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
   using Act = BlockQ8_1;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     *lo = vld1q_s8(b.qs);
@@ -71,7 +71,7 @@ struct DecodeQ8_1 {  // Q8_1 as a weight row (the activation type's own dot)
 };
 struct DecodeQ4_1 {
   using Block = BlockQ4_1;
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
   using Act = BlockQ8_1;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h;
@@ -82,7 +82,7 @@ struct DecodeQ4_1 {
 };
 struct DecodeQ5_1 {
   using Block = BlockQ5_1;
-  static float d(const Block& b) { return fp16_to_f32(b.d); }
+  static float d(const Block& b) { return neon::h2f(b.d); }
   using Act = BlockQ8_1;
   static void q(const Block& b, int8x16_t* lo, int8x16_t* hi) {
     uint8x16_t l, h, hl, hh;
@@ -100,6 +100,7 @@ struct KIQ4_XS {
   // Sub-block j (32 values): low nibbles of qs[16j ..] then their high nibbles.
   static void decode(const Block& a, neon::Decoded* d) {
     const int8x16_t lut = vld1q_s8(kIq4nlValues);
+    DF_UNROLL
     for (int j = 0; j < 8; ++j) {
       uint8x16_t l, h;
       nibbles(a.qs + 16 * j, &l, &h);
@@ -108,12 +109,13 @@ struct KIQ4_XS {
       d->sc[2 * j] = d->sc[2 * j + 1] = iq4xs_scale(a, j);
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (neon::h2f(a.d) * b.d); }
 };
 struct KTQ2_0 {
   using Block = BlockTQ2_0;
   // Values 128h + 32l + m: bits 2l of qs[32h + m], minus 1.
   static void decode(const Block& a, neon::Decoded* d) {
+    DF_UNROLL
     for (int k = 0; k < 16; ++k) {
       const int h = k / 8, l = (k % 8) / 2, half = k % 2;
       const uint8x16_t raw = vld1q_u8(a.qs + 32 * h + 16 * half);
@@ -122,7 +124,7 @@ struct KTQ2_0 {
       d->sc[k] = 1;
     }
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (neon::h2f(a.d) * b.d); }
 };
 
 // The Q8_1 activation quantizer, with from_float_q8_1_ref's float operations (as
@@ -132,6 +134,7 @@ void quantize_q8_1_neon(const float* x, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQ32; ++i, x += kQ32) {
     float32x4_t v[8];
     float32x4_t m = vdupq_n_f32(0.0f);
+    DF_UNROLL
     for (int k = 0; k < 8; ++k) {
       v[k] = vld1q_f32(x + 4 * k);
       m = vmaxq_f32(m, vabsq_f32(v[k]));

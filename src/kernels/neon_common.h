@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/blocks.h"
 #include "kernels/kernels_impl.h"
@@ -31,6 +32,14 @@
 
 namespace deltafin::kern::neon {
 inline namespace DF_NEON_VARIANT {
+
+// fp16 -> float by the FP unit (one FCVT), exact as fp16_to_f32 (blocks.h), whose
+// portable bit manipulation costs a dozen instructions and a branch per scale.
+inline float h2f(uint16_t h) {
+  __fp16 x;
+  std::memcpy(&x, &h, sizeof x);
+  return float(x);
+}
 
 // acc + four-way sums of products of signed bytes (lane i: a[4i..4i+3] . b[4i..4i+3]
 // with SDOT; pairwise-widened sums otherwise, which total the same).
@@ -63,21 +72,25 @@ void dot_q32(int64_t n, float* out, const void* w, const void* const* xp) {
   constexpr bool kOffset = requires(const Block& blk) { blk.m; };
   const auto* a = static_cast<const Block*>(w);
   const Act* b[NT];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const Act*>(xp[t]);
   float32x4_t acc[NT];
   float accm[NT];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = vdupq_n_f32(0.0f), accm[t] = 0.0f;
   for (int64_t i = 0; i < n / kQ32; ++i) {
     int8x16_t lo, hi;
     Dec::q(a[i], &lo, &hi);
     const float da = Dec::d(a[i]);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       int32x4_t s = dot_i8(vdupq_n_s32(0), lo, vld1q_s8(b[t][i].qs));
       s = dot_i8(s, hi, vld1q_s8(b[t][i].qs + 16));
-      acc[t] = vfmaq_n_f32(acc[t], vcvtq_f32_s32(s), da * fp16_to_f32(b[t][i].d));
-      if constexpr (kOffset) accm[t] += fp16_to_f32(a[i].m) * fp16_to_f32(b[t][i].s);
+      acc[t] = vfmaq_n_f32(acc[t], vcvtq_f32_s32(s), da * h2f(b[t][i].d));
+      if constexpr (kOffset) accm[t] += h2f(a[i].m) * h2f(b[t][i].s);
     }
   }
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) {
     if constexpr (kOffset) out[t] = vaddvq_f32(acc[t]) + accm[t];
     else out[t] = vaddvq_f32(acc[t]);
@@ -102,22 +115,26 @@ void dot_q32_r4(int64_t n, float* out, const void* w, size_t stride, const void*
   constexpr bool kOffset = requires(const Block& blk) { blk.m; };
   const auto* b = static_cast<const Act*>(x);
   const Block* a[4];
+  DF_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * stride);
   float32x4_t acc[4];
   float accm[4];
+  DF_UNROLL
   for (int r = 0; r < 4; ++r) acc[r] = vdupq_n_f32(0.0f), accm[r] = 0.0f;
   for (int64_t i = 0; i < n / kQ32; ++i) {
     const int8x16_t ylo = vld1q_s8(b[i].qs), yhi = vld1q_s8(b[i].qs + 16);
-    const float db = fp16_to_f32(b[i].d);
+    const float db = h2f(b[i].d);
+    DF_UNROLL
     for (int r = 0; r < 4; ++r) {
       int8x16_t lo, hi;
       Dec::q(a[r][i], &lo, &hi);
       int32x4_t s = dot_i8(vdupq_n_s32(0), lo, ylo);
       s = dot_i8(s, hi, yhi);
       acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(s), Dec::d(a[r][i]) * db);
-      if constexpr (kOffset) accm[r] += fp16_to_f32(a[r][i].m) * fp16_to_f32(b[i].s);
+      if constexpr (kOffset) accm[r] += h2f(a[r][i].m) * h2f(b[i].s);
     }
   }
+  DF_UNROLL
   for (int r = 0; r < 4; ++r) {
     if constexpr (kOffset) out[r] = vaddvq_f32(acc[r]) + accm[r];
     else out[r] = vaddvq_f32(acc[r]);
@@ -148,6 +165,7 @@ inline float out_scale(float sum) {
 // sum over k of sc[k] * (v[k] . y[16k .. 16k + 15]), exactly.
 inline int isum_of(const Decoded& d, const int8_t* y) {
   int32x4_t acc = vdupq_n_s32(0);
+  DF_UNROLL
   for (int k = 0; k < 16; ++k) acc = vmlaq_n_s32(acc, dot_i8(vdupq_n_s32(0), d.v[k], vld1q_s8(y + 16 * k)), d.sc[k]);
   return vaddvq_s32(acc);
 }
@@ -157,13 +175,16 @@ template <class K, int NT>
 void dot_k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const typename K::Block*>(w);
   const BlockQ8_K* b[NT];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) b[t] = static_cast<const BlockQ8_K*>(xp[t]);
   float sum[NT] = {};
   Decoded d;
   for (int64_t i = 0; i < n / kQK; ++i) {
     K::decode(a[i], &d);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) sum[t] += K::combine(a[i], b[t][i], isum_of(d, b[t][i].qs));
   }
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) out[t] = out_scale<K>(sum[t]);
 }
 
@@ -183,15 +204,18 @@ void dot_k_r4(int64_t n, float* out, const void* w, size_t stride, const void* x
   using Block = typename K::Block;
   const auto* b = static_cast<const BlockQ8_K*>(x);
   const Block* a[4];
+  DF_UNROLL
   for (int r = 0; r < 4; ++r) a[r] = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * stride);
   float sum[4] = {};
   Decoded d;
   for (int64_t i = 0; i < n / kQK; ++i) {
+    DF_UNROLL
     for (int r = 0; r < 4; ++r) {
       K::decode(a[r][i], &d);
       sum[r] += K::combine(a[r][i], b[i], isum_of(d, b[i].qs));
     }
   }
+  DF_UNROLL
   for (int r = 0; r < 4; ++r) out[r] = out_scale<K>(sum[r]);
 }
 

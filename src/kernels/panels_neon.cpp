@@ -62,6 +62,7 @@ struct Nibbles {
     const int8x16_t alo = vqtbl1q_s8(lut, vandq_u8(a, m)), blo = vqtbl1q_s8(lut, vandq_u8(b, m));
     const int8x16_t ahi = vqtbl1q_s8(lut, vshrq_n_u8(a, 4)), bhi = vqtbl1q_s8(lut, vshrq_n_u8(b, 4));
     constexpr int h = k / 2, L = 2 * (k % 2);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       isum[t][0] = dot_lane<L + 1>(dot_lane<L>(isum[t][0], alo, y[t][h]), ahi, y[t][h]);
       isum[t][1] = dot_lane<L + 1>(dot_lane<L>(isum[t][1], blo, y[t][h]), bhi, y[t][h]);
@@ -87,6 +88,7 @@ struct Bytes {
   template <int NT, int k>
   void piece(const Panel& p, const int8x16_t (*y)[2], int32x4_t (*isum)[2]) const {
     const int8x16_t a = vld1q_s8(p.qs + 32 * k), b = vld1q_s8(p.qs + 32 * k + 16);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       isum[t][0] = dot_lane<k % 4>(isum[t][0], a, y[t][k / 4]);
       isum[t][1] = dot_lane<k % 4>(isum[t][1], b, y[t][k / 4]);
@@ -112,10 +114,12 @@ void panel_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   const int64_t nb = n / kQ32;
   const PanelActs<NT> x(xp, nb);
   float32x4_t acc[NT][2];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
   for (int64_t i = 0; i < nb; ++i) {
     int8x16_t y[NT][2];
     int32x4_t isum[NT][2];
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       y[t][0] = vld1q_s8(reinterpret_cast<const int8_t*>(x[t].y) + 32 * i);
       y[t][1] = vld1q_s8(reinterpret_cast<const int8_t*>(x[t].y) + 32 * i + 16);
@@ -123,12 +127,14 @@ void panel_dot(int64_t n, float* out, const void* w, const void* const* xp) {
     }
     fmt.template dots<NT>(a[i], y, isum);
     const float32x4_t d0 = scales4(a[i].d), d1 = scales4(a[i].d + 4);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       const float32x4_t dy = vdupq_n_f32(x[t].d[i]);
       acc[t][0] = vfmaq_f32(acc[t][0], vmulq_f32(d0, dy), vcvtq_f32_s32(isum[t][0]));
       acc[t][1] = vfmaq_f32(acc[t][1], vmulq_f32(d1, dy), vcvtq_f32_s32(isum[t][1]));
     }
   }
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) {
     vst1q_f32(out + 8 * t, acc[t][0]);
     vst1q_f32(out + 8 * t + 4, acc[t][1]);
@@ -147,6 +153,7 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   const int64_t nb = n / kQ32;
   const PanelActs<NT> x(xp, nb);
   float acc[NT];
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   auto block_sum = [](int8x16_t lo, int8x16_t hi, const uint8_t* y) {
     const auto* ys = reinterpret_cast<const int8_t*>(y);
@@ -156,14 +163,17 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   for (; i + 8 <= nb; i += 8) {
     int8x16_t q[8][2];
     Scale d[8];
+    DF_UNROLL
     for (int k = 0; k < 8; ++k) {
       const uint8_t* blk = a + size_t(i + k) * kBlock;
       std::memcpy(&d[k], blk, sizeof(Scale));
       fmt.row(blk + sizeof(Scale), &q[k][0], &q[k][1]);
     }
     const float32x4_t dw0 = scales4(d), dw1 = scales4(d + 4);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       int32x4_t p[8];
+      DF_UNROLL
       for (int k = 0; k < 8; ++k) p[k] = block_sum(q[k][0], q[k][1], x[t].y + 32 * (i + k));
       const int32x4_t s0 = vpaddq_s32(vpaddq_s32(p[0], p[1]), vpaddq_s32(p[2], p[3]));
       const int32x4_t s1 = vpaddq_s32(vpaddq_s32(p[4], p[5]), vpaddq_s32(p[6], p[7]));
@@ -172,6 +182,7 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
       vst1q_f32(m + 4, vmulq_f32(dw1, vld1q_f32(x[t].d + i + 4)));
       vst1q_f32(f, vcvtq_f32_s32(s0));
       vst1q_f32(f + 4, vcvtq_f32_s32(s1));
+      DF_UNROLL
       for (int k = 0; k < 8; ++k) acc[t] = std::fma(m[k], f[k], acc[t]);
     }
   }
@@ -181,11 +192,13 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
     std::memcpy(&d, blk, sizeof(Scale));
     int8x16_t lo, hi;
     fmt.row(blk + sizeof(Scale), &lo, &hi);
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) {
       const int isum = vaddvq_s32(block_sum(lo, hi, x[t].y + 32 * i));
       acc[t] = std::fma(panel_scale(d) * x[t].d[i], float(isum), acc[t]);
     }
   }
+  DF_UNROLL
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 

@@ -45,9 +45,10 @@ struct KTQ1_0 {
     uint32_t h;
     std::memcpy(&h, a.qh, 4);
     d->v[15] = tq1_values(vmulq_u8(vreinterpretq_u8_u32(vdupq_n_u32(h)), vld1q_u8(kPow3)));
+    DF_UNROLL
     for (int k = 0; k < 16; ++k) d->sc[k] = 1;
   }
-  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (fp16_to_f32(a.d) * b.d); }
+  static float combine(const Block& a, const BlockQ8_K& b, int isum) { return float(isum) * (neon::h2f(a.d) * b.d); }
 };
 
 }  // namespace

@@ -21,10 +21,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
-
-// Fully unrolls the small fixed loops over rows (t < NT), chunks and accumulators:
-// GCC at -O2 would otherwise keep the accumulator arrays in memory.
-#define DF_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/kernels_impl.h"  // DF_UNROLL
 
 namespace deltafin::kern {
 namespace {
