@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -43,7 +44,8 @@ namespace {
 
 // A tiny synthetic model of `arch`, written once per process; empty if synth (or the
 // architecture's loader) cannot make it yet.
-std::string tiny_model(const std::string& arch, std::string* why) {
+// `experts`: the routed experts' type (none: the preset's).
+std::string tiny_model(const std::string& arch, std::string* why, std::optional<DType> experts = std::nullopt) {
   SynthSpec s;
   if (!synth_preset("tiny", arch, &s)) {
     *why = "no tiny preset";
@@ -51,7 +53,9 @@ std::string tiny_model(const std::string& arch, std::string* why) {
   }
   s.n_expert = std::max(s.n_expert, 8);
   s.skew = 0.5f;  // some experts popular, as in real models
-  return synth_once("store", "tiny-" + arch, s, why);
+  if (!experts) return synth_once("store", "tiny-" + arch, s, why);
+  s.expert_type = *experts;
+  return synth_once("store", "tiny-" + arch + "-" + std::string(dtype_name(*experts)), s, why);
 }
 
 struct Run {
@@ -319,13 +323,8 @@ TEST(ExpertStore, StreamingIsBitIdenticalOnEveryArchitecture) {
 TEST(ExpertStore, PanelsAndFileRowsGiveTheSameBits) {
   for (DType type : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
-    SynthSpec spec;
-    ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
-    spec.n_expert = std::max(spec.n_expert, 8);
-    spec.skew = 0.5f;
-    spec.expert_type = type;
     std::string why;
-    const std::string path = synth_once("store", "tiny-qwen3moe-" + std::string(dtype_name(type)), spec, &why);
+    const std::string path = tiny_model("qwen3moe", &why, type);
     ASSERT_FALSE(path.empty()) << why;
     auto file = ModelFile::open(path, local_file_opener());
     ASSERT_TRUE(file.ok()) << file.error().message;
@@ -518,13 +517,8 @@ TEST(ExpertStore, ConcurrentAcquireRelease) {
 TEST(ExpertStore, HotExpertsConvertWhileOthersWait) {
   for (DType type : {DType::Q8_0, DType::Q4_0}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
-    SynthSpec spec;
-    ASSERT_TRUE(synth_preset("tiny", "qwen3moe", &spec));
-    spec.n_expert = std::max(spec.n_expert, 8);
-    spec.skew = 0.5f;
-    spec.expert_type = type;
     std::string why;
-    const std::string path = synth_once("store", "tiny-qwen3moe-" + std::string(dtype_name(type)), spec, &why);
+    const std::string path = tiny_model("qwen3moe", &why, type);
     ASSERT_FALSE(path.empty()) << why;
     auto file = ModelFile::open(path, local_file_opener());
     ASSERT_TRUE(file.ok()) << file.error().message;
