@@ -4,7 +4,8 @@
 # prints, on every architecture synth can make (others are skipped); --stats shows
 # the cache at work; bench prints its table and JSON lines, and --parallel batches
 # sequences so that they share expert lookups. One more qwen3moe file is written in
-# a dynamic-quant mix (IQ1_S/IQ2_XXS experts, Q4_K core: synth --mix IQ1_S_DYN).
+# a dynamic-quant mix (IQ1_S/IQ2_XXS experts, Q4_K core: synth --mix IQ1_S_DYN), and
+# one with Q4_0 experts whose hot ones the cache converts to row panels.
 # usage: stream_identical.sh DELTAFIN SOURCE_DIR BUILD_DIR
 set -u
 bin=$1; build=$3
@@ -59,6 +60,26 @@ for arch in $("$bin" synth --list-archs) qwen3moe+IQ1_S_DYN; do
   check "$arch: run under --mem generates the same text" test "$a" = "$b"
 done
 check "at least one architecture streamed" test $tested -ge 1
+
+# Experts in a type with row panels (Q4_0), a cache of about half of them: the popular
+# ones stay, prove hot and are converted to panels in their slots (store/ram_cache.h),
+# and the output stays that of the resident run, where every expert is in panels.
+m=$dir/tiny-q4.gguf
+"$bin" synth --preset tiny --arch qwen3moe --expert-type Q4_0 --experts 8 --force -o "$m" >/dev/null 2>&1
+"$bin" eval -m "$m" --ids 1 --mem 1K --profile none >/dev/null 2>"$dir/small-q4.err"
+least=$(grep -o 'give --mem of at least [0-9.]* MiB' "$dir/small-q4.err" | grep -o '[0-9.]*')
+slot=$(grep -o 'one expert takes [0-9.]* MiB' "$dir/small-q4.err" | grep -o '[0-9.]*')
+mem=$(python3 -c "print(f'{${least:-0} + 8 * ${slot:-0}:.3f}M')")
+ids_long=$ids,$ids,$ids,$ids
+"$bin" eval -m "$m" --ids $ids_long --top 20 --all-positions -b 1 >"$dir/ref-q4-long" 2>/dev/null
+"$bin" eval -m "$m" --ids $ids_long --top 20 --all-positions -b 1 --mem "$mem" --profile none --stats \
+  >"$dir/str-q4" 2>"$dir/str-q4.err"
+check "Q4_0 experts under --mem $mem: eval matches the resident run" cmp -s "$dir/ref-q4-long" "$dir/str-q4"
+if "$bin" --version 2>&1 | grep -Eq "CPU kernels: (avx2|avx512|neon)"; then
+  check "Q4_0 experts: hot experts were converted to panels in the cache" \
+    grep -Eq "[1-9][0-9]* hot experts converted" "$dir/str-q4.err"
+fi
+check "Q4_0 experts: the cache evicted" grep -Eq "evictions [1-9]" "$dir/str-q4.err"
 
 # The usage profile is written and read back.
 m=$dir/tiny-qwen3moe.gguf
