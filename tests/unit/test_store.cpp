@@ -433,7 +433,8 @@ struct ConcurrentUse {
   StoreStats stats;
 };
 ConcurrentUse use_concurrently(ExpertStore& st, StreamingExpertStore& stats_of, ExpertStore& file_bytes,
-                               ExpertStore* panels, const std::vector<ExpertLayerInfo>& layers, bool skewed) {
+                               ExpertStore* panels, const std::vector<ExpertLayerInfo>& layers, bool skewed,
+                               int iterations = 300) {
   std::atomic<int> bad{0}, lookups{0};
   auto same = [&](int layer, int e, const ExpertWeights& w) {
     auto r = (w.up.panels && panels ? *panels : file_bytes).acquire(layer, e);
@@ -448,7 +449,7 @@ ConcurrentUse use_concurrently(ExpertStore& st, StreamingExpertStore& stats_of, 
     threads.emplace_back([&, t] {
       std::mt19937 g(uint32_t(100 + t));
       auto pick = [&](int n_expert) { return int32_t(skewed && g() % 4 != 0 ? g() % 2 : g() % uint32_t(n_expert)); };
-      for (int it = 0; it < 300; ++it) {
+      for (int it = 0; it < iterations; ++it) {
         const auto& l = layers[g() % layers.size()];
         if (t % 2 == 0) {
           const int e = pick(l.n_expert);
@@ -535,7 +536,7 @@ TEST(ExpertStore, HotExpertsConvertWhileOthersWait) {
     so.layout = expert_layout();
     auto streaming = make_streaming_expert_store(**file, layers, so);
     ASSERT_TRUE(streaming.ok());
-    const ConcurrentUse u = use_concurrently(**streaming, **streaming, **plain, panels->get(), layers, true);
+    const ConcurrentUse u = use_concurrently(**streaming, **streaming, **plain, panels->get(), layers, true, 1000);
     EXPECT_EQ(u.bad, 0) << "a view's bytes were neither the file's nor whole panels";
     EXPECT_GT(u.stats.converted, 0u) << format_stats(u.stats);
     EXPECT_GT(u.stats.evictions, 0u) << format_stats(u.stats);
