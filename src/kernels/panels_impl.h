@@ -7,7 +7,7 @@
 
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
-#include "kernels/types.h"
+#include "kernels/kernels_impl.h"  // DF_UNROLL, TypeTraits
 
 namespace deltafin::kern {
 
@@ -64,6 +64,7 @@ template <int NT>
 struct PanelActs {
   PanelAct a[NT];
   PanelActs(const void* const* xp, int64_t nb) {
+    DF_UNROLL
     for (int t = 0; t < NT; ++t) a[t] = PanelAct(xp[t], nb);
   }
   const PanelAct& operator[](int t) const { return a[t]; }

@@ -85,17 +85,20 @@ ExpertWeights RamCache::pin(int key) {
     if (sl.part[p].bytes == 0) continue;
     *out[p] = sl.part[p].view;
     out[p]->data = base + lay[p].view_pos;
-    out[p]->panels = e.converted && layout_.converts(sl.part[p].view);
+    out[p]->panels = e.converted && in_layout(sl.part[p]);
   }
   return w;
 }
 
-bool RamCache::wants_conversion(int key) const {
-  const CacheEntry& e = entries_[size_t(key)];
-  if (e.st != ExpertState::Ready || e.converted || e.converting || e.pins_here < kConvertAfter) return false;
+bool RamCache::start_conversion(int key) {
+  CacheEntry& e = entries_[size_t(key)];
+  if (e.pins != 1 || !e.pinnable() || e.converted || e.pins_here < kConvertAfter) return false;
   const ExpertSlices& sl = ix_->slices(key);
-  for (int p = 0; p < kExpertParts; ++p)
-    if (sl.part[p].bytes != 0 && layout_.converts(sl.part[p].view)) return true;
+  for (int p = 0; p < kExpertParts; ++p) {
+    if (!in_layout(sl.part[p])) continue;
+    e.converting = true;
+    return true;
+  }
   return false;
 }
 
@@ -107,9 +110,14 @@ void RamCache::convert(int key) {
   char* base = slot_data(e.slot);
   for (int p = 0; p < kExpertParts; ++p) {
     const Tensor& v = sl.part[p].view;
-    if (sl.part[p].bytes != 0 && layout_.converts(v))
-      layout_.convert(v.type, base + lay[p].view_pos, v.rows(), v.cols());
+    if (in_layout(sl.part[p])) layout_.convert(v.type, base + lay[p].view_pos, v.rows(), v.cols());
   }
+}
+
+void RamCache::finish_conversion(int key) {
+  CacheEntry& e = entries_[size_t(key)];
+  e.converting = false;
+  e.converted = true;
 }
 
 bool RamCache::unpin(int key) {

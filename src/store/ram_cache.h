@@ -47,6 +47,9 @@ struct CacheEntry {
   uint64_t uses = 0;   // lookups by this process (usage profile)
   double profile = 0;  // count loaded from the usage profile
   std::string error;   // a failed demand read, handed to the next acquire
+
+  // In RAM and not being converted: a caller may pin it now.
+  bool pinnable() const { return st == ExpertState::Ready && !converting; }
 };
 
 class RamCache {
@@ -92,14 +95,15 @@ class RamCache {
   // Hot experts in the kernels' layout (store/expert_store.h ExpertLayout): slots
   // are filled with the file's bytes, which the panel kernels read with the same bits
   // as panels but slower; an expert pinned kConvertAfter times since it landed has
-  // proved worth a conversion in place. wants_conversion: Ready, not converted or
-  // converting, hot, and some part converts. The caller sets `converting` under the
-  // store's lock while it holds the only pin, runs convert() without the lock, then
-  // sets `converted` and clears `converting`.
+  // proved worth a conversion in place. start_conversion: true (and `converting` set)
+  // when the caller holds its only pin and it is hot, not converted yet, and has a
+  // part the layout converts; the caller then runs convert() without the store's lock
+  // (its pin keeps the slot) and finish_conversion() with it.
   static constexpr int kConvertAfter = 3;
   void set_layout(const ExpertLayout& layout) { layout_ = layout; }
-  bool wants_conversion(int key) const;
+  bool start_conversion(int key);
   void convert(int key);
+  void finish_conversion(int key);
 
   // Evicts every expert not in use (cold-cache measurements).
   void drop_unused();
@@ -146,6 +150,7 @@ class RamCache {
     ~Arena();
   };
   bool better_victim(const CacheEntry& a, const CacheEntry& b) const;
+  bool in_layout(const ExpertSlice& part) const { return part.bytes != 0 && layout_.converts(part.view); }
   void evict(int slot);
   void trim();
   void rebuild_free_slots();

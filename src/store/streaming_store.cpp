@@ -144,7 +144,7 @@ class Streaming final : public StreamingExpertStore {
     auto k = key_of(layer, expert);
     if (!k.ok()) return false;
     std::lock_guard<std::mutex> lk(mu_);
-    if (cache_.at(*k).st != ExpertState::Ready || cache_.at(*k).converting) return false;
+    if (!cache_.at(*k).pinnable()) return false;
     *out = cache_.pin(*k);
     return true;
   }
@@ -156,14 +156,11 @@ class Streaming final : public StreamingExpertStore {
     auto k = key_of(layer, expert);
     if (!k.ok()) return;
     std::unique_lock<std::mutex> lk(mu_);
-    CacheEntry& e = cache_.at(*k);
-    if (e.pins == 1 && cache_.wants_conversion(*k)) {
-      e.converting = true;
+    if (cache_.start_conversion(*k)) {
       lk.unlock();
       cache_.convert(*k);
       lk.lock();
-      e.converting = false;
-      e.converted = true;
+      cache_.finish_conversion(*k);
       ++stats_.converted;
       cv_.notify_all();
     }
@@ -233,7 +230,7 @@ class Streaming final : public StreamingExpertStore {
       for (int i = 0; i < n; ++i) {
         const int key = keys[size_t(i)];
         CacheEntry& e = cache_.at(key);
-        if (e.st == ExpertState::Ready && !e.converting) {
+        if (e.pinnable()) {
           // 2./5. In RAM: pin and return.
           *which = i;
           e.wanted = std::max(0, e.wanted - 1);
@@ -259,7 +256,7 @@ class Streaming final : public StreamingExpertStore {
       // Nothing of ours is being read (the cache is full of experts that other
       // callers are using or about to use): be first in line for the next free slot.
       if (!in_flight) make_urgent(keys[0]);
-      if (cache_.at(keys[0]).st == ExpertState::Ready && !cache_.at(keys[0]).converting) continue;
+      if (cache_.at(keys[0]).pinnable()) continue;
       // 4. Wait for a read to land (read_done).
       waited = true;
       cv_.wait(lk);
