@@ -23,6 +23,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/panels.h"
 #include "kernels/random_fill.h"
 #include "kernels/types.h"
 
@@ -210,6 +211,32 @@ void bm_fill_random(benchmark::State& state, DType t) {
   set_counters(state, timer.seconds(), double(buf.n), 0);
 }
 
+// The conversion of one expert-sized matrix (1 MiB, in L2, as an expert just read
+// into a RAM cache slot) to row panels, panel by panel: the scalar conversion or the
+// selected set's (types.h panel_pack); GB/s of weights converted.
+void bm_panel_pack(benchmark::State& state, DType t, bool simd) {
+  const TypeTraits* tt = type_traits(t);
+  if (simd && (tt == nullptr || tt->panel_pack == nullptr)) {
+    state.SkipWithError("no SIMD conversion for this type and set");
+    return;
+  }
+  const size_t row = dtype_row_bytes(t, kCols), panel = row * kPanelRows;
+  const int64_t panels = int64_t((size_t(1) << 20) / panel);
+  Buffer src(panel * size_t(panels)), dst(src.n);
+  fill_random(t, 5, kCols * panels * kPanelRows, 0.02f, src.p);
+  Timer timer;
+  for (auto _ : state) {
+    for (int64_t g = 0; g < panels; ++g) {
+      const uint8_t* from = src.p + size_t(g) * panel;
+      uint8_t* to = dst.p + size_t(g) * panel;
+      if (simd) tt->panel_pack(from, row, kCols / 32, to);
+      else panel_pack_ref(t, from, row, kCols / 32, to);
+    }
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, timer.seconds(), double(src.n), 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,6 +287,11 @@ int main(int argc, char** argv) {
                                    bm_matmul, t, n, false, int64_t(64) << 10)
           ->UseRealTime();
     }
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4})
+    for (bool simd : {false, true})
+      benchmark::RegisterBenchmark(("panel_pack/" + std::string(dtype_name(t)) + (simd ? "/simd" : "/scalar")).c_str(),
+                                   bm_panel_pack, t, simd)
+          ->UseRealTime();
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::F16})
     benchmark::RegisterBenchmark(("quantize_acts/for_" + std::string(dtype_name(t))).c_str(), bm_quantize_acts, t);
   for (DType t : types) benchmark::RegisterBenchmark(("fill_random/" + std::string(dtype_name(t))).c_str(), bm_fill_random, t);

@@ -100,16 +100,17 @@ void panel_dot_ref_q8(int64_t cols, float* out, const void* w, const void* const
 }
 
 // Panels of rows[0 .. n_panels * 8) (`row_bytes` apart, the file's order) written to
-// dst, which must not overlap them.
+// dst, which must not overlap them: the selected set's conversion, or the scalar one.
 void pack_panels(DType type, const uint8_t* rows, size_t row_bytes, int64_t n_panels, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / kQ32;
   const size_t panel_bytes = row_bytes * kPanelRows;
+  const TypeTraits* tt = type_traits(type);
+  const PanelPackFn pack = tt != nullptr ? tt->panel_pack : nullptr;
   for (int64_t g = 0; g < n_panels; ++g) {
     const uint8_t* src = rows + size_t(g) * panel_bytes;
     uint8_t* out = dst + size_t(g) * panel_bytes;
-    if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, reinterpret_cast<PanelQ8x8*>(out));
-    else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(src, row_bytes, nb, reinterpret_cast<PanelMXx8*>(out));
-    else pack_q4x8<BlockQ4_0>(src, row_bytes, nb, reinterpret_cast<PanelQ4x8*>(out));
+    if (pack != nullptr) pack(src, row_bytes, nb, out);
+    else panel_pack_ref(type, src, row_bytes, nb, out);
   }
 }
 
@@ -120,6 +121,14 @@ int64_t tile_panels(size_t panel_bytes) {
 }
 
 }  // namespace
+
+void panel_pack_ref(DType type, const void* rows, size_t row_bytes, int64_t nb, void* out) {
+  assert(type == DType::Q8_0 || q4_levels(type) != nullptr);
+  const auto* src = static_cast<const uint8_t*>(rows);
+  if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, static_cast<PanelQ8x8*>(out));
+  else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(src, row_bytes, nb, static_cast<PanelMXx8*>(out));
+  else pack_q4x8<BlockQ4_0>(src, row_bytes, nb, static_cast<PanelQ4x8*>(out));
+}
 
 bool panels_wanted(DType type, int64_t rows, int64_t cols) {
   const TypeTraits* tt = type_traits(type);

@@ -19,6 +19,7 @@
 // with it and with each other bit for bit at any batch size; against the row kernels
 // of the same type they differ in the last bits of a sum (another order).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -45,6 +46,11 @@ void to_panels(DType type, void* data, int64_t rows, int64_t cols);
 // reference (the same bits) where it has none.
 void matmul_panels(ThreadPool* pool, DType type, const void* W, int64_t rows, int64_t cols, const float* X,
                    int64_t n_tok, int64_t x_stride, float* Y, int64_t y_stride, bool in_panels);
+
+// The scalar conversion of one panel: eight rows in the file's order (`row_bytes`
+// apart, nb blocks each) -> nb panel blocks at `out` (not overlapping them). The SIMD
+// conversions (types.h panel_pack) give the same bytes.
+void panel_pack_ref(DType type, const void* rows, size_t row_bytes, int64_t nb, void* out);
 
 // The scalar reference of one panel (kPanelRows rows starting at `w`) against n_x
 // activation rows of the type's vec_dot_type: out[t * kPanelRows + r].

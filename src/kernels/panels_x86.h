@@ -15,6 +15,8 @@
 // way the integer is exact, so every build gives the reference's bits.
 #pragma once
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/panels_impl.h"
 #include "kernels/x86_common.h"
@@ -200,11 +202,77 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
+// The conversion to panels (types.h panel_pack; panels.cpp pack_q4x8 and pack_q8x8
+// give the bytes). One 4-byte word of every row makes a panel piece: the rows' words
+// transposed into vectors, eight rows per 256-bit vector (rows 0-3 in the low lane,
+// 4-7 in the high one).
+inline __m256i rows_pair(const uint8_t* lo, const uint8_t* hi) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo))),
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), 1);
+}
+// v[j]: rows j (low lane) and j + 4 (high lane), four words each -> v[w]: word w of
+// rows 0-3 (low lane) and 4-7 (high lane).
+inline void transpose_words(__m256i* v) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  v[0] = _mm256_unpacklo_epi64(t0, t2);
+  v[1] = _mm256_unpackhi_epi64(t0, t2);
+  v[2] = _mm256_unpacklo_epi64(t1, t3);
+  v[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+template <class Scale>
+void pack_q4x8_x86(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
+  constexpr size_t kBlock = sizeof(Scale) + 16;
+  auto* p = reinterpret_cast<PanelQ4x8T<Scale>*>(out);
+  const __m256i lo = _mm256_set1_epi8(15);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = rows + size_t(i) * kBlock;
+    __m256i w[4];
+    DF_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* r = b + size_t(j) * row_bytes;
+      std::memcpy(&p[i].d[j], r, sizeof(Scale));
+      std::memcpy(&p[i].d[j + 4], r + 4 * row_bytes, sizeof(Scale));
+      w[j] = rows_pair(r + sizeof(Scale), r + 4 * row_bytes + sizeof(Scale));
+    }
+    transpose_words(w);
+    auto* q = reinterpret_cast<__m256i*>(p[i].qs);
+    const auto lo_of = [&](__m256i v) { return _mm256_and_si256(v, lo); };
+    _mm256_storeu_si256(q, _mm256_or_si256(lo_of(w[0]), _mm256_slli_epi32(lo_of(w[1]), 4)));
+    _mm256_storeu_si256(q + 1, _mm256_or_si256(lo_of(w[2]), _mm256_slli_epi32(lo_of(w[3]), 4)));
+    _mm256_storeu_si256(q + 2, _mm256_or_si256(lo_of(_mm256_srli_epi32(w[0], 4)), _mm256_andnot_si256(lo, w[1])));
+    _mm256_storeu_si256(q + 3, _mm256_or_si256(lo_of(_mm256_srli_epi32(w[2], 4)), _mm256_andnot_si256(lo, w[3])));
+  }
+}
+inline void pack_q8x8_x86(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
+  auto* p = reinterpret_cast<PanelQ8x8*>(out);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = rows + size_t(i) * sizeof(BlockQ8_0);
+    auto* q = reinterpret_cast<__m256i*>(p[i].qs);
+    DF_UNROLL
+    for (int h = 0; h < 2; ++h) {  // words 4h..4h+3 of each row: pieces 4h..4h+3
+      __m256i w[4];
+      DF_UNROLL
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* r = b + size_t(j) * row_bytes + 2 + 16 * h;
+        w[j] = rows_pair(r, r + 4 * row_bytes);
+      }
+      transpose_words(w);
+      DF_UNROLL
+      for (int k = 0; k < 4; ++k) _mm256_storeu_si256(q + 4 * h + k, w[k]);
+    }
+    DF_UNROLL
+    for (int r = 0; r < 8; ++r) std::memcpy(&p[i].d[r], b + size_t(r) * row_bytes, sizeof(uint16_t));
+  }
+}
+
 // Sets one type's panel kernels (over panels and over the file's rows) and their
-// activation preparation.
+// activation preparation and conversion.
 template <class W>
 void set_panels(TypeTraits& r) {
   set_panel_kernels<W::kOffset, panel_dot<W, 1>, panel_dot<W, 4>, row_dot<W, 1>, row_dot<W, 4>>(r);
+  if constexpr (std::is_same_v<typename W::Panel, PanelQ8x8>) r.panel_pack = pack_q8x8_x86;
+  else r.panel_pack = pack_q4x8_x86<typename W::Scale>;
 }
 
 // The panel kernels of Q8_0, Q4_0, IQ4_NL and MXFP4 (one build's). Offsets: what keeps

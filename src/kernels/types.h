@@ -61,6 +61,11 @@
 // panels beat the row kernels) and NEON; null elsewhere, and then routed experts take
 // the row kernels.
 //
+// panel_pack(rows, row_bytes, nb, out): eight rows in the file's order (row_bytes
+// apart, nb blocks each) written as nb panel blocks, the bytes of the scalar
+// conversion (panels.h panel_pack_ref); set with the panel kernels where a SIMD form
+// exists (x86, NEON), null where the scalar one serves.
+//
 // from_float is a valid quantizer (round to nearest with simple scale selection, no
 // importance matrix); to_float dequantizes. All functions are thread-safe and
 // allocate nothing.
@@ -78,6 +83,7 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 using VecDotFn = void (*)(int64_t n, float* out, const void* w, const void* x);
 using VecDotX4Fn = void (*)(int64_t n, float* out, const void* w, const void* const* x);
+using PanelPackFn = void (*)(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out);
 using VecDotR4Fn = void (*)(int64_t n, float* out, const void* w, size_t w_stride, const void* x);
 using PrepFn = void (*)(int64_t n, void* dst, const void* x);
 using PrepBytesFn = size_t (*)(int64_t n);
@@ -115,6 +121,7 @@ struct TypeTraits {
   VecDotX4Fn panel_rows_x4 = nullptr;
   PrepBytesFn panel_prep_bytes = nullptr;
   PrepFn panel_prep = nullptr;
+  PanelPackFn panel_pack = nullptr;
 };
 
 // Kernels for the selected instruction set (select_isa; by default the best this CPU
