@@ -7,11 +7,14 @@
 // four products into a lane of its own; without SDOT, widening multiplies and two
 // pairwise adds leave the same sums in the same lanes. A block's eight exact integers
 // then take one convert and one FMA per four rows. Weights and activations stay
-// signed (no offset: panel_prep<0>), so every build gives the reference's bits.
+// signed (no offset: panel_prep<0>), so every build gives the reference's bits. The
+// conversion to panels (pack_q4x8, pack_q8x8) transposes four rows' words at a time.
 #include "kernels/neon_common.h"
 #include "kernels/panels_impl.h"
 
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace deltafin::kern::neon {
@@ -202,9 +205,70 @@ void row_dot(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
+// The conversion to panels (types.h panel_pack; panels.cpp pack_q4x8 and pack_q8x8
+// give the bytes): one 4-byte word of every row makes a panel piece, so four rows'
+// 16 bytes, transposed by words, give four pieces' halves (rows 0-3 or 4-7).
+inline void transpose_words(uint32x4_t* v) {
+  const uint32x4_t t0 = vtrn1q_u32(v[0], v[1]), t1 = vtrn2q_u32(v[0], v[1]);
+  const uint32x4_t t2 = vtrn1q_u32(v[2], v[3]), t3 = vtrn2q_u32(v[2], v[3]);
+  v[0] = vreinterpretq_u32_u64(vtrn1q_u64(vreinterpretq_u64_u32(t0), vreinterpretq_u64_u32(t2)));
+  v[1] = vreinterpretq_u32_u64(vtrn1q_u64(vreinterpretq_u64_u32(t1), vreinterpretq_u64_u32(t3)));
+  v[2] = vreinterpretq_u32_u64(vtrn2q_u64(vreinterpretq_u64_u32(t0), vreinterpretq_u64_u32(t2)));
+  v[3] = vreinterpretq_u32_u64(vtrn2q_u64(vreinterpretq_u64_u32(t1), vreinterpretq_u64_u32(t3)));
+}
+// Rows r0..r0+3 of a block, 16 bytes from `off`, as four words each, transposed.
+inline void load_words(const uint8_t* b, size_t row_bytes, size_t off, uint32x4_t* v) {
+  DF_UNROLL
+  for (int j = 0; j < 4; ++j) v[j] = vreinterpretq_u32_u8(vld1q_u8(b + size_t(j) * row_bytes + off));
+  transpose_words(v);
+}
+template <class Scale>
+void pack_q4x8(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
+  constexpr size_t kBlock = sizeof(Scale) + 16;
+  auto* p = reinterpret_cast<PanelQ4x8T<Scale>*>(out);
+  const uint8x16_t lo = vdupq_n_u8(15);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = rows + size_t(i) * kBlock;
+    DF_UNROLL
+    for (int r = 0; r < 8; ++r) std::memcpy(&p[i].d[r], b + size_t(r) * row_bytes, sizeof(Scale));
+    DF_UNROLL
+    for (int half = 0; half < 2; ++half) {  // rows 4 half .. 4 half + 3
+      uint32x4_t w[4];
+      load_words(b + size_t(4 * half) * row_bytes, row_bytes, sizeof(Scale), w);
+      const uint8x16_t w0 = vreinterpretq_u8_u32(w[0]), w1 = vreinterpretq_u8_u32(w[1]);
+      const uint8x16_t w2 = vreinterpretq_u8_u32(w[2]), w3 = vreinterpretq_u8_u32(w[3]);
+      uint8_t* q = p[i].qs + 16 * half;
+      vst1q_u8(q, vsliq_n_u8(vandq_u8(w0, lo), w1, 4));
+      vst1q_u8(q + 32, vsliq_n_u8(vandq_u8(w2, lo), w3, 4));
+      vst1q_u8(q + 64, vsriq_n_u8(w1, w0, 4));
+      vst1q_u8(q + 96, vsriq_n_u8(w3, w2, 4));
+    }
+  }
+}
+void pack_q8x8(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
+  auto* p = reinterpret_cast<PanelQ8x8*>(out);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = rows + size_t(i) * sizeof(BlockQ8_0);
+    DF_UNROLL
+    for (int r = 0; r < 8; ++r) std::memcpy(&p[i].d[r], b + size_t(r) * row_bytes, sizeof(uint16_t));
+    DF_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      DF_UNROLL
+      for (int h = 0; h < 2; ++h) {  // words 4h..4h+3 of each row: pieces 4h..4h+3
+        uint32x4_t w[4];
+        load_words(b + size_t(4 * half) * row_bytes, row_bytes, 2 + 16 * h, w);
+        DF_UNROLL
+        for (int k = 0; k < 4; ++k) vst1q_u32(reinterpret_cast<uint32_t*>(p[i].qs + 32 * (4 * h + k) + 16 * half), w[k]);
+      }
+    }
+  }
+}
+
 template <class W>
 void set_panels(TypeTraits& r) {
   set_panel_kernels<0, panel_dot<W, 1>, panel_dot<W, 4>, row_dot<W, 1>, row_dot<W, 4>>(r);
+  if constexpr (std::is_same_v<typename W::Panel, PanelQ8x8>) r.panel_pack = pack_q8x8;
+  else r.panel_pack = pack_q4x8<typename W::Scale>;
 }
 
 }  // namespace
