@@ -45,6 +45,22 @@ std::vector<uint8_t> acts(int64_t n, int64_t cols, uint32_t seed) {
   return q;
 }
 
+// Calls f(type, traits) for each type and instruction set that has panel kernels on
+// this CPU (with a trace naming them); returns how many.
+template <class F>
+int for_each_panel_set(F f) {
+  int n = 0;
+  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
+    for (DType type : kPanelTypes) {
+      const TypeTraits* tt = type_traits_isa(type, isa);
+      if (tt == nullptr || tt->panel_dot == nullptr) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)));
+      f(type, *tt);
+      ++n;
+    }
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -79,27 +95,20 @@ TEST(Panels, ReferenceMatchesRowReference) {
 // nibble, sign and scale pattern) at an odd block count, panel after panel.
 TEST(Panels, EverySetPacksTheScalarBytes) {
   const int64_t rows = 24, cols = 1120;  // 35 blocks
-  int checked = 0;
-  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
-    for (DType type : kPanelTypes) {
-      const TypeTraits* tt = type_traits_isa(type, isa);
-      if (tt == nullptr || tt->panel_dot == nullptr) continue;
-      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)));
-      ASSERT_NE(tt->panel_pack, nullptr);
-      const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), panel = wrow * kPanelRows;
-      std::vector<uint8_t> w(wrow * rows);
-      std::mt19937 g(uint32_t(w.size()) + uint32_t(type));
-      for (uint8_t& b : w) b = uint8_t(g());
-      std::vector<uint8_t> want(w.size(), 0), got(w.size(), 0xAA);
-      for (int64_t p = 0; p < rows / kPanelRows; ++p) {
-        panel_pack_ref(type, w.data() + p * panel, wrow, cols / 32, want.data() + p * panel);
-        tt->panel_pack(w.data() + p * panel, wrow, cols / 32, got.data() + p * panel);
-      }
-      EXPECT_NE(want, w) << "the conversion left the bytes as they were";
-      EXPECT_EQ(got, want);
-      ++checked;
+  const int checked = for_each_panel_set([&](DType type, const TypeTraits& tt) {
+    ASSERT_NE(tt.panel_pack, nullptr);
+    const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), panel = wrow * kPanelRows;
+    std::vector<uint8_t> w(wrow * rows);
+    std::mt19937 g(uint32_t(w.size()) + uint32_t(type));
+    for (uint8_t& b : w) b = uint8_t(g());
+    std::vector<uint8_t> want(w.size(), 0), got(w.size(), 0xAA);
+    for (int64_t p = 0; p < rows / kPanelRows; ++p) {
+      panel_pack_ref(type, w.data() + p * panel, wrow, cols / 32, want.data() + p * panel);
+      tt.panel_pack(w.data() + p * panel, wrow, cols / 32, got.data() + p * panel);
     }
-  }
+    EXPECT_NE(want, w) << "the conversion left the bytes as they were";
+    EXPECT_EQ(got, want);
+  });
 #if defined(DELTAFIN_X86) || defined(DELTAFIN_ARM)
   EXPECT_GT(checked, 0) << "no SIMD set with a conversion on this CPU";
 #endif
@@ -109,58 +118,51 @@ TEST(Panels, EverySetPacksTheScalarBytes) {
 // and over the file's rows, each the reference's bits.
 TEST(Panels, KernelsEqualReferenceBitForBit) {
   const int64_t rows = 16, cols = 1120;  // 35 blocks: the file-row kernels take eight at a time, then three
-  int checked = 0;
-  for (Isa isa : {Isa::AVX2, Isa::AVX512, Isa::NEON}) {
-    for (DType type : kPanelTypes) {
-      const TypeTraits* tt = type_traits_isa(type, isa);
-      if (tt == nullptr || tt->panel_dot == nullptr) continue;
-      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)));
-      ASSERT_NE(tt->panel_dot_x4, nullptr);
-      ASSERT_NE(tt->panel_rows, nullptr);
-      ASSERT_NE(tt->panel_rows_x4, nullptr);
-      const auto file_rows = matrix(type, rows, cols, 3);
-      const auto p = panels(type, file_rows, rows, cols);
-      const auto x = acts(4, cols, 4);
-      const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), xrow = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
-      const void* xs[4] = {x.data(), x.data() + xrow, x.data() + 2 * xrow, x.data() + 3 * xrow};
-      // The kernels read the activation rows as panel_prep leaves them.
-      ASSERT_NE(tt->panel_prep, nullptr);
-      const size_t prow = tt->panel_prep_bytes(cols);
-      std::vector<uint8_t> prepared(4 * prow);
-      const void* ps[4];
-      for (int t = 0; t < 4; ++t) {
-        tt->panel_prep(cols, prepared.data() + t * prow, xs[t]);
-        ps[t] = prepared.data() + t * prow;
-      }
-      for (int64_t g = 0; g < rows / kPanelRows; ++g) {
-        const uint8_t* w = p.data() + size_t(g) * kPanelRows * wrow;
-        float ref[4 * kPanelRows], four[4 * kPanelRows];
-        panel_dot_ref(type, cols, ref, w, xs, 4);
-        const uint8_t* fw = file_rows.data() + size_t(g) * kPanelRows * wrow;
-        tt->panel_dot_x4(cols, four, w, ps);
-        EXPECT_EQ(std::memcmp(four, ref, sizeof(ref)), 0) << "four tokens";
-        for (int r = 0; r < kPanelRows; ++r) {
-          float y[4];
-          tt->panel_rows_x4(cols, y, fw + r * wrow, ps);
-          for (int t = 0; t < 4; ++t)
-            EXPECT_EQ(std::memcmp(&y[t], &ref[t * kPanelRows + r], sizeof(float)), 0)
-                << "file row " << r << " token " << t;
-        }
-        for (int t = 0; t < 4; ++t) {
-          float one[kPanelRows];
-          tt->panel_dot(cols, one, w, ps[t]);
-          EXPECT_EQ(std::memcmp(one, ref + t * kPanelRows, sizeof(one)), 0) << "token " << t << " alone";
-          for (int r = 0; r < kPanelRows; ++r) {
-            float y;
-            tt->panel_rows(cols, &y, fw + r * wrow, ps[t]);
-            EXPECT_EQ(std::memcmp(&y, &ref[t * kPanelRows + r], sizeof(float)), 0)
-                << "file row " << r << " token " << t << " alone";
-          }
-        }
-      }
-      ++checked;
+  const int checked = for_each_panel_set([&](DType type, const TypeTraits& tt) {
+    ASSERT_NE(tt.panel_dot_x4, nullptr);
+    ASSERT_NE(tt.panel_rows, nullptr);
+    ASSERT_NE(tt.panel_rows_x4, nullptr);
+    const auto file_rows = matrix(type, rows, cols, 3);
+    const auto p = panels(type, file_rows, rows, cols);
+    const auto x = acts(4, cols, 4);
+    const size_t wrow = dtype_row_bytes(type, uint64_t(cols)), xrow = dtype_row_bytes(DType::Q8_0, uint64_t(cols));
+    const void* xs[4] = {x.data(), x.data() + xrow, x.data() + 2 * xrow, x.data() + 3 * xrow};
+    // The kernels read the activation rows as panel_prep leaves them.
+    ASSERT_NE(tt.panel_prep, nullptr);
+    const size_t prow = tt.panel_prep_bytes(cols);
+    std::vector<uint8_t> prepared(4 * prow);
+    const void* ps[4];
+    for (int t = 0; t < 4; ++t) {
+      tt.panel_prep(cols, prepared.data() + t * prow, xs[t]);
+      ps[t] = prepared.data() + t * prow;
     }
-  }
+    for (int64_t g = 0; g < rows / kPanelRows; ++g) {
+      const uint8_t* w = p.data() + size_t(g) * kPanelRows * wrow;
+      float ref[4 * kPanelRows], four[4 * kPanelRows];
+      panel_dot_ref(type, cols, ref, w, xs, 4);
+      const uint8_t* fw = file_rows.data() + size_t(g) * kPanelRows * wrow;
+      tt.panel_dot_x4(cols, four, w, ps);
+      EXPECT_EQ(std::memcmp(four, ref, sizeof(ref)), 0) << "four tokens";
+      for (int r = 0; r < kPanelRows; ++r) {
+        float y[4];
+        tt.panel_rows_x4(cols, y, fw + r * wrow, ps);
+        for (int t = 0; t < 4; ++t)
+          EXPECT_EQ(std::memcmp(&y[t], &ref[t * kPanelRows + r], sizeof(float)), 0)
+              << "file row " << r << " token " << t;
+      }
+      for (int t = 0; t < 4; ++t) {
+        float one[kPanelRows];
+        tt.panel_dot(cols, one, w, ps[t]);
+        EXPECT_EQ(std::memcmp(one, ref + t * kPanelRows, sizeof(one)), 0) << "token " << t << " alone";
+        for (int r = 0; r < kPanelRows; ++r) {
+          float y;
+          tt.panel_rows(cols, &y, fw + r * wrow, ps[t]);
+          EXPECT_EQ(std::memcmp(&y, &ref[t * kPanelRows + r], sizeof(float)), 0)
+              << "file row " << r << " token " << t << " alone";
+        }
+      }
+    }
+  });
 #if defined(DELTAFIN_X86)
   if (isa_supported(Isa::AVX2)) EXPECT_GE(checked, 4) << "AVX2 has panel kernels for Q8_0, Q4_0, IQ4_NL and MXFP4";
 #elif defined(DELTAFIN_ARM)
