@@ -4,7 +4,8 @@
 // ("of_mem"). Weights are 512 MiB per type (far beyond the caches) filled by
 // fill_random; activations are quantized once, as the engine does.
 //
-//   build/bench/bench_kernels [--benchmark_filter=matvec/Q4_K] [--threads=N]
+//   build/bench/bench_kernels [--benchmark_filter=matvec/Q4_K] [--threads=N] [--isa=avx2|avx512|neon|scalar]
+// (the kernel set, as DELTAFIN_ISA for the deltafin program; default the best this CPU runs)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -243,8 +244,17 @@ int main(int argc, char** argv) {
   int threads = default_thread_count();
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::max(1, std::atoi(argv[i] + 10));
-    else args.push_back(argv[i]);
+    if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      threads = std::max(1, std::atoi(argv[i] + 10));
+    } else if (std::strncmp(argv[i], "--isa=", 6) == 0) {
+      Isa isa;
+      if (!isa_from_name(argv[i] + 6, &isa) || !select_isa(isa)) {
+        std::fprintf(stderr, "bench_kernels: %s is not a kernel set this CPU runs\n", argv[i] + 6);
+        return 2;
+      }
+    } else {
+      args.push_back(argv[i]);
+    }
   }
   int nargs = int(args.size());
   benchmark::Initialize(&nargs, args.data());
@@ -253,7 +263,7 @@ int main(int argc, char** argv) {
   g_env.read_gbs_1t = measure_read_gbs(nullptr);
   g_env.read_gbs_mt = measure_read_gbs(g_env.pool.get());
   std::printf("kernels: %s; threads: %d; memory read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
-              isa_name(best_isa()), threads, g_env.read_gbs_1t, g_env.read_gbs_mt, threads);
+              isa_name(selected_isa()), threads, g_env.read_gbs_1t, g_env.read_gbs_mt, threads);
   std::printf("matvec: %lld cols, %zu MiB of weights per type; of_mem = weight GB/s / read bandwidth\n",
               static_cast<long long>(kCols), kWeightBytes >> 20);
 
