@@ -258,7 +258,8 @@ void pack_q8x8(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) 
         uint32x4_t w[4];
         load_words(b + size_t(4 * half) * row_bytes, row_bytes, 2 + 16 * h, w);
         DF_UNROLL
-        for (int k = 0; k < 4; ++k) vst1q_u32(reinterpret_cast<uint32_t*>(p[i].qs + 32 * (4 * h + k) + 16 * half), w[k]);
+        for (int k = 0; k < 4; ++k) vst1q_u8(reinterpret_cast<uint8_t*>(p[i].qs) + 32 * (4 * h + k) + 16 * half,
+                                             vreinterpretq_u8_u32(w[k]));
       }
     }
   }
