@@ -222,7 +222,7 @@ void bm_panel_pack(benchmark::State& state, DType t, bool simd) {
     return;
   }
   const size_t row = dtype_row_bytes(t, kCols), panel = row * kPanelRows;
-  const int64_t panels = int64_t((size_t(1) << 20) / panel);
+  const int64_t panels = int64_t((size_t(1) << 20) / panel), nb = kCols / int64_t(block_geometry(t).block_elems);
   Buffer src(panel * size_t(panels)), dst(src.n);
   fill_random(t, 5, kCols * panels * kPanelRows, 0.02f, src.p);
   Timer timer;
@@ -230,8 +230,8 @@ void bm_panel_pack(benchmark::State& state, DType t, bool simd) {
     for (int64_t g = 0; g < panels; ++g) {
       const uint8_t* from = src.p + size_t(g) * panel;
       uint8_t* to = dst.p + size_t(g) * panel;
-      if (simd) tt->panel_pack(from, row, kCols / 32, to);
-      else panel_pack_ref(t, from, row, kCols / 32, to);
+      if (simd) tt->panel_pack(from, row, nb, to);
+      else panel_pack_ref(t, from, row, nb, to);
     }
     benchmark::ClobberMemory();
   }
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
                                    bm_matmul, t, n, false, int64_t(64) << 10)
           ->UseRealTime();
     }
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::Q4_K})
     for (bool simd : {false, true})
       benchmark::RegisterBenchmark(("panel_pack/" + std::string(dtype_name(t)) + (simd ? "/simd" : "/scalar")).c_str(),
                                    bm_panel_pack, t, simd)

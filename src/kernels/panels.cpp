@@ -28,6 +28,11 @@ const int8_t* q4_levels(DType type) {
   }
 }
 
+// Whether the type has a panel layout here (and so maybe panel kernels in some set).
+bool has_panel_layout(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_K || q4_levels(type) != nullptr;
+}
+
 // Eight rows (`row_bytes` apart, nb blocks each) -> nb panel blocks. Block: Q4_0's,
 // IQ4_NL's or MXFP4's (a scale, then 16 bytes of nibbles: codes 0..15 low, 16..31
 // high). Four bytes at a time: piece k's word of a row holds codes 8k..8k+3 below
@@ -99,10 +104,71 @@ void panel_dot_ref_q8(int64_t cols, float* out, const void* w, const void* const
   panel_ref(cols, out, x, n_x, value, [&](int64_t i, int r) { return fp16_to_f32(a[i].d[r]); });
 }
 
+// Q4_K: eight rows -> nb panel blocks (PanelQ4Kx8).
+void pack_q4kx8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ4Kx8* out) {
+  for (int64_t i = 0; i < nb; ++i) {
+    PanelQ4Kx8& p = out[i];
+    std::memset(p.sclo, 0, sizeof(p.sclo) + sizeof(p.mlo) + sizeof(p.hi));
+    for (int r = 0; r < 8; ++r) {
+      BlockQ4_K b;
+      std::memcpy(&b, rows + size_t(r) * row_bytes + size_t(i) * sizeof(b), sizeof(b));
+      p.d[r] = b.d;
+      p.dmin[r] = b.dmin;
+      uint8_t sc[8], m[8];
+      unpack_scales_k4(b.scales, sc, m);
+      for (int j = 0; j < 4; ++j) {
+        const int s = q4k_panel_slot(r, j);
+        p.sclo[s] = uint8_t((sc[j] & 15) | (sc[j + 4] & 15) << 4);
+        p.mlo[s] = uint8_t((m[j] & 15) | (m[j + 4] & 15) << 4);
+        p.hi[s] = uint8_t(sc[j] >> 4 | (sc[j + 4] >> 4) << 2 | (m[j] >> 4) << 4 | (m[j + 4] >> 4) << 6);
+      }
+      for (int w = 0; w < 32; ++w) std::memcpy(p.qs + 32 * w + 4 * r, b.qs + 4 * w, 4);
+    }
+  }
+}
+
+// Row r's scale and min of sub-block j in a Q4_K panel block.
+void q4k_panel_scale_min(const PanelQ4Kx8& p, int r, int j, int* sc, int* m) {
+  const int s = q4k_panel_slot(r, j), up = j < 4 ? 0 : 4, h = p.hi[s];
+  *sc = (p.sclo[s] >> up & 15) | (h >> (j < 4 ? 0 : 2) & 3) << 4;
+  *m = (p.mlo[s] >> up & 15) | (h >> (j < 4 ? 4 : 6) & 3) << 4;
+}
+
+// Q4_K's bits (panels.h), over activation rows of Q8_K: per super-block the exact
+// integers sum_j sc_j * (codes . y) and sum_j m_j * (sum of y over sub-block j), then
+// acc = fma(d * d_x, isum, acc) and acc = fma(-(dmin * d_x), msum, acc).
+void panel_dot_ref_q4k(int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const auto* a = static_cast<const PanelQ4Kx8*>(w);
+  const int64_t nb = cols / kQK;
+  for (int t = 0; t < n_x; ++t) {
+    const auto* b = static_cast<const BlockQ8_K*>(x[t]);
+    for (int r = 0; r < 8; ++r) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < nb; ++i) {
+        int isum = 0, msum = 0;
+        for (int j = 0; j < 8; ++j) {
+          int sc, m, part = 0;
+          q4k_panel_scale_min(a[i], r, j, &sc, &m);
+          for (int e = 0; e < 32; ++e) {
+            const uint8_t q = a[i].qs[256 * (j / 2) + 32 * (e / 4) + 4 * r + e % 4];
+            part += (j % 2 == 0 ? q & 15 : q >> 4) * b[i].qs[32 * j + e];
+          }
+          isum += sc * part;
+          msum += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+        }
+        const float dx = b[i].d;
+        acc = std::fma(fp16_to_f32(a[i].d[r]) * dx, float(isum), acc);
+        acc = std::fma(-(fp16_to_f32(a[i].dmin[r]) * dx), float(msum), acc);
+      }
+      out[t * kPanelRows + r] = acc;
+    }
+  }
+}
+
 // Panels of rows[0 .. n_panels * 8) (`row_bytes` apart, the file's order) written to
 // dst, which must not overlap them: the selected set's conversion, or the scalar one.
 void pack_panels(DType type, const uint8_t* rows, size_t row_bytes, int64_t n_panels, int64_t cols, uint8_t* dst) {
-  const int64_t nb = cols / kQ32;
+  const int64_t nb = cols / int64_t(block_geometry(type).block_elems);
   const size_t panel_bytes = row_bytes * kPanelRows;
   const TypeTraits* tt = type_traits(type);
   const PanelPackFn pack = tt != nullptr ? tt->panel_pack : nullptr;
@@ -123,9 +189,10 @@ int64_t tile_panels(size_t panel_bytes) {
 }  // namespace
 
 void panel_pack_ref(DType type, const void* rows, size_t row_bytes, int64_t nb, void* out) {
-  assert(type == DType::Q8_0 || q4_levels(type) != nullptr);
+  assert(has_panel_layout(type));
   const auto* src = static_cast<const uint8_t*>(rows);
-  if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, static_cast<PanelQ8x8*>(out));
+  if (type == DType::Q4_K) pack_q4kx8(src, row_bytes, nb, static_cast<PanelQ4Kx8*>(out));
+  else if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, static_cast<PanelQ8x8*>(out));
   else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(src, row_bytes, nb, static_cast<PanelMXx8*>(out));
   else pack_q4x8<BlockQ4_0>(src, row_bytes, nb, static_cast<PanelQ4x8*>(out));
 }
@@ -137,7 +204,7 @@ bool panels_wanted(DType type, int64_t rows, int64_t cols) {
 }
 
 void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
-  assert((type == DType::Q8_0 || q4_levels(type) != nullptr) && rows % kPanelRows == 0 && cols % kQ32 == 0);
+  assert(has_panel_layout(type) && rows % kPanelRows == 0 && cols % block_geometry(type).block_elems == 0);
   const size_t row_bytes = size_t(dtype_row_bytes(type, uint64_t(cols)));
   std::vector<uint8_t> group(row_bytes * kPanelRows);  // a panel's rows, while its bytes are rewritten
   auto* p = static_cast<uint8_t*>(data);
@@ -149,6 +216,7 @@ void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
 
 void panel_dot_ref(DType type, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
   if (type == DType::Q8_0) return panel_dot_ref_q8(cols, out, w, x, n_x);
+  if (type == DType::Q4_K) return panel_dot_ref_q4k(cols, out, w, x, n_x);
   const int8_t* levels = q4_levels(type);
   assert(levels != nullptr);
   if (type == DType::MXFP4) panel_dot_ref_q4<uint8_t>(levels, cols, out, w, x, n_x);

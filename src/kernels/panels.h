@@ -3,7 +3,9 @@
 // vector multiply takes four values of each of the eight rows against four values of
 // a token broadcast to every lane, and each row's integer sum of a block lands in a
 // lane of its own. A block then costs one float step for eight rows instead of one
-// per row (llama.cpp's CPU backend repacks Q4_0 and IQ4_NL likewise at load).
+// per row (llama.cpp's CPU backend repacks Q4_0, IQ4_NL and Q4_K likewise at load).
+// Q4_K's panels also let one multiply by a sub-block's scale serve 32 values of eight
+// rows, where the row kernels multiply per row and 32 values.
 //
 // Panels exist only in memory: the resident expert store converts the experts at load
 // where the selected kernel set has panel kernels for the type, and the streaming
@@ -14,10 +16,12 @@
 // and a read costs no conversion.
 //
 // Bits: per row and token, each block's dot product as an exact integer, then
-// acc = fma(d_w * d_x, float(isum), acc) block after block. The scalar reference
-// here computes exactly that, so the SIMD panel kernels (types.h panel_dot) agree
-// with it and with each other bit for bit at any batch size; against the row kernels
-// of the same type they differ in the last bits of a sum (another order).
+// acc = fma(d_w * d_x, float(isum), acc) block after block; Q4_K per super-block the
+// scaled sub-block sums and the mins' sum as two exact integers, then that step and
+// acc = fma(-(dmin_w * d_x), float(msum), acc). The scalar reference here computes
+// exactly that, so the SIMD panel kernels (types.h panel_dot) agree with it and with
+// each other bit for bit at any batch size; against the row kernels of the same type
+// they differ in the last bits of a sum (another order).
 #pragma once
 #include <cstddef>
 #include <cstdint>

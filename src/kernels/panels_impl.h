@@ -1,6 +1,6 @@
-// Internal: the panel blocks of the 32-value types with panel kernels (Q8_0, and the
-// 4-bit Q4_0, IQ4_NL, MXFP4 with their level tables), shared by panels.cpp and the SIMD
-// panel kernels, and the activation rows those kernels read.
+// Internal: the panel blocks of the types with panel kernels (Q8_0; the 4-bit Q4_0,
+// IQ4_NL, MXFP4 with their level tables; Q4_K), shared by panels.cpp and the SIMD panel
+// kernels, and the activation rows those kernels read.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -32,6 +32,26 @@ struct PanelQ8x8 {
 };
 static_assert(sizeof(PanelQ8x8) == 8 * sizeof(BlockQ8_0));
 static_assert(sizeof(PanelMXx8) == 8 * sizeof(BlockMXFP4));
+
+// Q4_K's super-block i of eight rows (256 values each, eight sub-blocks of 32 with a
+// 6-bit scale and min apiece): the fp16 scales, the sub-block scales and mins, then the
+// codes. Piece k (k < 8) of sub-block pair p (p < 4), the 32 bytes at 256p + 32k, holds
+// in byte 4r + j row r's code 4k + j of sub-block 2p (low nibble) and of sub-block
+// 2p + 1 (high nibble): the file's 4-byte word 8p + k of each row, moved, not changed.
+// The 6-bit scales and mins, slot b = 16 (r / 4) + 4 (r % 4) + j for row r and j < 4:
+// sclo[b] holds the low four bits of sub-block j's scale (low nibble) and of sub-block
+// j + 4's (high nibble), mlo[b] the same of the mins, hi[b] their top two bits (scale j
+// in bits 0-1, scale j + 4 in 2-3, min j in 4-5, min j + 4 in 6-7). A vector of a
+// field thus gives rows 0-3 in its low 128-bit lane and rows 4-7 in the high one.
+struct PanelQ4Kx8 {
+  uint16_t d[8], dmin[8];
+  uint8_t sclo[32], mlo[32], hi[32];
+  uint8_t qs[1024];
+};
+static_assert(sizeof(PanelQ4Kx8) == 8 * sizeof(BlockQ4_K));
+
+// The scale slot of row r, sub-block j % 4 (PanelQ4Kx8).
+constexpr int q4k_panel_slot(int r, int j) { return 16 * (r / 4) + 4 * (r % 4) + j % 4; }
 
 // The levels of Q4_0's codes (code - 8), as IQ4_NL's kIq4nlValues and MXFP4's
 // kMxfp4Values.
