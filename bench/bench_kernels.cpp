@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
                                    bm_matmul, t, n, false, int64_t(64) << 10)
           ->UseRealTime();
     }
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::Q4_K})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::Q4_K, DType::Q5_K})
     for (bool simd : {false, true})
       benchmark::RegisterBenchmark(("panel_pack/" + std::string(dtype_name(t)) + (simd ? "/simd" : "/scalar")).c_str(),
                                    bm_panel_pack, t, simd)

@@ -30,7 +30,7 @@ const int8_t* q4_levels(DType type) {
 
 // Whether the type has a panel layout here (and so maybe panel kernels in some set).
 bool has_panel_layout(DType type) {
-  return type == DType::Q8_0 || type == DType::Q4_K || q4_levels(type) != nullptr;
+  return type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || q4_levels(type) != nullptr;
 }
 
 // Eight rows (`row_bytes` apart, nb blocks each) -> nb panel blocks. Block: Q4_0's,
@@ -104,13 +104,14 @@ void panel_dot_ref_q8(int64_t cols, float* out, const void* w, const void* const
   panel_ref(cols, out, x, n_x, value, [&](int64_t i, int r) { return fp16_to_f32(a[i].d[r]); });
 }
 
-// Q4_K: eight rows -> nb panel blocks (PanelQ4Kx8).
-void pack_q4kx8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ4Kx8* out) {
+// Q4_K (Bits 4) or Q5_K (5): eight rows -> nb panel blocks (PanelQ45Kx8).
+template <int Bits>
+void pack_q45kx8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ45Kx8<Bits>* out) {
   for (int64_t i = 0; i < nb; ++i) {
-    PanelQ4Kx8& p = out[i];
+    PanelQ45Kx8<Bits>& p = out[i];
     std::memset(p.sclo, 0, sizeof(p.sclo) + sizeof(p.mlo) + sizeof(p.hi));
     for (int r = 0; r < 8; ++r) {
-      BlockQ4_K b;
+      BlockQ45K<Bits> b;
       std::memcpy(&b, rows + size_t(r) * row_bytes + size_t(i) * sizeof(b), sizeof(b));
       p.d[r] = b.d;
       p.dmin[r] = b.dmin;
@@ -123,22 +124,26 @@ void pack_q4kx8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ4Kx8* o
         p.hi[s] = uint8_t(sc[j] >> 4 | (sc[j + 4] >> 4) << 2 | (m[j] >> 4) << 4 | (m[j + 4] >> 4) << 6);
       }
       for (int w = 0; w < 32; ++w) std::memcpy(p.qs + 32 * w + 4 * r, b.qs + 4 * w, 4);
+      if constexpr (Bits == 5)
+        for (int w = 0; w < 8; ++w) std::memcpy(p.qh + 32 * w + 4 * r, b.qh + 4 * w, 4);
     }
   }
 }
 
-// Row r's scale and min of sub-block j in a Q4_K panel block.
-void q4k_panel_scale_min(const PanelQ4Kx8& p, int r, int j, int* sc, int* m) {
+// Row r's scale and min of sub-block j in a Q4_K / Q5_K panel block.
+template <class Panel>
+void q45k_panel_scale_min(const Panel& p, int r, int j, int* sc, int* m) {
   const int s = q4k_panel_slot(r, j), up = j < 4 ? 0 : 4, h = p.hi[s];
   *sc = (p.sclo[s] >> up & 15) | (h >> (j < 4 ? 0 : 2) & 3) << 4;
   *m = (p.mlo[s] >> up & 15) | (h >> (j < 4 ? 4 : 6) & 3) << 4;
 }
 
-// Q4_K's bits (panels.h), over activation rows of Q8_K: per super-block the exact
-// integers sum_j sc_j * (codes . y) and sum_j m_j * (sum of y over sub-block j), then
-// acc = fma(d * d_x, isum, acc) and acc = fma(-(dmin * d_x), msum, acc).
-void panel_dot_ref_q4k(int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
-  const auto* a = static_cast<const PanelQ4Kx8*>(w);
+// Q4_K's and Q5_K's bits (panels.h), over activation rows of Q8_K: per super-block the
+// exact integers sum_j sc_j * (codes . y) and sum_j m_j * (sum of y over sub-block j),
+// then acc = fma(d * d_x, isum, acc) and acc = fma(-(dmin * d_x), msum, acc).
+template <int Bits>
+void panel_dot_ref_q45k(int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
+  const auto* a = static_cast<const PanelQ45Kx8<Bits>*>(w);
   const int64_t nb = cols / kQK;
   for (int t = 0; t < n_x; ++t) {
     const auto* b = static_cast<const BlockQ8_K*>(x[t]);
@@ -148,10 +153,13 @@ void panel_dot_ref_q4k(int64_t cols, float* out, const void* w, const void* cons
         int isum = 0, msum = 0;
         for (int j = 0; j < 8; ++j) {
           int sc, m, part = 0;
-          q4k_panel_scale_min(a[i], r, j, &sc, &m);
+          q45k_panel_scale_min(a[i], r, j, &sc, &m);
           for (int e = 0; e < 32; ++e) {
-            const uint8_t q = a[i].qs[256 * (j / 2) + 32 * (e / 4) + 4 * r + e % 4];
-            part += (j % 2 == 0 ? q & 15 : q >> 4) * b[i].qs[32 * j + e];
+            const int piece = 32 * (e / 4) + 4 * r + e % 4;
+            const uint8_t q = a[i].qs[256 * (j / 2) + piece];
+            int code = j % 2 == 0 ? q & 15 : q >> 4;
+            if constexpr (Bits == 5) code |= (a[i].qh[piece] >> j & 1) << 4;
+            part += code * b[i].qs[32 * j + e];
           }
           isum += sc * part;
           msum += m * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
@@ -191,7 +199,8 @@ int64_t tile_panels(size_t panel_bytes) {
 void panel_pack_ref(DType type, const void* rows, size_t row_bytes, int64_t nb, void* out) {
   assert(has_panel_layout(type));
   const auto* src = static_cast<const uint8_t*>(rows);
-  if (type == DType::Q4_K) pack_q4kx8(src, row_bytes, nb, static_cast<PanelQ4Kx8*>(out));
+  if (type == DType::Q4_K) pack_q45kx8<4>(src, row_bytes, nb, static_cast<PanelQ4Kx8*>(out));
+  else if (type == DType::Q5_K) pack_q45kx8<5>(src, row_bytes, nb, static_cast<PanelQ5Kx8*>(out));
   else if (type == DType::Q8_0) pack_q8x8(src, row_bytes, nb, static_cast<PanelQ8x8*>(out));
   else if (type == DType::MXFP4) pack_q4x8<BlockMXFP4>(src, row_bytes, nb, static_cast<PanelMXx8*>(out));
   else pack_q4x8<BlockQ4_0>(src, row_bytes, nb, static_cast<PanelQ4x8*>(out));
@@ -216,7 +225,8 @@ void to_panels(DType type, void* data, int64_t rows, int64_t cols) {
 
 void panel_dot_ref(DType type, int64_t cols, float* out, const void* w, const void* const* x, int n_x) {
   if (type == DType::Q8_0) return panel_dot_ref_q8(cols, out, w, x, n_x);
-  if (type == DType::Q4_K) return panel_dot_ref_q4k(cols, out, w, x, n_x);
+  if (type == DType::Q4_K) return panel_dot_ref_q45k<4>(cols, out, w, x, n_x);
+  if (type == DType::Q5_K) return panel_dot_ref_q45k<5>(cols, out, w, x, n_x);
   const int8_t* levels = q4_levels(type);
   assert(levels != nullptr);
   if (type == DType::MXFP4) panel_dot_ref_q4<uint8_t>(levels, cols, out, w, x, n_x);

@@ -1,9 +1,10 @@
 // Internal: the panel blocks of the types with panel kernels (Q8_0; the 4-bit Q4_0,
-// IQ4_NL, MXFP4 with their level tables; Q4_K), shared by panels.cpp and the SIMD panel
+// IQ4_NL, MXFP4 with their level tables; Q4_K, Q5_K), shared by panels.cpp and the SIMD panel
 // kernels, and the activation rows those kernels read.
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/blocks.h"
 #include "kernels/blocks_legacy.h"
@@ -49,6 +50,20 @@ struct PanelQ4Kx8 {
   uint8_t qs[1024];
 };
 static_assert(sizeof(PanelQ4Kx8) == 8 * sizeof(BlockQ4_K));
+// Q5_K's: as Q4_K's, with the fifth bits: the 32 bytes at 32k of qh hold in byte
+// 4r + j row r's qh[4k + j] (bit 2p of it for sub-block 2p, bit 2p + 1 for 2p + 1).
+struct PanelQ5Kx8 {
+  uint16_t d[8], dmin[8];
+  uint8_t sclo[32], mlo[32], hi[32];
+  uint8_t qh[256];
+  uint8_t qs[1024];
+};
+static_assert(sizeof(PanelQ5Kx8) == 8 * sizeof(BlockQ5_K));
+// The file block and the panel block of Q4_K (Bits 4) or Q5_K (5).
+template <int Bits>
+using BlockQ45K = std::conditional_t<Bits == 4, BlockQ4_K, BlockQ5_K>;
+template <int Bits>
+using PanelQ45Kx8 = std::conditional_t<Bits == 4, PanelQ4Kx8, PanelQ5Kx8>;
 
 // The scale slot of row r, sub-block j % 4 (PanelQ4Kx8).
 constexpr int q4k_panel_slot(int r, int j) { return 16 * (r / 4) + 4 * (r % 4) + j % 4; }

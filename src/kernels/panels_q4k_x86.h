@@ -1,10 +1,10 @@
-// x86 kernels over Q4_K row panels (panels_impl.h PanelQ4Kx8), included by
-// panels_avx2.cpp (internal linkage, as x86_common.h).
+// x86 kernels over Q4_K and Q5_K row panels (panels_impl.h PanelQ4Kx8, PanelQ5Kx8),
+// included by panels_avx2.cpp (internal linkage, as x86_common.h).
 //
 // Per super-block, sub-block and token: eight pieces, each one vpmaddubsw of four codes
 // of all eight rows against four activation bytes broadcast to every lane, summed as
-// int16 (eight pairs of at most 15 x 128 x 2 stay within 30720), then one vpmaddwd by
-// the eight rows' scales of that sub-block. The row kernels multiply by a scale per row
+// int16 (Q4_K: eight pairs of at most 15 x 128 x 2 stay within 30720; Q5_K's codes to
+// 31: four), then one vpmaddwd by the eight rows' scales of that sub-block (Q5_K two). The row kernels multiply by a scale per row
 // and 32 values; here one multiply serves eight rows. The mins: four vpmaddwd per token
 // and super-block, each two sub-blocks of eight rows against the activation's sums.
 #pragma once
@@ -42,7 +42,8 @@ inline constexpr Q4kCtrl kQ4kMinCtrl[2] = {{0, 1}, {2, 1}};
 // sc[1] 4-7, m[0] and m[1] alike.
 struct Q4kPanelScales {
   __m256i sc[2], m[2];
-  explicit Q4kPanelScales(const PanelQ4Kx8& p) {
+  template <class Panel>
+  explicit Q4kPanelScales(const Panel& p) {
     const __m256i lo = loadu256(p.sclo), ml = loadu256(p.mlo), hi = loadu256(p.hi);
     const __m256i m15 = mask8(15), m30 = mask8(0x30);
     sc[0] = _mm256_or_si256(_mm256_and_si256(lo, m15), _mm256_and_si256(_mm256_slli_epi16(hi, 4), m30));
@@ -68,16 +69,17 @@ inline void q4k_sum_pairs(__m128i pairs, __m256i* out) {
 }
 
 // out[t * 8 + r] = dot(panel row r, x[t]) for NT tokens prepared by prep_q8k_pairs.
-template <int NT>
-void panel_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const PanelQ4Kx8*>(w);
+template <int Bits, int NT>
+void panel_dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const PanelQ45Kx8<Bits>*>(w);
+  constexpr int kRun = Bits == 4 ? 8 : 4;  // pieces summed as int16 before a vpmaddwd
   const PreparedQ8KRows<NT> y(xp, n);
   const __m256i m15 = mask8(15);
   __m256 acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
-    const PanelQ4Kx8& p = a[i];
+    const PanelQ45Kx8<Bits>& p = a[i];
     const Q4kPanelScales s(p);
     __m256i isum[NT], msum[NT];
     DF_UNROLL
@@ -91,25 +93,32 @@ void panel_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) 
     }
     for (int q = 0; q < 4; ++q) {  // sub-blocks 2q (low nibbles) and 2q + 1 (high)
       const uint8_t* qs = p.qs + 256 * q;
+      const __m128i qh_shift = _mm_cvtsi32_si128(2 * q);  // Q5_K: bit 2q of a qh byte to bit 0
       DF_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int j = 2 * q + h;
+        const __m256i sv = s.scale16(j);
         __m256i part[NT];
         DF_UNROLL
         for (int k = 0; k < 8; ++k) {
           const __m256i raw = loadu256(qs + 32 * k);
-          const __m256i wv = _mm256_and_si256(h == 0 ? raw : _mm256_srli_epi16(raw, 4), m15);
+          __m256i wv = _mm256_and_si256(h == 0 ? raw : _mm256_srli_epi16(raw, 4), m15);
+          if constexpr (Bits == 5) {
+            const __m256i qh = _mm256_srl_epi16(loadu256(p.qh + 32 * k), qh_shift);
+            wv = _mm256_or_si256(wv, _mm256_and_si256(_mm256_slli_epi16(qh, 4 - h), mask8(16)));
+          }
           DF_UNROLL
           for (int t = 0; t < NT; ++t) {
             int32_t v;
             std::memcpy(&v, y.b[t][i].qs + 32 * j + 4 * k, 4);
             const __m256i prod = _mm256_maddubs_epi16(wv, _mm256_set1_epi32(v));
-            part[t] = k == 0 ? prod : _mm256_add_epi16(part[t], prod);
+            part[t] = k % kRun == 0 ? prod : _mm256_add_epi16(part[t], prod);
+          }
+          if (k % kRun == kRun - 1) {
+            DF_UNROLL
+            for (int t = 0; t < NT; ++t) isum[t] = madd_acc(isum[t], part[t], sv);
           }
         }
-        const __m256i sv = s.scale16(j);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) isum[t] = madd_acc(isum[t], part[t], sv);
       }
     }
     const __m256 dv = panel_scales8(p.d), dm = panel_scales8(p.dmin);
@@ -124,13 +133,13 @@ void panel_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) 
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(out + 8 * t, acc[t]);
 }
 
-// One row in the file's order with panel_dot_q4k's bits: per super-block the row
+// One row in the file's order with panel_dot_q45k's bits: per super-block the row
 // kernels' integer work (int32 lanes whose sum is exact), eight super-blocks' lanes
 // folded into one vector (sum_rows8), then the reference's two float steps per
 // super-block as a scalar chain per token.
-template <int NT>
-void row_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) {
-  const auto* a = static_cast<const BlockQ4_K*>(w);
+template <int Bits, int NT>
+void row_dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
+  const auto* a = static_cast<const BlockQ45K<Bits>*>(w);
   const int64_t nb = n / kQK;
   const PreparedQ8KRows<NT> y(xp, n);
   const __m256i m15 = mask8(15);
@@ -147,13 +156,14 @@ void row_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) {
         for (int t = 0; t < NT; ++t) is[t][k] = ms[t][k] = _mm256_setzero_si256();
         continue;
       }
-      const BlockQ4_K& blk = a[i0 + k];
+      const BlockQ45K<Bits>& blk = a[i0 + k];
       d[k] = blk.d;
       dmin[k] = blk.dmin;
       const __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));  // int16 sc[0..7] | m[0..7]
       const __m128i mins = _mm256_extracti128_si256(scm, 1);
       const __m256i scales = _mm256_permute2x128_si256(scm, scm, 0x00);
-      __m256i sumi[NT];
+      __m256i sumi[NT], hb;
+      if constexpr (Bits == 5) hb = loadu256(blk.qh);
       DF_UNROLL
       for (int t = 0; t < NT; ++t) {
         ms[t][k] = _mm256_zextsi128_si256(_mm_madd_epi16(mins, y.pairs(t, i0 + k)));
@@ -162,7 +172,12 @@ void row_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) {
       DF_UNROLL
       for (int c = 0; c < 4; ++c) {
         const __m256i q = loadu256(blk.qs + 32 * c);
-        const __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+        __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
+        if constexpr (Bits == 5) {  // bit 2c -> 16 for lo, bit 2c + 1 -> 16 for hi
+          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), mask8(16)));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), mask8(16)));
+          hb = _mm256_srli_epi16(hb, 2);
+        }
         const __m256i s_lo = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c));
         const __m256i s_hi = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c + 1));
         DF_UNROLL
@@ -195,34 +210,43 @@ void row_dot_q4k(int64_t n, float* out, const void* w, const void* const* xp) {
   for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
-// The conversion (panels.cpp pack_q4kx8 gives the bytes): the codes are the rows'
-// 4-byte words transposed; the scales and mins of each row unpacked to bytes
-// (k4_scales: sc[0..7] | m[0..7], four words), the same transpose putting word w of
-// rows 0-3 and 4-7 in one vector, then packed into the low-nibble and top-bit fields.
-inline void pack_q4kx8_x86(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
-  auto* p = reinterpret_cast<PanelQ4Kx8*>(out);
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* b = rows + size_t(i) * sizeof(BlockQ4_K);
-    auto* q = reinterpret_cast<__m256i*>(p[i].qs);
+// Words [4 * n_groups) of eight rows (`row_bytes` apart, from `src`) transposed into
+// 32-byte pieces: piece w holds word w of row r at byte 4r.
+inline void transpose_row_words(const uint8_t* src, size_t row_bytes, int n_groups, uint8_t* out) {
+  auto* q = reinterpret_cast<__m256i*>(out);
+  for (int h = 0; h < n_groups; ++h) {  // words 4h..4h+3 of each row
+    __m256i v[4];
     DF_UNROLL
-    for (int h = 0; h < 8; ++h) {  // words 4h..4h+3 of each row's codes
-      __m256i v[4];
-      DF_UNROLL
-      for (int j = 0; j < 4; ++j) {
-        const uint8_t* r = b + size_t(j) * row_bytes + offsetof(BlockQ4_K, qs) + 16 * h;
-        v[j] = rows_pair(r, r + 4 * row_bytes);
-      }
-      transpose_words(v);
-      DF_UNROLL
-      for (int k = 0; k < 4; ++k) _mm256_storeu_si256(q + 4 * h + k, v[k]);
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* r = src + size_t(j) * row_bytes + 16 * h;
+      v[j] = rows_pair(r, r + 4 * row_bytes);
     }
+    transpose_words(v);
+    DF_UNROLL
+    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(q + 4 * h + k, v[k]);
+  }
+}
+
+// The conversion (panels.cpp pack_q45kx8 gives the bytes): the codes (and Q5_K's
+// fifth bits) are the rows' 4-byte words transposed; the scales and mins of each row
+// unpacked to bytes (k4_scales: sc[0..7] | m[0..7], four words), the same transpose
+// putting word w of rows 0-3 and 4-7 in one vector, then packed into the low-nibble
+// and top-bit fields.
+template <int Bits>
+void pack_q45kx8_x86(const uint8_t* rows, size_t row_bytes, int64_t nb, uint8_t* out) {
+  using Block = BlockQ45K<Bits>;
+  auto* p = reinterpret_cast<PanelQ45Kx8<Bits>*>(out);
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* b = rows + size_t(i) * sizeof(Block);
+    transpose_row_words(b + offsetof(Block, qs), row_bytes, 8, p[i].qs);
+    if constexpr (Bits == 5) transpose_row_words(b + offsetof(Block, qh), row_bytes, 2, p[i].qh);
     __m256i s[4];
     DF_UNROLL
     for (int j = 0; j < 4; ++j) {
       const uint8_t* r = b + size_t(j) * row_bytes;
       const uint8_t* r4 = r + 4 * row_bytes;
-      s[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(k4_scales(r + offsetof(BlockQ4_K, scales))),
-                                     k4_scales(r4 + offsetof(BlockQ4_K, scales)), 1);
+      s[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(k4_scales(r + offsetof(Block, scales))),
+                                     k4_scales(r4 + offsetof(Block, scales)), 1);
       std::memcpy(&p[i].d[j], r, 2);
       std::memcpy(&p[i].d[j + 4], r4, 2);
       std::memcpy(&p[i].dmin[j], r + 2, 2);
@@ -244,17 +268,21 @@ inline void pack_q4kx8_x86(const uint8_t* rows, size_t row_bytes, int64_t nb, ui
   }
 }
 
-// Q4_K's panel kernels, activation preparation (the Q8_K rows with their sum pairs,
-// as the prepared row kernels read them) and conversion.
-inline void install_panels_q4k_x86(TypeTraits* t) {
-  TypeTraits& r = t[uint32_t(DType::Q4_K)];
+// Q4_K's and Q5_K's panel kernels, activation preparation (the Q8_K rows with their
+// sum pairs, as the prepared row kernels read them) and conversion.
+template <int Bits>
+void set_panels_q45k(TypeTraits& r) {
   r.panel_prep_bytes = prep_bytes_q8k_pairs;
   r.panel_prep = prep_q8k_pairs;
-  r.panel_dot = one_token<panel_dot_q4k<1>>;
-  r.panel_dot_x4 = panel_dot_q4k<4>;
-  r.panel_rows = one_token<row_dot_q4k<1>>;
-  r.panel_rows_x4 = row_dot_q4k<4>;
-  r.panel_pack = pack_q4kx8_x86;
+  r.panel_dot = one_token<panel_dot_q45k<Bits, 1>>;
+  r.panel_dot_x4 = panel_dot_q45k<Bits, 4>;
+  r.panel_rows = one_token<row_dot_q45k<Bits, 1>>;
+  r.panel_rows_x4 = row_dot_q45k<Bits, 4>;
+  r.panel_pack = pack_q45kx8_x86<Bits>;
+}
+inline void install_panels_q4k_x86(TypeTraits* t) {
+  set_panels_q45k<4>(t[uint32_t(DType::Q4_K)]);
+  set_panels_q45k<5>(t[uint32_t(DType::Q5_K)]);
 }
 
 }  // namespace

@@ -19,13 +19,13 @@ using namespace deltafin;
 
 namespace {
 
-const DType kPanelTypes[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::Q4_K};
+const DType kPanelTypes[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4, DType::Q4_K, DType::Q5_K};
 
-// Columns for a type: `q32` where its blocks are 32 values, nine Q4_K super-blocks
+// Columns for a type: `q32` where its blocks are 32 values, nine super-blocks
 // (the file-row kernels fold eight at a time, then one) where they are 256.
 int64_t cols_for(DType type, int64_t q32) { return block_geometry(type).block_elems == 32 ? q32 : 9 * 256; }
 
-// The activation type of a panel type's kernels (Q8_0, or Q8_K for Q4_K).
+// The activation type of a panel type's kernels (Q8_0, or Q8_K for Q4_K and Q5_K).
 DType act_type(DType type) { return type_traits_ref(type)->vec_dot_type; }
 
 // A rows x cols matrix of `type` quantized from Gaussian values, in the file's order.
@@ -105,10 +105,11 @@ TEST(Panels, ReferenceMatchesRowReference) {
           const uint8_t* row = w.data() + size_t(g * kPanelRows + r) * wrow;
           float want = 0;
           type_traits_ref(type)->vec_dot(cols, &want, row, xs[t]);
-          // Q4_K's scaled sums and mins cancel each other per super-block, so their
-          // rounding scales with sum |w x| (about 1e3 here) rather than the result: a
-          // bound of 1e-6 of it (about 1e-3) where one moved or lost code costs about 1.
-          const float mag = type == DType::Q4_K ? abs_dot(type, row, xs[t], cols) : 0.0f;
+          // Q4_K's and Q5_K's scaled sums and mins cancel each other per super-block,
+          // so their rounding scales with sum |w x| (about 1e3 here) rather than the
+          // result: a bound of 1e-6 of it (about 1e-3) where one moved or lost code
+          // costs about 1.
+          const float mag = block_geometry(type).block_elems == 256 ? abs_dot(type, row, xs[t], cols) : 0.0f;
           EXPECT_NEAR(out[t * kPanelRows + r], want, 1e-5f * (1.0f + std::fabs(want)) + 1e-6f * mag)
               << "row " << g * 8 + r;
         }
@@ -193,7 +194,7 @@ TEST(Panels, KernelsEqualReferenceBitForBit) {
   });
 #if defined(DELTAFIN_X86)
   if (isa_supported(Isa::AVX2)) {
-    EXPECT_GE(checked, 5) << "AVX2 has panel kernels for Q8_0, Q4_0, IQ4_NL, MXFP4 and Q4_K";
+    EXPECT_GE(checked, 6) << "AVX2 has panel kernels for Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K";
   }
 #elif defined(DELTAFIN_ARM)
   EXPECT_EQ(checked, 4) << "NEON has panel kernels for Q8_0, Q4_0, IQ4_NL and MXFP4";
@@ -246,7 +247,7 @@ static void check_matmul(ThreadPool* tp) {
       EXPECT_FALSE(panels_wanted(type, rows + 4, cols)) << "rows not a multiple of eight";
     }
   }
-  EXPECT_FALSE(panels_wanted(DType::Q5_K, 64, 256));
+  EXPECT_FALSE(panels_wanted(DType::Q6_K, 64, 256));
   EXPECT_FALSE(panels_wanted(DType::F32, 64, 256));
 }
 
