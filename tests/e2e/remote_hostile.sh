@@ -108,6 +108,7 @@ took=$(($(date +%s) - start))
 stop_proxy "$dir/px"
 check "oversized Content-Length: output = local v1 in ${took} s (rc $rc)" \
   bash -c "[ $rc = 0 ] && cmp -s '$dir/ref1' '$dir/over' && [ $took -lt 20 ]"
+[ $rc = 0 ] || tail -5 "$dir/over.err"  # why, for a failure seen once under ctest -j2
 check "oversized Content-Length: faults injected, no retry, no empty or inverted range asked for" python3 -c "
 import re, sys
 rs = [l for l in open('$dir/px/proxy.log') if ' bytes=' in l]

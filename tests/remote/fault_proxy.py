@@ -149,7 +149,11 @@ def main():
     p.add_argument("--first", type=int, default=0)
     p.add_argument("--probes", action="store_true", help="fault probes (bytes=0-0) too")
     args = p.parse_args()
-    Server(("127.0.0.1", args.port), Handler).serve_forever()
+    server = Server(("127.0.0.1", args.port), Handler)
+    # start_proxy waits for this line: a port that answers may still be an earlier
+    # proxy's (or another test's) while this one failed to bind it.
+    print(f"listening on 127.0.0.1:{args.port}", file=sys.stderr, flush=True)
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -72,8 +72,16 @@ start_proxy() { # dir upstream-port args...
   PROXY_PORT=${PROXY_PORT_WANT:-$(free_port)}
   python3 "$(dirname "${BASH_SOURCE[0]}")/fault_proxy.py" --port "$PROXY_PORT" --upstream "$up" "$@" \
     >"$dir/proxy.log" 2>&1 &
-  echo $! >"$dir/proxy.pid"
-  wait_port "$PROXY_PORT" || { echo "FAIL the fault proxy did not start: $(cat "$dir/proxy.log")"; exit 1; }
+  local pid=$!
+  echo $pid >"$dir/proxy.pid"
+  # Its own line, not an open port: the port may still answer for an earlier proxy
+  # (or another test's server) while this one failed to bind it.
+  for _ in $(seq 1 200); do
+    grep -q "^listening on" "$dir/proxy.log" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "FAIL the fault proxy did not start on port $PROXY_PORT: $(cat "$dir/proxy.log")"; exit 1
 }
 
 stop_proxy() { # dir (waits until it is gone, so that its port is free again)
@@ -81,6 +89,10 @@ stop_proxy() { # dir (waits until it is gone, so that its port is free again)
     local pid; pid=$(cat "$1/proxy.pid")
     kill "$pid" 2>/dev/null
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    if kill -0 "$pid" 2>/dev/null; then  # still there after 2 s (a loaded machine)
+      kill -9 "$pid" 2>/dev/null
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    fi
   fi
   rm -f "$1/proxy.pid"
 }
