@@ -59,6 +59,8 @@ void install_panels_avx2(TypeTraits* table);
 void install_panels_avx512(TypeTraits* table);
 void install_panels_neon(TypeTraits* table);
 void install_panels_neon_sdot(TypeTraits* table);
+void install_panels_q4k_neon(TypeTraits* table);
+void install_panels_q4k_neon_sdot(TypeTraits* table);
 // The NEON sets: the *_neon.cpp installers, built plain and (suffix _sdot) with the
 // dot-product extension (neon_common.h); install_neon_all (neon_install.cpp) runs one
 // build's installers, the _sdot ones if `sdot`.

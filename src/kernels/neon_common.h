@@ -156,6 +156,24 @@ struct Decoded {
   int32_t sc[16];
 };
 
+// Q4_K / Q5_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], element
+// 64c + 32 + l its high nibble; Q5_K's fifth bit is bit 2c (low) / 2c + 1 (high) of qh[l].
+template <class B>
+void decode_k4(const B& a, Decoded* d, const uint8_t* qh) {
+  uint8_t sc[8], m[8];
+  unpack_scales_k4(a.scales, sc, m);
+  uint8x16_t h[2];
+  if (qh) h[0] = vld1q_u8(qh), h[1] = vld1q_u8(qh + 16);
+  DF_UNROLL
+  for (int k = 0; k < 16; ++k) {
+    const int c = k / 4, hi = (k % 4) / 2, half = k % 2;
+    const uint8x16_t raw = vld1q_u8(a.qs + 32 * c + 16 * half);
+    uint8x16_t q = hi ? vshrq_n_u8(raw, 4) : vandq_u8(raw, vdupq_n_u8(15));
+    if (qh) q = vorrq_u8(q, vandq_u8(vtstq_u8(h[half], vdupq_n_u8(uint8_t(1u << (2 * c + hi)))), vdupq_n_u8(16)));
+    d->v[k] = vreinterpretq_s8_u8(q);
+    d->sc[k] = sc[k / 2];
+  }
+}
 template <class K>
 inline float out_scale(float sum) {
   if constexpr (requires { K::kOutScale; }) return K::kOutScale * sum;

@@ -17,6 +17,7 @@ void install_neon_all(TypeTraits* t, bool sdot) {
     install_iq1_neon_sdot(t);
     install_tq1_neon_sdot(t);
     install_panels_neon_sdot(t);
+    install_panels_q4k_neon_sdot(t);
   } else {
     install_neon(t);
     install_legacy_neon(t);
@@ -26,6 +27,7 @@ void install_neon_all(TypeTraits* t, bool sdot) {
     install_iq1_neon(t);
     install_tq1_neon(t);
     install_panels_neon(t);
+    install_panels_q4k_neon(t);
   }
 }
 #endif

@@ -109,20 +109,12 @@ template <int Bits>
 void pack_q45kx8(const uint8_t* rows, size_t row_bytes, int64_t nb, PanelQ45Kx8<Bits>* out) {
   for (int64_t i = 0; i < nb; ++i) {
     PanelQ45Kx8<Bits>& p = out[i];
-    std::memset(p.sclo, 0, sizeof(p.sclo) + sizeof(p.mlo) + sizeof(p.hi));
     for (int r = 0; r < 8; ++r) {
       BlockQ45K<Bits> b;
       std::memcpy(&b, rows + size_t(r) * row_bytes + size_t(i) * sizeof(b), sizeof(b));
       p.d[r] = b.d;
       p.dmin[r] = b.dmin;
-      uint8_t sc[8], m[8];
-      unpack_scales_k4(b.scales, sc, m);
-      for (int j = 0; j < 4; ++j) {
-        const int s = q4k_panel_slot(r, j);
-        p.sclo[s] = uint8_t((sc[j] & 15) | (sc[j + 4] & 15) << 4);
-        p.mlo[s] = uint8_t((m[j] & 15) | (m[j + 4] & 15) << 4);
-        p.hi[s] = uint8_t(sc[j] >> 4 | (sc[j + 4] >> 4) << 2 | (m[j] >> 4) << 4 | (m[j + 4] >> 4) << 6);
-      }
+      q45k_panel_put_scales(p, r, b.scales);
       for (int w = 0; w < 32; ++w) std::memcpy(p.qs + 32 * w + 4 * r, b.qs + 4 * w, 4);
       if constexpr (Bits == 5)
         for (int w = 0; w < 8; ++w) std::memcpy(p.qh + 32 * w + 4 * r, b.qh + 4 * w, 4);

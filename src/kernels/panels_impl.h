@@ -106,6 +106,20 @@ struct PanelActs {
 };
 inline size_t panel_prep_bytes(int64_t n) { return size_t(n / kQ32) * (32 + sizeof(int32_t) + sizeof(float)); }
 
+// Row r's scales and mins (a Q4_K / Q5_K block's 12 packed bytes) into the panel
+// block's slot-ordered fields (PanelQ4Kx8).
+template <class Panel>
+void q45k_panel_put_scales(Panel& p, int r, const uint8_t* scales) {
+  uint8_t sc[8], m[8];
+  unpack_scales_k4(scales, sc, m);
+  for (int j = 0; j < 4; ++j) {
+    const int s = q4k_panel_slot(r, j);
+    p.sclo[s] = uint8_t((sc[j] & 15) | (sc[j + 4] & 15) << 4);
+    p.mlo[s] = uint8_t((m[j] & 15) | (m[j + 4] & 15) << 4);
+    p.hi[s] = uint8_t(sc[j] >> 4 | (sc[j + 4] >> 4) << 2 | (m[j] >> 4) << 4 | (m[j + 4] >> 4) << 6);
+  }
+}
+
 template <int K>
 void panel_prep(int64_t n, void* dst, const void* x) {
   const auto* b = static_cast<const BlockQ8_0*>(x);
