@@ -57,10 +57,9 @@
 // for one row in the file's order against one or four activation rows (out[t]), as
 // vec_dot and vec_dot_x4 take it (the experts in a RAM cache slot). All four read
 // activation rows of vec_dot_type prepared once per matrix by panel_prep
-// (panel_prep_bytes(n) bytes each). Set for Q8_0, Q4_0, IQ4_NL and MXFP4 on x86 (where
-// panels beat the row kernels) and NEON, and for Q4_K and Q5_K on x86 (the AVX2
-// kernels, which the AVX-512 set keeps); null elsewhere, and then routed experts take
-// the row kernels.
+// (panel_prep_bytes(n) bytes each). Set for Q8_0, Q4_0, IQ4_NL, MXFP4, Q4_K and Q5_K
+// on x86 (where panels beat the row kernels; the AVX-512 set keeps AVX2's for the
+// K-quants) and NEON; null elsewhere, and then routed experts take the row kernels.
 //
 // panel_pack(rows, row_bytes, nb, out): eight rows in the file's order (row_bytes
 // apart, nb blocks each) written as nb panel blocks, the bytes of the scalar
