@@ -1,6 +1,7 @@
-// Pieces the AArch64 kernel files share (*_neon.cpp): the signed-byte dot step, the
-// dot of a 32-value weight block type against its activation blocks, and that of a
-// 256-value super-block type against Q8_K (below). Included only by *_neon.cpp files.
+// Pieces the AArch64 kernel files share (*_neon.cpp): the signed-byte dot step and its
+// lane form for the panel kernels, the dot of a 32-value weight block type against its
+// activation blocks, and that of a 256-value super-block type against Q8_K (below).
+// Included only by *_neon.cpp files.
 //
 // Every *_neon.cpp is compiled twice (CMakeLists.txt): as plain Advanced SIMD, and with
 // the dot-product extension and DELTAFIN_NEON_SDOT defined. DF_NEON_NAME gives each
@@ -51,6 +52,31 @@ inline int32x4_t dot_i8(int32x4_t acc, int8x16_t a, int8x16_t b) {
   int16x8_t hi = vmull_high_s8(a, b);
   return vpadalq_s16(vpadalq_s16(acc, lo), hi);
 #endif
+}
+
+// For the panel kernels (panels_neon.cpp, panels_q4k_neon.cpp): acc + lane r: w's
+// bytes 4r..4r+3 dotted with y's four bytes of lane L. Without SDOT the products'
+// int16 pair sums stay below 2 x 128 x 127 (activations are within +-127).
+template <int L>
+inline int32x4_t dot_lane(int32x4_t acc, int8x16_t w, int8x16_t y) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_laneq_s32(acc, w, y, L);
+#else
+  const int8x16_t b = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(y), L));
+  const int16x8_t lo = vmull_s8(vget_low_s8(w), vget_low_s8(b));
+  const int16x8_t hi = vmull_high_s8(w, b);
+  return vpadalq_s16(acc, vpaddq_s16(lo, hi));
+#endif
+}
+
+// Four scales as floats: fp16, or MXFP4's 2^(e - 128) as e8m0_half_to_f32.
+inline float32x4_t scales4(const uint16_t* d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
+inline float32x4_t scales4(const uint8_t* e) {
+  const uint32x4_t ev = vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(uint64_t(e[0]) | uint64_t(e[1]) << 8 |
+                                                                     uint64_t(e[2]) << 16 | uint64_t(e[3]) << 24))));
+  const uint32x4_t normal = vshlq_n_u32(vsubq_u32(ev, vdupq_n_u32(1)), 23);
+  const uint32x4_t tiny = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(ev));
+  return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(ev, vdupq_n_u32(2)), tiny, normal));
 }
 
 template <class Dec>

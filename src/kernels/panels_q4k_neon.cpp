@@ -21,20 +21,6 @@ namespace deltafin::kern::neon {
 inline namespace DF_NEON_VARIANT {
 namespace {
 
-// acc + lane r: w's bytes 4r..4r+3 dotted with y's four bytes of lane L (as
-// panels_neon.cpp's; codes below 32, activations within +-127).
-template <int L>
-inline int32x4_t dot_lane(int32x4_t acc, int8x16_t w, int8x16_t y) {
-#if defined(__ARM_FEATURE_DOTPROD)
-  return vdotq_laneq_s32(acc, w, y, L);
-#else
-  const int8x16_t b = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(y), L));
-  return vpadalq_s16(acc, vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(b)), vmull_high_s8(w, b)));
-#endif
-}
-
-inline float32x4_t scales4(const uint16_t* d) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d))); }
-
 // Activation rows for these kernels: the Q8_K blocks, then per block the eight
 // sub-block sums (int16) that the mins multiply: the layout of x86's prep_q8k_pairs.
 size_t prep_bytes_q8k_sums(int64_t n) { return size_t(n / kQK) * (sizeof(BlockQ8_K) + 16); }
