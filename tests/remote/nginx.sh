@@ -70,6 +70,7 @@ start_proxy() { # dir upstream-port args...
   local dir=$1 up=$2; shift 2
   mkdir -p "$dir"
   PROXY_PORT=${PROXY_PORT_WANT:-$(free_port)}
+  rm -f "$dir/proxy.log"  # an earlier proxy's "listening" line must not count
   python3 "$(dirname "${BASH_SOURCE[0]}")/fault_proxy.py" --port "$PROXY_PORT" --upstream "$up" "$@" \
     >"$dir/proxy.log" 2>&1 &
   local pid=$!
