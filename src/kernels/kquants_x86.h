@@ -113,6 +113,44 @@ inline __m128i q3k_scales(const uint8_t* s) {
 // int16 element e of both 128-bit lanes, broadcast (shuffle control).
 inline __m256i elem16_ctrl(int e) { return _mm256_set1_epi16(short(((2 * e + 1) << 8) | (2 * e))); }
 
+// Super-block i of a Q4_K (Bits = 4) / Q5_K (Bits = 5) row against NT activation rows
+// Y, exactly in int32: sumi[t] (A accumulators) sum to sum_j sc_j * (codes . y) over
+// the sub-blocks j, msum[t]'s four lanes to sum_j m_j * (sum of y over sub-block j).
+template <int Bits, int NT, int A, class Block, class Y>
+inline void q45k_block_sums(const Block& blk, const Y& y, int64_t i, __m256i (&sumi)[NT][A], __m128i* msum) {
+  __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));  // int16 sc[0..7] | m[0..7]
+  __m128i mins = _mm256_extracti128_si256(scm, 1);
+  __m256i scales = _mm256_permute2x128_si256(scm, scm, 0x00);
+  DF_UNROLL
+  for (int t = 0; t < NT; ++t) {
+    msum[t] = _mm_madd_epi16(mins, y.pairs(t, i));
+    DF_UNROLL
+    for (int k = 0; k < A; ++k) sumi[t][k] = _mm256_setzero_si256();
+  }
+  __m256i hb;
+  if constexpr (Bits == 5) hb = loadu256(blk.qh);
+  DF_UNROLL
+  for (int c = 0; c < 4; ++c) {
+    __m256i q = loadu256(blk.qs + 32 * c);
+    __m256i lo = _mm256_and_si256(q, mask8(15));
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask8(15));
+    if constexpr (Bits == 5) {  // bit 2c -> 16 for lo, bit 2c + 1 -> 16 for hi
+      lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), mask8(16)));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), mask8(16)));
+      hb = _mm256_srli_epi16(hb, 2);
+    }
+    __m256i s_lo = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c));
+    __m256i s_hi = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c + 1));
+    DF_UNROLL
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* yq = y.b[t][i].qs + 64 * c;
+      const int k0 = (2 * c) % A, k1 = (2 * c + 1) % A;
+      sumi[t][k0] = madd_acc(sumi[t][k0], _mm256_maddubs_epi16(lo, loadu256(yq)), s_lo);
+      sumi[t][k1] = madd_acc(sumi[t][k1], _mm256_maddubs_epi16(hi, loadu256(yq + 32)), s_hi);
+    }
+  }
+}
+
 // Q4_K (Bits = 4) and Q5_K (Bits = 5) against NT activation rows Y (Rows, or
 // PreparedQ8KRows: the same bits).
 template <int Bits, int NT, class Y>
@@ -125,43 +163,14 @@ void dot_q45k_over(int64_t n, float* out, const void* w, const Y& y) {
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), accm[t] = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK; ++i) {
     const Block& blk = a[i];
-    __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));  // int16 sc[0..7] | m[0..7]
-    __m128i mins = _mm256_extracti128_si256(scm, 1);
-    __m256i scales = _mm256_permute2x128_si256(scm, scm, 0x00);
-    float da = h2f(blk.d), dm = h2f(blk.dmin);
+    const float da = h2f(blk.d), dm = h2f(blk.dmin);
     constexpr int A = kAcc<NT>;
     __m256i sumi[NT][A];
+    __m128i msum[NT];
+    q45k_block_sums<Bits, NT, A>(blk, y, i, sumi, msum);
     DF_UNROLL
     for (int t = 0; t < NT; ++t) {
-      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * y.b[t][i].d), _mm_cvtepi32_ps(_mm_madd_epi16(mins, y.pairs(t, i))),
-                             accm[t]);
-      DF_UNROLL
-      for (int k = 0; k < A; ++k) sumi[t][k] = _mm256_setzero_si256();
-    }
-    __m256i hb;
-    if constexpr (Bits == 5) hb = loadu256(blk.qh);
-    DF_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      __m256i q = loadu256(blk.qs + 32 * c);
-      __m256i lo = _mm256_and_si256(q, mask8(15));
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask8(15));
-      if constexpr (Bits == 5) {  // bit 2c -> 16 for lo, bit 2c + 1 -> 16 for hi
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), mask8(16)));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), mask8(16)));
-        hb = _mm256_srli_epi16(hb, 2);
-      }
-      __m256i s_lo = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c));
-      __m256i s_hi = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c + 1));
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) {
-        const int8_t* yq = y.b[t][i].qs + 64 * c;
-        const int k0 = (2 * c) % A, k1 = (2 * c + 1) % A;
-        sumi[t][k0] = madd_acc(sumi[t][k0], _mm256_maddubs_epi16(lo, loadu256(yq)), s_lo);
-        sumi[t][k1] = madd_acc(sumi[t][k1], _mm256_maddubs_epi16(hi, loadu256(yq + 32)), s_hi);
-      }
-    }
-    DF_UNROLL
-    for (int t = 0; t < NT; ++t) {
+      accm[t] = _mm_fmadd_ps(_mm_set1_ps(dm * y.b[t][i].d), _mm_cvtepi32_ps(msum[t]), accm[t]);
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(da * y.b[t][i].d), _mm256_cvtepi32_ps(sum_acc<NT, A>(sumi, t)), acc[t]);
     }
   }

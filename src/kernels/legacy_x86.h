@@ -286,40 +286,35 @@ void dot_iq4_xs_rows(int64_t n, float* out, const void* w, size_t w_stride, cons
 
 // ---- TQ2_0 -------------------------------------------------------------------------
 
+// Run k (values 32k..32k+31) of a TQ2_0 block's codes 0..2: bits 2(k % 4) of
+// qs[32(k / 4) ..].
+inline __m256i tq2_0_codes(const BlockTQ2_0& a, int k) {
+  return _mm256_and_si256(_mm256_srli_epi16(loadu256(a.qs + 32 * (k / 4)), 2 * (k % 4)), _mm256_set1_epi8(3));
+}
+
 // The super-block's exact sum of (q - 1) * y as eight int32 lanes: codes times the
 // activations, less the activations' sum (the sixteen bsums); lane m holds bytes
-// 4m..4m+3 of every 32-value run less bsums 2m and 2m + 1. Without VNNI the products
-// sum as int16 (eight pairs of at most 3 x 128 x 2, codes to 3 in a damaged file, less
-// a bsum of at most 16 x 128: within 8192) and one vpmaddwd ends the super-block; the lanes' integers, and so the
-// bits, are those of a vpmaddwd per run.
+// 4m..4m+3 of every 32-value run less bsums 2m and 2m + 1.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 inline __m256i tq2_0_block(const BlockTQ2_0& a, const BlockQ8_K& b) {
-  const __m256i three = _mm256_set1_epi8(3);
   const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums));
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   __m256i s = _mm256_madd_epi16(bsums, _mm256_set1_epi16(-1));
-#else
-  __m256i s = _mm256_setzero_si256();
-#endif
   DF_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    const __m256i raw = loadu256(a.qs + 32 * h);
-    DF_UNROLL
-    for (int l = 0; l < 4; ++l) {
-      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * l), three);
-      const __m256i y = loadu256(b.qs + 128 * h + 32 * l);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-      s = _mm256_dpbusd_epi32(s, q, y);
-#else
-      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(q, y));
-#endif
-    }
-  }
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  for (int k = 0; k < 8; ++k) s = _mm256_dpbusd_epi32(s, tq2_0_codes(a, k), loadu256(b.qs + 32 * k));
   return s;
-#else
-  return _mm256_madd_epi16(_mm256_sub_epi16(s, bsums), _mm256_set1_epi16(1));
-#endif
 }
+#else
+// Without VNNI the products sum as int16 (eight pairs of at most 3 x 128 x 2, codes to
+// 3 in a damaged file, less a bsum of at most 16 x 128: within 8192) and one vpmaddwd
+// ends the super-block: each lane's integer, and so the bits, as a vpmaddwd per run.
+inline __m256i tq2_0_block(const BlockTQ2_0& a, const BlockQ8_K& b) {
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums));
+  __m256i s = _mm256_setzero_si256();
+  DF_UNROLL
+  for (int k = 0; k < 8; ++k) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(tq2_0_codes(a, k), loadu256(b.qs + 32 * k)));
+  return _mm256_madd_epi16(_mm256_sub_epi16(s, bsums), _mm256_set1_epi16(1));
+}
+#endif
 
 template <int NT>
 void dot_tq2_0(int64_t n, float* out, const void* w, const void* const* xp) {

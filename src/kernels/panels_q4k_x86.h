@@ -4,9 +4,10 @@
 // Per super-block, sub-block and token: eight pieces, each one vpmaddubsw of four codes
 // of all eight rows against four activation bytes broadcast to every lane, summed as
 // int16 (Q4_K: eight pairs of at most 15 x 128 x 2 stay within 30720; Q5_K's codes to
-// 31: four), then one vpmaddwd by the eight rows' scales of that sub-block (Q5_K two). The row kernels multiply by a scale per row
-// and 32 values; here one multiply serves eight rows. The mins: four vpmaddwd per token
-// and super-block, each two sub-blocks of eight rows against the activation's sums.
+// 31: four), then one vpmaddwd by the eight rows' scales of that sub-block (Q5_K two).
+// The row kernels multiply by a scale per row and 32 values; here one multiply serves
+// eight rows. The mins: four vpmaddwd per token and super-block, each two sub-blocks of
+// eight rows against the activation's sums.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -134,15 +135,14 @@ void panel_dot_q45k(int64_t n, float* out, const void* w, const void* const* xp)
 }
 
 // One row in the file's order with panel_dot_q45k's bits: per super-block the row
-// kernels' integer work (int32 lanes whose sum is exact), eight super-blocks' lanes
-// folded into one vector (sum_rows8), then the reference's two float steps per
-// super-block as a scalar chain per token.
+// kernels' integer work (q45k_block_sums: int32 lanes whose sum is exact), eight
+// super-blocks' lanes folded into one vector (sum_rows8), then the reference's two
+// float steps per super-block as a scalar chain per token.
 template <int Bits, int NT>
 void row_dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
   const auto* a = static_cast<const BlockQ45K<Bits>*>(w);
   const int64_t nb = n / kQK;
   const PreparedQ8KRows<NT> y(xp, n);
-  const __m256i m15 = mask8(15);
   float acc[NT];
   DF_UNROLL
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -159,36 +159,11 @@ void row_dot_q45k(int64_t n, float* out, const void* w, const void* const* xp) {
       const BlockQ45K<Bits>& blk = a[i0 + k];
       d[k] = blk.d;
       dmin[k] = blk.dmin;
-      const __m256i scm = _mm256_cvtepu8_epi16(k4_scales(blk.scales));  // int16 sc[0..7] | m[0..7]
-      const __m128i mins = _mm256_extracti128_si256(scm, 1);
-      const __m256i scales = _mm256_permute2x128_si256(scm, scm, 0x00);
-      __m256i sumi[NT], hb;
-      if constexpr (Bits == 5) hb = loadu256(blk.qh);
+      __m256i sumi[NT][1];
+      __m128i msum[NT];
+      q45k_block_sums<Bits, NT, 1>(blk, y, i0 + k, sumi, msum);
       DF_UNROLL
-      for (int t = 0; t < NT; ++t) {
-        ms[t][k] = _mm256_zextsi128_si256(_mm_madd_epi16(mins, y.pairs(t, i0 + k)));
-        sumi[t] = _mm256_setzero_si256();
-      }
-      DF_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        const __m256i q = loadu256(blk.qs + 32 * c);
-        __m256i lo = _mm256_and_si256(q, m15), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m15);
-        if constexpr (Bits == 5) {  // bit 2c -> 16 for lo, bit 2c + 1 -> 16 for hi
-          lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), mask8(16)));
-          hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), mask8(16)));
-          hb = _mm256_srli_epi16(hb, 2);
-        }
-        const __m256i s_lo = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c));
-        const __m256i s_hi = _mm256_shuffle_epi8(scales, elem16_ctrl(2 * c + 1));
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) {
-          const int8_t* yq = y.b[t][i0 + k].qs + 64 * c;
-          sumi[t] = madd_acc(sumi[t], _mm256_maddubs_epi16(lo, loadu256(yq)), s_lo);
-          sumi[t] = madd_acc(sumi[t], _mm256_maddubs_epi16(hi, loadu256(yq + 32)), s_hi);
-        }
-      }
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) is[t][k] = sumi[t];
+      for (int t = 0; t < NT; ++t) is[t][k] = sumi[t][0], ms[t][k] = _mm256_zextsi128_si256(msum[t]);
     }
     const __m256 dv = panel_scales8(d), dm = panel_scales8(dmin);
     DF_UNROLL
