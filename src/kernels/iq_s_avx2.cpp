@@ -1,11 +1,8 @@
 // AVX2 dot products of IQ2_S and IQ3_S against Q8_K. Per group of 32 values the
-// codebook points (four of eight bytes, IQ2_S; eight of four, IQ3_S) are gathered
-// with scalar loads (IQ2_S) or one vpgatherdd from indices made in a vector (IQ3_S:
-// on Zen 5 prefill 140 -> 157 tok/s, decode 57 -> 65 against eight scalar index
-// computations, loads and inserts; a gather for IQ1_M's four points measured
-// slower; one token at a time, IQ3_S's indices go through memory to eight scalar
-// loads instead, iq3s_group); the group's 32 free sign bits become a byte mask (each byte
-// picks its bit), which negates the activations (vpsignb); maddubs forms the pair
+// codebook points (four of eight bytes, IQ2_S; eight of four, IQ3_S) are loaded from
+// indices made in scalar code (see iq3s_group for why not in a vector); the group's 32
+// free sign bits become a byte mask (each byte picks its bit), which negates the
+// activations (vpsignb); maddubs forms the pair
 // products (at most 43 * 127 * 2, or 15 * 127 * 2) and madd multiplies them by the
 // odd scales (per 16 for IQ2_S, per 32 for IQ3_S) into int32 lanes. One float FMA per
 // super-block, 1/8 (IQ2_S) at the end, as the scalar reference (ref_iq_s.cpp).
@@ -36,32 +33,21 @@ DF_ALWAYS_INLINE __m256i iq2s_group(const BlockIQ2_S& b, int ib, __m256i* s) {
                            int64_t(grid[q[1] | (h << 6 & 0x300)]), int64_t(grid[q[0] | (h << 8 & 0x300)]));
 }
 
-// Gather: one vpgatherdd of the eight points, the faster in batches (pp64 on Zen 5
-// 186 against 176 tok/s); else the indices go through memory to eight scalar loads,
-// the faster for one token (decode 67 against 64 through four rows, 70.5 against
-// 68.8 row by row), where the gather's latency is exposed.
-template <bool Gather>
+// The eight indices q[k] | bit k of qh[ib] as bit 8 are made and used in scalar code:
+// the kernel is bound by the vector ports, which a vector of indices (and a
+// vpgatherdd, or extracts to eight loads) kept busy. Zen 5, AVX2, against the indices
+// in a vector: decode tg64 76 -> 81 tok/s through eight extracts, pp64 210 -> 225
+// through a gather.
 DF_ALWAYS_INLINE __m256i iq3s_group(const BlockIQ3_S& b, int ib, __m256i* s) {
   const uint32_t* grid = kIq3sGrid.data();
   const uint8_t* q = b.qs + 8 * ib;
-  uint32_t sb, h;
+  uint32_t sb;
   std::memcpy(&sb, b.signs + 4 * ib, 4);
   *s = sign_bytes(sb);
-  // Index k: q[k] | bit k of qh[ib] as bit 8, in a vector (the three bytes after
-  // qh[ib], the next groups' or the signs, shift out of bit 8).
-  std::memcpy(&h, b.qh + ib, 4);
-  const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
-  const __m256i hi = _mm256_and_si256(
-      _mm256_sllv_epi32(_mm256_set1_epi32(int(h)), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)), _mm256_set1_epi32(256));
-  const __m256i idx = _mm256_or_si256(lo, hi);
-  if constexpr (Gather) {
-    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
-  } else {
-    alignas(32) uint32_t k[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(k), idx);
-    return _mm256_setr_epi32(int(grid[k[0]]), int(grid[k[1]]), int(grid[k[2]]), int(grid[k[3]]), int(grid[k[4]]),
-                             int(grid[k[5]]), int(grid[k[6]]), int(grid[k[7]]));
-  }
+  const uint32_t h = b.qh[ib];
+  auto k = [&](int j) { return q[j] | ((h << (8 - j)) & 256); };
+  return _mm256_setr_epi32(int(grid[k(0)]), int(grid[k(1)]), int(grid[k(2)]), int(grid[k(3)]), int(grid[k(4)]),
+                           int(grid[k(5)]), int(grid[k(6)]), int(grid[k(7)]));
 }
 
 DF_ALWAYS_INLINE __m256i iq2s_scales(const BlockIQ2_S& b) { return odd_scale_bytes_of_nibbles8(b.scales); }
@@ -75,8 +61,10 @@ DF_ALWAYS_INLINE float iq2s_d(const BlockIQ2_S& b) { return h2f(b.d); }
 DF_ALWAYS_INLINE float iq3s_d(const BlockIQ3_S& b) { return h2f(b.d); }
 
 // Group(block, ib, &signs) gives group ib's points, Scales(block) the block's scale
-// bytes (group_scales); `scale` is the final factor.
-template <int NR, int NT, auto Super, auto Scales, auto Group, class Block>
+// bytes (group_scales); `scale` is the final factor. Unroll: the eight groups unrolled,
+// which keeps their scale shuffles constant (Zen 5, AVX2: IQ3_S pp64 187 -> 197 tok/s;
+// IQ2_S measured slower so, pp64 245 -> 217, and keeps the loop).
+template <int NR, int NT, bool Unroll, auto Super, auto Scales, auto Group, class Block>
 void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
   __m256 acc[NR][NT];
   DF_UNROLL
@@ -94,7 +82,7 @@ void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* con
     __m256i scale_bytes[NR];
     DF_UNROLL
     for (int r = 0; r < NR; ++r) scale_bytes[r] = Scales(a[r][i]);
-    for (int ib = 0; ib < 8; ++ib) {
+    auto group = [&](int ib) DF_ALWAYS_INLINE_LAMBDA {
       __m256i q8[NT];
       DF_UNROLL
       for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
@@ -109,6 +97,12 @@ void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* con
           sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
         }
       }
+    };
+    if constexpr (Unroll) {
+      DF_UNROLL
+      for (int ib = 0; ib < 8; ++ib) group(ib);
+    } else {
+      for (int ib = 0; ib < 8; ++ib) group(ib);
     }
     DF_UNROLL
     for (int r = 0; r < NR; ++r) {
@@ -128,14 +122,14 @@ void iq_s_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* con
 template <int NR, int NT>
 struct DotIq2s {
   static void run(int64_t n, float* out, const BlockIQ2_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq2s_d, iq2s_scales, iq2s_group>(n, out, a, y, 0.125f);
+    iq_s_dot<NR, NT, false, iq2s_d, iq2s_scales, iq2s_group>(n, out, a, y, 0.125f);
   }
 };
 
 template <int NR, int NT>
 struct DotIq3s {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    iq_s_dot<NR, NT, iq3s_d, iq3s_scales, iq3s_group<(NT > 1)>>(n, out, a, y, 1.0f);
+    iq_s_dot<NR, NT, true, iq3s_d, iq3s_scales, iq3s_group>(n, out, a, y, 1.0f);
   }
 };
 

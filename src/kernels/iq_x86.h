@@ -14,6 +14,7 @@
 // For the per-group helpers the kernels call: GCC otherwise declines to inline some
 // of them (IQ1_M's, IQ2_S's), passing vectors through memory at half the speed.
 #define DF_ALWAYS_INLINE inline __attribute__((always_inline))
+#define DF_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace deltafin::kern {
 namespace {
