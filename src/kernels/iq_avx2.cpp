@@ -67,60 +67,22 @@ struct DotIq2xxs {
   }
 };
 
+DF_ALWAYS_INLINE __m256i iq2xs_group(const BlockIQ2_XS& b, int ib, __m256i* s) {
+  const uint64_t* grid = kIq2xsGrid.data();
+  const uint64_t* signs = kEvenSignBytes.data();
+  const uint16_t* q = b.qs + 4 * ib;
+  *s = _mm256_set_epi64x(int64_t(signs[q[3] >> 9]), int64_t(signs[q[2] >> 9]), int64_t(signs[q[1] >> 9]),
+                         int64_t(signs[q[0] >> 9]));
+  return _mm256_set_epi64x(int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]), int64_t(grid[q[1] & 511]),
+                           int64_t(grid[q[0] & 511]));
+}
+DF_ALWAYS_INLINE __m256i iq2xs_scales(const BlockIQ2_XS& b) { return odd_scale_bytes_of_nibbles8(b.scales); }
+DF_ALWAYS_INLINE float iq2xs_d(const BlockIQ2_XS& b) { return h2f(b.d); }
+
 template <int NR, int NT>
 struct DotIq2xs {
   static void run(int64_t n, float* out, const BlockIQ2_XS* const* a, const BlockQ8_K* const* y) {
-    const uint64_t* grid = kIq2xsGrid.data();
-    const uint64_t* signs = kEvenSignBytes.data();
-    __m256 acc[NR][NT];
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < n / kQK; ++i) {
-      __m256i sumi[NR][NT];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) sumi[r][t] = _mm256_setzero_si256();
-      }
-      __m256i scale_bytes[NR];
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r)
-        scale_bytes[r] = odd_scale_bytes_of_nibbles8(a[r][i].scales);
-      for (int ib = 0; ib < 8; ++ib) {
-        __m256i q8[NT];
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
-        DF_UNROLL
-        for (int r = 0; r < NR; ++r) {
-          const uint16_t* q = a[r][i].qs + 4 * ib;
-          const __m256i g = _mm256_set_epi64x(int64_t(grid[q[3] & 511]), int64_t(grid[q[2] & 511]),
-                                              int64_t(grid[q[1] & 511]), int64_t(grid[q[0] & 511]));
-          const __m256i s = _mm256_set_epi64x(int64_t(signs[q[3] >> 9]), int64_t(signs[q[2] >> 9]),
-                                              int64_t(signs[q[1] >> 9]), int64_t(signs[q[0] >> 9]));
-          const __m256i sc = group_scales(scale_bytes[r], ib);
-          DF_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            const __m256i p = _mm256_maddubs_epi16(g, _mm256_sign_epi8(q8[t], s));
-            sumi[r][t] = _mm256_add_epi32(sumi[r][t], _mm256_madd_epi16(p, sc));
-          }
-        }
-      }
-      DF_UNROLL
-      for (int r = 0; r < NR; ++r) {
-        const float d = h2f(a[r][i].d);
-        DF_UNROLL
-        for (int t = 0; t < NT; ++t)
-          acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[t][i].d), _mm256_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-      }
-    }
-    DF_UNROLL
-    for (int r = 0; r < NR; ++r) {
-      DF_UNROLL
-      for (int t = 0; t < NT; ++t) out[r * NT + t] = 0.125f * hsum8(acc[r][t]);
-    }
+    iq256_dot<NR, NT, false, __m256i, iq2xs_d, iq2xs_scales, iq2xs_group, add_group>(n, out, a, y, 0.125f);
   }
 };
 
