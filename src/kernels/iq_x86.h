@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/iq_grids.h"
 #include "kernels/types.h"
@@ -187,6 +186,17 @@ DF_ALWAYS_INLINE float iq_d(const Block& b) {
   return h2f(b.d);
 }
 
+// iq512_dot's float accumulator: 512 bits, or 256 with Fold256 (a specialization, where
+// std::conditional_t on the vector types drew GCC's -Wignored-attributes).
+template <bool Fold256>
+struct FloatAcc {
+  using type = __m512;
+};
+template <>
+struct FloatAcc<true> {
+  using type = __m256;
+};
+
 // The AVX-512 i-quant kernel body: NR weight rows against NT Q8_K rows. Per 64 values
 // Pair(block, c, &neg, &sc) gives the weights' magnitudes, their signs as the mask that
 // negates the activations, and the scales as words; maddubs forms the pair products and
@@ -195,8 +205,7 @@ DF_ALWAYS_INLINE float iq_d(const Block& b) {
 // before the float step (IQ4_XS: the lanes of its 256-bit kernel, so the same bits).
 template <int NR, int NT, auto Super, auto Pair, class Block, bool Fold256 = false>
 DF_ALWAYS_INLINE void iq512_dot(int64_t n, float* out, const Block* const* a, const BlockQ8_K* const* y, float scale) {
-  using Acc = std::conditional_t<Fold256, __m256, __m512>;
-  Acc acc[NR][NT];
+  typename FloatAcc<Fold256>::type acc[NR][NT];
   DF_UNROLL
   for (int r = 0; r < NR; ++r) {
     DF_UNROLL
