@@ -69,8 +69,11 @@ struct DotIq2s512 {
 template <int NR, int NT>
 struct DotIq3s512 {
   static void run(int64_t n, float* out, const BlockIQ3_S* const* a, const BlockQ8_K* const* y) {
-    if constexpr (NT >= 4) iq512_dot<NR, NT, iq_d<BlockIQ3_S>, iq3s_pair_loads, BlockIQ3_S, true>(n, out, a, y, 1.0f);
-    else iq256_dot<NR, NT, true, __mmask32, iq_d<BlockIQ3_S>, iq3s_scales, iq3s_group256, add_group_masked>(n, out, a, y, 1.0f);
+    if constexpr (NT >= 4)
+      iq512_dot<NR, NT, iq_d<BlockIQ3_S>, iq3s_pair_loads, BlockIQ3_S, true>(n, out, a, y, 1.0f);
+    else
+      iq256_dot<NR, NT, true, __mmask32, iq_d<BlockIQ3_S>, iq3s_scales, iq3s_group256, add_group_masked>(n, out, a, y,
+                                                                                                         1.0f);
   }
 };
 

@@ -113,7 +113,8 @@ void install_iq_row(TypeTraits& row, Isa isa) {
   row.isa = isa;
 }
 
-// Add of iq256_dot for signs as +1 / -1 bytes: a group's products with its signs as +1 / -1 bytes (sign_bytes), added to sumi.
+// iq256_dot's Add for signs as +1 / -1 bytes (sign_bytes): a group's products, added
+// to sumi.
 DF_ALWAYS_INLINE __m256i add_group(__m256i sumi, __m256i g, __m256i q8, __m256i s, __m256i sc) {
   return _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(q8, s)), sc));
 }
