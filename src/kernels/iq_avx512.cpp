@@ -5,7 +5,7 @@
 // products and vpdpwssd multiplies them by the two groups' odd scales and
 // accumulates. One float FMA per super-block, 1/8 at the end. IQ2_XS the same with
 // a 9-bit index and sign code per eight values and a scale per 16. IQ3_XXS the same with
-// sixteen four-byte points per vector, and 1/4.
+// sixteen four-byte points per vector, and 1/4; it decodes a group at a time in 256 bits.
 #include "kernels/iq_grids.h"
 #include "kernels/iq_impl.h"
 #include "kernels/iq_x86.h"
@@ -78,6 +78,27 @@ DF_ALWAYS_INLINE __m512i iq3xxs_pair(const BlockIQ3_XXS& b, int c, __mmask64* ne
                           int(grid[q[0]]));
 }
 
+// Decode of IQ3_XXS: a group of 32 values in 256 bits (iq256_dot), its points and sign
+// mask from scalar lookups (kEvenSigns), the eight groups' scales once per super-block
+// in group_scales' form. Its int32 lanes sum the same values per (row, token) as
+// iq512_dot's halves folded (Fold256), so batch and decode agree bit for bit.
+DF_ALWAYS_INLINE __m256i iq3xxs_group256(const BlockIQ3_XXS& b, int ib, __mmask32* neg) {
+  const uint32_t* grid = kIq3xxsGrid.data();
+  const uint8_t* es = kEvenSigns.data();
+  const uint8_t* q = b.qs + 8 * ib;
+  uint32_t w;
+  std::memcpy(&w, b.qs + 64 + 4 * ib, 4);
+  *neg = _cvtu32_mask32(es[w & 127] | uint32_t(es[(w >> 7) & 127]) << 8 | uint32_t(es[(w >> 14) & 127]) << 16 |
+                        uint32_t(es[(w >> 21) & 127]) << 24);
+  return _mm256_setr_epi32(int(grid[q[0]]), int(grid[q[1]]), int(grid[q[2]]), int(grid[q[3]]), int(grid[q[4]]),
+                           int(grid[q[5]]), int(grid[q[6]]), int(grid[q[7]]));
+}
+DF_ALWAYS_INLINE __m256i iq3xxs_scales256(const BlockIQ3_XXS& b) {
+  const __m128i s = _mm256_cvtepi32_epi16(_mm256_srli_epi32(loadu256(b.qs + 64), 28));
+  const __m128i o = _mm_add_epi16(_mm_add_epi16(s, s), _mm_set1_epi16(1));
+  return _mm256_broadcastsi128_si256(_mm_or_si128(o, _mm_slli_epi16(o, 8)));
+}
+
 template <int NR, int NT>
 struct DotIq2xxs512 {
   static void run(int64_t n, float* out, const BlockIQ2_XXS* const* a, const BlockQ8_K* const* y) {
@@ -95,7 +116,11 @@ struct DotIq2xs512 {
 template <int NR, int NT>
 struct DotIq3xxs512 {
   static void run(int64_t n, float* out, const BlockIQ3_XXS* const* a, const BlockQ8_K* const* y) {
-    iq512_dot<NR, NT, iq_d<BlockIQ3_XXS>, iq3xxs_pair>(n, out, a, y, 0.25f);
+    if constexpr (NT >= 4)
+      iq512_dot<NR, NT, iq_d<BlockIQ3_XXS>, iq3xxs_pair, BlockIQ3_XXS, true>(n, out, a, y, 0.25f);
+    else
+      iq256_dot<NR, NT, true, __mmask32, iq_d<BlockIQ3_XXS>, iq3xxs_scales256, iq3xxs_group256, add_group_masked>(
+          n, out, a, y, 0.25f);
   }
 };
 

@@ -54,10 +54,6 @@ DF_ALWAYS_INLINE __m256i iq3s_group256(const BlockIQ3_S& b, int ib, __mmask32* n
   *neg = _cvtu32_mask32(m);
   return iq3s_points(b, ib);
 }
-DF_ALWAYS_INLINE __m256i add_group_masked(__m256i sumi, __m256i g, __m256i q8, __mmask32 neg, __m256i sc) {
-  const __m256i qs = _mm256_mask_sub_epi8(q8, neg, _mm256_setzero_si256(), q8);
-  return _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(g, qs), sc);
-}
 
 template <int NR, int NT>
 struct DotIq2s512 {

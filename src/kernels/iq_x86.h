@@ -264,6 +264,13 @@ DF_ALWAYS_INLINE void iq512_dot(int64_t n, float* out, const Block* const* a, co
   }
 }
 
+// iq256_dot's Add with AVX-512VL and VNNI (decode of IQ3_S and IQ3_XXS): the sign bits
+// as the mask of a masked subtract, vpdpwssd for the scales.
+DF_ALWAYS_INLINE __m256i add_group_masked(__m256i sumi, __m256i g, __m256i q8, __mmask32 neg, __m256i sc) {
+  const __m256i qs = _mm256_mask_sub_epi8(q8, neg, _mm256_setzero_si256(), q8);
+  return _mm256_dpwssd_epi32(sumi, _mm256_maddubs_epi16(g, qs), sc);
+}
+
 // 2 ls + 1 of the 16 groups of 16 of an IQ2_XS / IQ2_S super-block (4-bit codes, low
 // nibble first) as 16-bit words 0..15.
 DF_ALWAYS_INLINE __m512i odd_scales16(const uint8_t* scales) {
