@@ -89,7 +89,6 @@ struct DotIq2xs {
 template <int NR, int NT>
 struct DotIq3xxs {
   static void run(int64_t n, float* out, const BlockIQ3_XXS* const* a, const BlockQ8_K* const* y) {
-    const uint32_t* grid = kIq3xxsGrid.data();
     const uint64_t* signs = kEvenSignBytes.data();
     __m256 acc[NR][NT];
     DF_UNROLL
@@ -113,11 +112,9 @@ struct DotIq3xxs {
         for (int t = 0; t < NT; ++t) q8[t] = loadu256(y[t][i].qs + 32 * ib);
         DF_UNROLL
         for (int r = 0; r < NR; ++r) {
-          const uint8_t* q = a[r][i].qs + 8 * ib;
           uint32_t w;
           std::memcpy(&w, a[r][i].qs + 64 + 4 * ib, 4);
-          const __m256i g = _mm256_set_epi32(int(grid[q[7]]), int(grid[q[6]]), int(grid[q[5]]), int(grid[q[4]]),
-                                             int(grid[q[3]]), int(grid[q[2]]), int(grid[q[1]]), int(grid[q[0]]));
+          const __m256i g = iq3xxs_points(a[r][i], ib);
           const __m256i s = _mm256_set_epi64x(int64_t(signs[(w >> 21) & 127]), int64_t(signs[(w >> 14) & 127]),
                                               int64_t(signs[(w >> 7) & 127]), int64_t(signs[w & 127]));
           const __m256i sc = _mm256_set1_epi16(short(2 * (w >> 28) + 1));

@@ -83,15 +83,12 @@ DF_ALWAYS_INLINE __m512i iq3xxs_pair(const BlockIQ3_XXS& b, int c, __mmask64* ne
 // in group_scales' form. Its int32 lanes sum the same values per (row, token) as
 // iq512_dot's halves folded (Fold256), so batch and decode agree bit for bit.
 DF_ALWAYS_INLINE __m256i iq3xxs_group256(const BlockIQ3_XXS& b, int ib, __mmask32* neg) {
-  const uint32_t* grid = kIq3xxsGrid.data();
   const uint8_t* es = kEvenSigns.data();
-  const uint8_t* q = b.qs + 8 * ib;
   uint32_t w;
   std::memcpy(&w, b.qs + 64 + 4 * ib, 4);
   *neg = _cvtu32_mask32(es[w & 127] | uint32_t(es[(w >> 7) & 127]) << 8 | uint32_t(es[(w >> 14) & 127]) << 16 |
                         uint32_t(es[(w >> 21) & 127]) << 24);
-  return _mm256_setr_epi32(int(grid[q[0]]), int(grid[q[1]]), int(grid[q[2]]), int(grid[q[3]]), int(grid[q[4]]),
-                           int(grid[q[5]]), int(grid[q[6]]), int(grid[q[7]]));
+  return iq3xxs_points(b, ib);
 }
 DF_ALWAYS_INLINE __m256i iq3xxs_scales256(const BlockIQ3_XXS& b) {
   const __m128i s = _mm256_cvtepi32_epi16(_mm256_srli_epi32(loadu256(b.qs + 64), 28));

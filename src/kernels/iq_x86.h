@@ -67,6 +67,14 @@ DF_ALWAYS_INLINE __m256i iq3s_points(const BlockIQ3_S& b, int ib) {
                            int(grid[k(5)]), int(grid[k(6)]), int(grid[k(7)]));
 }
 
+// The eight four-byte points of IQ3_XXS group ib (8-bit indices q[k]).
+DF_ALWAYS_INLINE __m256i iq3xxs_points(const BlockIQ3_XXS& b, int ib) {
+  const uint32_t* grid = kIq3xxsGrid.data();
+  const uint8_t* q = b.qs + 8 * ib;
+  return _mm256_setr_epi32(int(grid[q[0]]), int(grid[q[1]]), int(grid[q[2]]), int(grid[q[3]]), int(grid[q[4]]),
+                           int(grid[q[5]]), int(grid[q[6]]), int(grid[q[7]]));
+}
+
 // K<NR, NT>::run(n, out[NR * NT] row-major by weight row, weight rows, activation
 // rows) is the kernel; these wrap it as the traits table's three entry points.
 template <class Block, template <int, int> class K>
@@ -119,8 +127,8 @@ DF_ALWAYS_INLINE __m256i add_group(__m256i sumi, __m256i g, __m256i q8, __m256i 
   return _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(g, _mm256_sign_epi8(q8, s)), sc));
 }
 
-// The 256-bit kernel body of IQ2_XS, IQ2_S and IQ3_S (AVX2; AVX-512VL IQ3_S decode): NR weight
-// rows against NT Q8_K rows, a group of 32 values a step. Group(block, ib, &signs)
+// The 256-bit kernel body of IQ2_XS, IQ2_S and IQ3_S (AVX2) and of the AVX-512 IQ3_S and
+// IQ3_XXS decode: NR weight rows against NT Q8_K rows, a group of 32 values a step. Group(block, ib, &signs)
 // gives group ib's points and its signs in the form Add takes, Scales(block) the
 // block's scale bytes (group_scales), Add(sumi, points, q8, signs, scales) adds the
 // group's scaled pair products to the int32 lanes; one float FMA per super-block by
