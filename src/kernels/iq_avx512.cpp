@@ -65,17 +65,12 @@ DF_ALWAYS_INLINE __m512i iq2xs_pair(const BlockIQ2_XS& b, int c, __mmask64* neg,
 
 // Groups 2c and 2c + 1 of an IQ3_XXS block: sixteen four-byte points.
 DF_ALWAYS_INLINE __m512i iq3xxs_pair(const BlockIQ3_XXS& b, int c, __mmask64* neg, __m512i* sc) {
-  const uint32_t* grid = kIq3xxsGrid.data();
-  const uint8_t* q = b.qs + 16 * c;
   uint32_t w[2];
   std::memcpy(w, b.qs + 64 + 8 * c, 8);
   *neg = _cvtu64_mask64(even_sign_mask(w[0], w[1]));
   *sc = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(2 * (w[0] >> 28) + 1))),
                            _mm256_set1_epi16(short(2 * (w[1] >> 28) + 1)), 1);
-  return _mm512_set_epi32(int(grid[q[15]]), int(grid[q[14]]), int(grid[q[13]]), int(grid[q[12]]), int(grid[q[11]]),
-                          int(grid[q[10]]), int(grid[q[9]]), int(grid[q[8]]), int(grid[q[7]]), int(grid[q[6]]),
-                          int(grid[q[5]]), int(grid[q[4]]), int(grid[q[3]]), int(grid[q[2]]), int(grid[q[1]]),
-                          int(grid[q[0]]));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(iq3xxs_points(b, 2 * c)), iq3xxs_points(b, 2 * c + 1), 1);
 }
 
 // Decode of IQ3_XXS: a group of 32 values in 256 bits (iq256_dot), its points and sign
