@@ -85,7 +85,7 @@ Command add_cache(CLI::App& app) {
   warm->add_option("--mem", o->store.mem, "Memory budget when running prompts (as for run)");
   add_remote_options(warm, o->store.remote);
 
-  return {sub, [o, stats, warm, verify, prune, clear] {
+  return {sub, [o, stats, verify, prune, clear] {
             const std::string root = root_of(o->store.remote);
             if (stats->parsed()) {
               DF_ASSIGN_OR_EXIT(auto models, scan_cache(root));

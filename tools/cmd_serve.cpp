@@ -272,10 +272,9 @@ Command add_serve(CLI::App& app) {
             std::thread drainer;
             std::thread watcher([&] {
               int seen = 0;
-              const timespec tick{0, 200 * 1000 * 1000};
               while (!exiting) {
-                const int sig = sigtimedwait(&sigs, nullptr, &tick);
-                if (sig < 0) continue;
+                const int sig = platform::wait_signal(sigs, 200);
+                if (sig == 0) continue;
                 if (++seen == 1) {
                   fmt::print(stderr, "deltafin serve: signal {}: finishing running requests (at most {} s; signal "
                                      "again to cancel them)\n", sig, o->drain_timeout);

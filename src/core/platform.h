@@ -8,6 +8,7 @@
 //
 // Thread safety: every function may be called from any thread.
 #pragma once
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -67,6 +68,11 @@ int64_t ctime_ns(const struct stat& st);
 
 // send() on a socket without SIGPIPE when the peer has gone (EPIPE instead).
 ssize_t send_nosignal(int fd, const void* data, size_t n);
+
+// Waits up to `timeout_ms` for one of `sigs`, which every thread blocks, and takes
+// it: its number, or 0 when none came in time. Linux: sigtimedwait; macOS, which has
+// none: sigpending every 10 ms, then sigwait for the one pending.
+int wait_signal(const sigset_t& sigs, int timeout_ms);
 
 // Memory, in bytes; 0 where unknown. Within a container's limit (Linux cgroup v2
 // memory.max or v1 memory.limit_in_bytes) when that is lower than the machine's.

@@ -67,6 +67,25 @@ ssize_t send_nosignal(int fd, const void* data, size_t n) {
 #endif
 }
 
+int wait_signal(const sigset_t& sigs, int timeout_ms) {
+  for (int waited = 0;; waited += 10) {
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (::sigpending(&pending) == 0) {
+      for (int s = 1; s < NSIG; ++s) {
+        if (sigismember(&sigs, s) != 1 || sigismember(&pending, s) != 1) continue;
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, s);
+        int got = 0;
+        if (::sigwait(&one, &got) == 0) return got;
+      }
+    }
+    if (waited >= timeout_ms) return 0;
+    ::usleep(10000);
+  }
+}
+
 MemoryInfo memory_info() {
   MemoryInfo m;
   uint64_t total = 0;

@@ -140,6 +140,12 @@ int64_t ctime_ns(const struct stat& st) { return int64_t(st.st_ctim.tv_sec) * 10
 
 ssize_t send_nosignal(int fd, const void* data, size_t n) { return ::send(fd, data, n, MSG_NOSIGNAL); }
 
+int wait_signal(const sigset_t& sigs, int timeout_ms) {
+  const timespec wait{timeout_ms / 1000, long(timeout_ms % 1000) * 1000000};
+  const int sig = ::sigtimedwait(&sigs, nullptr, &wait);
+  return sig > 0 ? sig : 0;
+}
+
 MemoryInfo memory_info() {
   MemoryInfo m;
   std::ifstream f("/proc/meminfo");

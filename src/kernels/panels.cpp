@@ -29,7 +29,7 @@ const int8_t* q4_levels(DType type) {
 }
 
 // Whether the type has a panel layout here (and so maybe panel kernels in some set).
-bool has_panel_layout(DType type) {
+[[maybe_unused]] bool has_panel_layout(DType type) {  // asserts only
   return type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || q4_levels(type) != nullptr;
 }
 

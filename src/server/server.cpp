@@ -257,7 +257,8 @@ struct Server::Impl {
   // created_at) so that both APIs' clients read it.
   json model_json() const {
     char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&created));
+    const std::time_t t = static_cast<std::time_t>(created);  // int64_t is long long on macOS, time_t long
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
     return json{{"id", opts.model_id},
                 {"object", "model"},
                 {"created", created},

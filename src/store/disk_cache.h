@@ -169,7 +169,6 @@ class ExpertCache final {
   std::map<int, double> new_uses_;   // uses since the last save, by key
   ExpertCacheStats st_;
   bool warned_write_ = false;
-  uint64_t added_since_evict_ = 0;
   uint64_t usage_estimate_ = 0;      // bytes in the cache directory, last scanned + added since
 };
 

@@ -2,11 +2,14 @@
 // what the OS says by other means, the cache directory's rules, an uncached read
 // of a real file, the page and block sizes.
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +30,23 @@ TEST(Platform, MemoryIsPlausible) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   ASSERT_GT(pages, 0);
   EXPECT_LE(m.total, uint64_t(pages) * uint64_t(page));
+}
+
+// `deltafin serve`'s watcher: a blocked signal sent to this thread is taken, once;
+// with none pending the wait ends after its timeout with 0.
+TEST(Platform, WaitSignalTakesABlockedSignalOrTimesOut) {
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGUSR1);
+  sigaddset(&sigs, SIGUSR2);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &sigs, &old), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(platform::wait_signal(sigs, 50), 0);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(45));
+  ASSERT_EQ(::pthread_kill(::pthread_self(), SIGUSR2), 0);
+  EXPECT_EQ(platform::wait_signal(sigs, 1000), SIGUSR2);
+  EXPECT_EQ(platform::wait_signal(sigs, 10), 0);  // taken, not left pending
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &old, nullptr), 0);
 }
 
 TEST(Platform, PeakRssCountsWhatWasTouched) {
@@ -76,11 +96,17 @@ TEST(Platform, MappedMemory) {
   EXPECT_EQ(moved.size(), AlignedBuffer::kMapFrom - 1);
 }
 
+// mincore takes (void*, size_t, unsigned char*) on Linux, (caddr_t, size_t, char*) on macOS.
+template <typename Addr, typename Vec>
+int call_mincore(int (*f)(Addr, size_t, Vec*), const void* p, size_t n, unsigned char* v) {
+  return f(static_cast<Addr>(const_cast<void*>(p)), n, reinterpret_cast<Vec*>(v));
+}
+
 // Pages of [p, p + n) resident now (mincore), counted in system pages.
 size_t resident_pages(const void* p, size_t n) {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   std::vector<unsigned char> v((n + page - 1) / page);
-  if (::mincore(const_cast<void*>(p), n, reinterpret_cast<decltype(&v[0])>(v.data())) != 0) return 0;
+  if (call_mincore(&::mincore, p, n, v.data()) != 0) return 0;
   size_t k = 0;
   for (unsigned char c : v) k += c & 1;
   return k;
