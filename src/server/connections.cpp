@@ -13,6 +13,8 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -92,6 +94,15 @@ void close_gently(socket_t fd) {
   ::close(fd);
 }
 
+// cpp-httplib's Stream changed in 0.19: is_writable became wait_writable, and
+// is_readable (which waited for the read timeout) became wait_readable beside an
+// is_readable that only says whether bytes are buffered. Debian 12 has 0.11, trixie
+// 0.18, Homebrew a newer one; ConnStream answers both sets, overriding the ones its
+// base declares (so none is marked override) and asserting below that none is missed.
+template <typename S>
+constexpr bool kWaits = requires(const S& s) { s.wait_readable(); };
+constexpr bool kStreamWaits = kWaits<httplib::Stream>;
+
 int to_ms(time_t sec, time_t usec) { return int(std::min<int64_t>(int64_t(sec) * 1000 + usec / 1000, INT32_MAX)); }
 
 // A connection's socket as cpp-httplib's Stream, with a deadline over each request's
@@ -122,10 +133,16 @@ class ConnStream final : public httplib::Stream {
     return false;
   }
 
-  bool is_readable() const override { return pos_ < have_ || poll_one(fd_, POLLIN, read_ms_) > 0; }
-  bool is_writable() const override { return !expired_ && poll_one(fd_, POLLOUT, write_ms_) > 0; }
+  bool is_readable() const { return kStreamWaits ? pos_ < have_ : wait_readable(); }
+  bool wait_readable() const { return pos_ < have_ || poll_one(fd_, POLLIN, read_ms_) > 0; }
+  bool is_writable() const { return wait_writable(); }
+  bool wait_writable() const { return !expired_ && poll_one(fd_, POLLOUT, write_ms_) > 0; }
+  // Milliseconds since the connection began (0.19+: for a maximum timeout, unset here).
+  time_t duration() const {
+    return time_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began_).count());
+  }
 
-  ssize_t read(char* ptr, size_t size) override {
+  ssize_t read(char* ptr, size_t size) {
     if (expired_) return -1;
     if (!reading_) {  // a request begins
       reading_ = true;
@@ -155,7 +172,7 @@ class ConnStream final : public httplib::Stream {
     return ssize_t(n);
   }
 
-  ssize_t write(const char* ptr, size_t size) override {
+  ssize_t write(const char* ptr, size_t size) {
     if (expired_) return -1;
     reading_ = false;  // the answer has begun: the next read is the next request's
     if (poll_one(fd_, POLLOUT, write_ms_) <= 0) return -1;
@@ -165,15 +182,15 @@ class ConnStream final : public httplib::Stream {
     return n;
   }
 
-  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip = peer_of(fd_, &port); }
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
+  void get_remote_ip_and_port(std::string& ip, int& port) const { ip = peer_of(fd_, &port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const {
     sockaddr_storage a{};
     socklen_t len = sizeof a;
     ip.clear();
     port = 0;
     if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) ip = address_of(a, &port);
   }
-  socket_t socket() const override { return fd_; }
+  socket_t socket() const { return fd_; }
 
  private:
   ssize_t expire() {
@@ -193,22 +210,29 @@ class ConnStream final : public httplib::Stream {
   std::chrono::milliseconds request_timeout_;
   const std::atomic<socket_t>& listener_;
   bool reading_ = false, expired_ = false;
-  Clock::time_point deadline_;
+  Clock::time_point deadline_, began_ = Clock::now();
   char buf_[4096];
   size_t pos_ = 0, have_ = 0;
 };
 
+static_assert(!std::is_abstract_v<ConnStream>, "ConnStream misses a function of this cpp-httplib's Stream");
+
 // Workers started as connections come (up to `max`), kept for the next ones.
+// TaskQueue::enqueue returns void in cpp-httplib 0.11, bool (taken) from 0.15.
+using EnqueueResult = decltype(std::declval<httplib::TaskQueue&>().enqueue(std::function<void()>()));
 class GrowingPool final : public httplib::TaskQueue {
  public:
   explicit GrowingPool(size_t max) : max_(max) {}
   ~GrowingPool() override { shutdown(); }
 
-  void enqueue(std::function<void()> fn) override {
-    std::lock_guard<std::mutex> lk(mutex_);
-    jobs_.push_back(std::move(fn));
-    if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
-    else cond_.notify_one();
+  EnqueueResult enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      jobs_.push_back(std::move(fn));
+      if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+      else cond_.notify_one();
+    }
+    return EnqueueResult(true);  // void(true) where it returns nothing
   }
 
   void shutdown() override {
@@ -265,8 +289,9 @@ void vet(httplib::Request& req, Framing* f) {
   std::string length;
   bool bad_length = false;
   const size_t n_length = req.get_header_value_count("Content-Length");
-  for (size_t i = 0; i < n_length; ++i) {
-    const std::string v = req.get_header_value("Content-Length", i);
+  const auto [first, last] = req.headers.equal_range("Content-Length");  // a multimap in 0.11, unordered later
+  for (auto it = first; it != last; ++it) {
+    const std::string& v = it->second;
     size_t at = 0;
     do {  // a field may list values: "5, 5"
       const size_t comma = v.find(',', at);
@@ -288,9 +313,20 @@ void vet(httplib::Request& req, Framing* f) {
                                                           "chunked") != 0)) {
     *f = {"the request's Transfer-Encoding is not supported: only 'chunked' is", 501, true};
   }
-  if (f->error) {  // the body's end is unknown: the answer closes the connection
+  if (f->error) {
+    // The body's end is unknown: none of it is read (cpp-httplib 0.19+ would read to
+    // the end of the connection after the answer, taking a next request's bytes),
+    // and the answer closes the connection.
     req.headers.erase("Connection");
     req.set_header("Connection", "close");
+    req.headers.erase("Transfer-Encoding");
+    req.headers.erase("Content-Length");
+    req.set_header("Content-Length", "0");
+  } else if (n_length == 0 && n_coding == 0) {
+    // No body (RFC 9112 6.3), said so: cpp-httplib 0.19+ would otherwise read a
+    // DELETE's absent body to the end of the connection after the answer, taking the
+    // next request on a kept-alive connection as its bytes.
+    req.set_header("Content-Length", "0");
   }
   const std::string type = req.get_header_value("Content-Type");
   if (starts_with_ci(type, "application/x-www-form-urlencoded") || starts_with_ci(type, "multipart/form-data"))
@@ -362,7 +398,20 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     Framing framing;
     t_framing = &framing;
     bool closed = false;
-    ret = process_request(strm, count == 1, closed, [&framing](httplib::Request& req) { vet(req, &framing); });
+    const auto vet_this = [&framing](httplib::Request& req) { vet(req, &framing); };
+    // 0.11 takes the stream alone; 0.18 and later the addresses beside it. (A generic
+    // lambda, so that `if constexpr` drops the form this cpp-httplib lacks.)
+    ret = [&](auto& self) {
+      if constexpr (requires { self.process_request(strm, true, closed, vet_this); }) {
+        return self.process_request(strm, count == 1, closed, vet_this);
+      } else {
+        std::string remote, local;
+        int remote_port = 0, local_port = 0;
+        strm.get_remote_ip_and_port(remote, remote_port);
+        strm.get_local_ip_and_port(local, local_port);
+        return self.process_request(strm, remote, remote_port, local, local_port, count == 1, closed, vet_this);
+      }
+    }(*this);
     t_framing = nullptr;
     refused = framing.error != nullptr || framing.close || strm.expired();
     if (!ret || closed || refused) break;
