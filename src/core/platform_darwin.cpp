@@ -1,6 +1,7 @@
 // core/platform.h on macOS: F_NOCACHE reads, sysctl and the Mach VM statistics
 // for memory, sysctlbyname for the Apple Silicon CPU features.
-// Not yet compiled on a Mac: written from the SDK's documentation.
+// Compiled and linked against the macOS SDK's headers by scripts/test-macos (from
+// Linux); not yet run on a Mac.
 #include <fcntl.h>
 #include <mach/mach.h>
 #include <sys/mman.h>
