@@ -94,10 +94,10 @@ void close_gently(socket_t fd) {
   ::close(fd);
 }
 
-// cpp-httplib's Stream changed in 0.19: is_writable became wait_writable, and
+// cpp-httplib's Stream changed after 0.18: is_writable became wait_writable, and
 // is_readable (which waited for the read timeout) became wait_readable beside an
-// is_readable that only says whether bytes are buffered. Debian 12 has 0.11, trixie
-// 0.18, Homebrew a newer one; ConnStream answers both sets, overriding the ones its
+// is_readable that only says whether bytes are buffered (0.41 has both). Debian 12
+// has 0.11, trixie 0.18, Homebrew a newer one; ConnStream answers both sets, overriding the ones its
 // base declares (so none is marked override) and asserting below that none is missed.
 template <typename S>
 constexpr bool kWaits = requires(const S& s) { s.wait_readable(); };
@@ -137,7 +137,7 @@ class ConnStream final : public httplib::Stream {
   bool wait_readable() const { return pos_ < have_ || poll_one(fd_, POLLIN, read_ms_) > 0; }
   bool is_writable() const { return wait_writable(); }
   bool wait_writable() const { return !expired_ && poll_one(fd_, POLLOUT, write_ms_) > 0; }
-  // Milliseconds since the connection began (0.19+: for a maximum timeout, unset here).
+  // Milliseconds since the connection began (newer versions: for a maximum timeout, unset here).
   time_t duration() const {
     return time_t(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began_).count());
   }
@@ -218,7 +218,7 @@ class ConnStream final : public httplib::Stream {
 static_assert(!std::is_abstract_v<ConnStream>, "ConnStream misses a function of this cpp-httplib's Stream");
 
 // Workers started as connections come (up to `max`), kept for the next ones.
-// TaskQueue::enqueue returns void in cpp-httplib 0.11, bool (taken) from 0.15.
+// TaskQueue::enqueue returns void in cpp-httplib 0.11, bool (taken) in 0.18 and 0.41.
 using EnqueueResult = decltype(std::declval<httplib::TaskQueue&>().enqueue(std::function<void()>()));
 class GrowingPool final : public httplib::TaskQueue {
  public:
@@ -314,7 +314,7 @@ void vet(httplib::Request& req, Framing* f) {
     *f = {"the request's Transfer-Encoding is not supported: only 'chunked' is", 501, true};
   }
   if (f->error) {
-    // The body's end is unknown: none of it is read (cpp-httplib 0.19+ would read to
+    // The body's end is unknown: none of it is read (cpp-httplib 0.41 would read to
     // the end of the connection after the answer, taking a next request's bytes),
     // and the answer closes the connection.
     req.headers.erase("Connection");
@@ -323,7 +323,7 @@ void vet(httplib::Request& req, Framing* f) {
     req.headers.erase("Content-Length");
     req.set_header("Content-Length", "0");
   } else if (n_length == 0 && n_coding == 0) {
-    // No body (RFC 9112 6.3), said so: cpp-httplib 0.19+ would otherwise read a
+    // No body (RFC 9112 6.3), said so: cpp-httplib 0.41 would otherwise read a
     // DELETE's absent body to the end of the connection after the answer, taking the
     // next request on a kept-alive connection as its bytes.
     req.set_header("Content-Length", "0");
